@@ -1,0 +1,53 @@
+"""``workbench <command>``: argparse only; every command lives in its own file of this package.
+
+Each command module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
+A :class:`~workbench.errors.WorkbenchError` becomes ``error: <message>`` on stderr and exit code 2.
+
+    $ workbench inspect data/demo/val.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from workbench.errors import WorkbenchError
+
+# One module per command, in the order `workbench --help` lists them.
+COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "demo", "report", "sglang", "rewire", "bench"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from workbench import __version__
+
+    parser = argparse.ArgumentParser(prog="workbench", description=(
+        "Why does my EAGLE-3 draft underperform when served? Offline acceptance, wiring diagnosis, reports."))
+    parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        mod = importlib.import_module(f"workbench.cli.{name}")
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except WorkbenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted (finished work is kept; re-run to resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
