@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test venv bench report clean-demo
+.PHONY: demo test venv bench report clean-demo chromium
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,9 +19,14 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/workbench demo
 
-## The whole test suite.
-test: $(STAMP)
+## The whole test suite (installs Debian's chromium for the report browser test when missing).
+test: $(STAMP) chromium
 	$(PY) -m pytest -q
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null); \
+	  else echo "note: chromium missing and not root: the browser test will be skipped (sudo apt-get install chromium)"; fi; }
 
 bench: $(STAMP)
 	$(PY) bench/run.py

@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `workbench ... | head`: the reader left; not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted (finished work is kept; re-run to resume)", file=sys.stderr)
         return 130
