@@ -1,13 +1,53 @@
-"""`workbench draft`: not built yet (see the issue that owns it)."""
+"""`workbench draft PATH [--target TARGET]`: load an EAGLE-3 draft checkpoint strictly and report it.
+
+    $ workbench draft data/demo/draft-aligned --target data/demo/target
+"""
+
+import json
 
 NAME = "draft"
-HELP = "(not built yet)"
+HELP = "load an EAGLE-3 draft checkpoint (strict keys) and report what it is"
 
 
 def add_arguments(parser):
-    pass
+    parser.add_argument("path", help="draft directory (config.json + model.safetensors / pytorch_model.bin)")
+    parser.add_argument("--target", help="target model directory: checks the draft fits it, embeds from it")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
+    parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow the target's remote code")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def format_report(info: dict) -> str:
+    f = info["features"]
+    on = [k for k, v in f.items() if v] or ["none"]
+    lines = [
+        f"{info['path']}: {info['architecture']} ({info['format']} format), {info['parameters']:,} parameters "
+        f"(without embed_tokens), {info['dtype']} on {info['device']}",
+        f"  hidden {info['hidden_size']}, target hidden {info['target_hidden_size']} (fc input "
+        f"{info['fc_input']}), heads {info['heads']}/{info['kv_heads']} kv, head_dim {info['head_dim']}, "
+        f"mlp {info['intermediate_size']}, rope theta {info['rope_theta']:g} ({info['rope_scaling']})",
+        f"  vocab {info['vocab_size']}, draft vocab {info['draft_vocab_size']}"
+        + (f" (d2t maps to {info['t2d_coverage']} target ids)" if info["vocab_mapped"] else " (no mapping)"),
+        f"  eagle_config layer ids {info['eagle_layer_ids']}, embed_tokens from {info['embed_source']}",
+        f"  variant features on: {', '.join(on)}",
+    ]
+    lines += [f"  note: {n}" for n in info["notes"]]
+    return "\n".join(lines)
 
 
 def run(args):
-    print("workbench draft: not built yet")
-    return 2
+    from workbench import draft as draft_mod
+    from workbench.errors import parse_dtype, resolve_device
+
+    device = resolve_device(args.device)
+    dtype = parse_dtype(args.dtype, device)
+    target = None
+    if args.target:
+        from workbench import capture
+        target = capture.load_target(args.target, device=device, dtype=dtype,
+                                     trust_remote_code=args.trust_remote_code)
+    d = draft_mod.load_draft(args.path, target, device=device, dtype=dtype)
+    info = draft_mod.describe_draft(d)
+    print(json.dumps(info, indent=2) if args.json else format_report(info))
+    return 0

@@ -1,0 +1,863 @@
+"""The EAGLE-3 draft model: load/save real checkpoints, run draft chains for every start position.
+
+    >>> import torch
+    >>> from workbench.draft import Eagle3Draft, new_draft_config, run_chains, chain_reference
+    >>> _ = torch.manual_seed(0)
+    >>> cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+    ...                         "intermediate_size": 64}, layer_ids=[1, 3, 4])
+    >>> draft = Eagle3Draft.from_config(cfg, torch.randn(50, 32))
+    >>> feats, ids = torch.randn(1, 6, 96), torch.randint(0, 50, (1, 6))
+    >>> out = run_chains(draft, feats, ids, torch.ones(1, 6, dtype=torch.long), K=3)
+    >>> out.tokens.shape                     # [B, T, K] drafted tokens, target ids
+    torch.Size([1, 6, 3])
+    >>> bool((out.tokens[0, 2] == chain_reference(draft, feats[0], ids[0], 2, 3)).all())
+    True
+
+The computation is the one of SGLang ``llama_eagle3.py`` / SpecForge ``llama3_eagle.py`` (see
+``shared/eagle3-facts.md`` section 2). One draft step at position p:
+
+    h = fc(concat(taps))            # first step only (fc_norm: one RMSNorm per tap first)
+    x = concat(input_layernorm(embed(token_{p+1})), hidden_norm(h))     # embeds FIRST, width 2H
+    h = h + o_proj(attn(q/k/v(x)))  # rotary position p + k at step k
+    h = h + mlp(post_attention_layernorm(h))
+    logits = lm_head(norm(h))       # draft vocab; target id = draft id + d2t[draft id]
+    next step's hidden = h          # pre-norm (norm(h) when config norm_output is on)
+
+Checkpoint format (SafeAILab/EAGLE, SpecForge, SGLang): ``config.json`` with architectures
+``["LlamaForCausalLMEagle3"]`` and ``model.safetensors`` (or ``pytorch_model.bin``, read with
+``weights_only=True``; sharded ``*.index.json`` too). vLLM ``speculators`` checkpoints
+(``speculators_model_type: eagle3``, ``layers.0.*`` keys) are read as well. Keys are strict:
+unknown or missing keys are an error that lists them (SGLang would silently skip them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from workbench.errors import WorkbenchError, atomic_write
+
+ARCHITECTURE = "LlamaForCausalLMEagle3"
+_ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")   # the second is vLLM's registry name
+_ACTS = {"silu": F.silu, "swish": F.silu, "gelu": F.gelu, "relu": F.relu,
+         "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+         "gelu_new": lambda x: F.gelu(x, approximate="tanh")}
+
+
+# ----------------------------------------------------------------------------------------- config
+
+@dataclass(frozen=True)
+class _Spec:
+    """The numbers the forward needs, read (and checked) from a config.json dict."""
+
+    vocab_size: int
+    draft_vocab_size: int
+    hidden_size: int
+    target_hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    rms_norm_eps: float
+    hidden_act: str
+    rope_theta: float
+    rope_scaling: dict | None
+    fc_bias: bool
+    attention_bias: bool
+    mlp_bias: bool
+    fc_norm: bool
+    norm_output: bool
+    norm_before_residual: bool
+    layer_ids: tuple | None
+    has_draft_vocab_key: bool
+
+
+def _cfg_int(cfg: dict, key: str, where: str, default=None) -> int:
+    v = cfg.get(key, default)
+    if v is None:
+        raise WorkbenchError(f"{where}: missing key {key!r} (expected a positive integer)")
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise WorkbenchError(f"{where}: key {key!r} is {v!r} (expected a positive integer)")
+    return v
+
+
+def _rope(cfg: dict, where: str) -> tuple[float, dict | None]:
+    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
+    theta = cfg.get("rope_theta", (params or {}).get("rope_theta", 10000.0))
+    scaling = cfg.get("rope_scaling")
+    if scaling is None and params is not None and params.get("rope_type", "default") != "default":
+        scaling = params
+    if scaling is not None:
+        if not isinstance(scaling, dict):
+            raise WorkbenchError(f"{where}: rope_scaling is {scaling!r} (expected an object or null)")
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind not in ("default", "llama3", "linear"):
+            raise WorkbenchError(f"{where}: rope_scaling type {kind!r} is not supported "
+                                 "(supported: default, linear, llama3)")
+        scaling = None if kind == "default" else dict(scaling, rope_type=kind)
+    if float(cfg.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise WorkbenchError(f"{where}: partial_rotary_factor {cfg['partial_rotary_factor']} is not supported")
+    return float(theta), scaling
+
+
+def _spec(cfg: dict, where: str = "config.json") -> _Spec:
+    """Check a (Llama-format) EAGLE-3 draft config and return the numbers the forward needs."""
+    if not isinstance(cfg, dict):
+        raise WorkbenchError(f"{where}: expected a JSON object, got {type(cfg).__name__}")
+    layers = cfg.get("num_hidden_layers", 1)
+    if layers != 1:
+        raise WorkbenchError(
+            f"{where}: num_hidden_layers is {layers!r}; workbench runs single-layer EAGLE-3 drafts only "
+            "(extra decoder layers are not modelled), refusing rather than running a different model")
+    if cfg.get("tie_word_embeddings"):
+        raise WorkbenchError(f"{where}: tie_word_embeddings is true (lm_head = the embedding); "
+                             "not supported, set it to false with a real lm_head.weight")
+    vocab = _cfg_int(cfg, "vocab_size", where)
+    has_dv = cfg.get("draft_vocab_size") is not None
+    dvocab = _cfg_int(cfg, "draft_vocab_size", where) if has_dv else vocab
+    if dvocab > vocab:
+        raise WorkbenchError(f"{where}: draft_vocab_size {dvocab} is larger than vocab_size {vocab}")
+    hidden = _cfg_int(cfg, "hidden_size", where)
+    heads = _cfg_int(cfg, "num_attention_heads", where)
+    kv = _cfg_int(cfg, "num_key_value_heads", where, default=heads)
+    if heads % kv:
+        raise WorkbenchError(f"{where}: num_attention_heads {heads} is not a multiple of "
+                             f"num_key_value_heads {kv}")
+    if cfg.get("head_dim") is None and hidden % heads:
+        raise WorkbenchError(f"{where}: hidden_size {hidden} is not divisible by num_attention_heads {heads} "
+                             "(give head_dim)")
+    head_dim = _cfg_int(cfg, "head_dim", where, default=hidden // heads)
+    if head_dim % 2:
+        raise WorkbenchError(f"{where}: head_dim {head_dim} must be even (rotary embedding)")
+    act = cfg.get("hidden_act", "silu")
+    if act not in _ACTS:
+        raise WorkbenchError(f"{where}: hidden_act {act!r} is not supported (expected one of {', '.join(_ACTS)})")
+    theta, scaling = _rope(cfg, where)
+    eagle = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    ids = eagle.get("eagle_aux_hidden_state_layer_ids", cfg.get("eagle_aux_hidden_state_layer_ids"))
+    if ids is not None:
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise WorkbenchError(f"{where}: eagle_aux_hidden_state_layer_ids is {ids!r} (expected a list of ints)")
+        ids = tuple(ids)
+    return _Spec(
+        vocab_size=vocab, draft_vocab_size=dvocab, hidden_size=hidden,
+        target_hidden_size=_cfg_int(cfg, "target_hidden_size", where, default=hidden),
+        num_heads=heads, num_kv_heads=kv, head_dim=head_dim,
+        intermediate_size=_cfg_int(cfg, "intermediate_size", where),
+        rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), hidden_act=act, rope_theta=theta,
+        rope_scaling=scaling, fc_bias=bool(cfg.get("bias", False)),
+        attention_bias=bool(cfg.get("attention_bias", False)), mlp_bias=bool(cfg.get("mlp_bias", False)),
+        fc_norm=bool(cfg.get("fc_norm", False)), norm_output=bool(cfg.get("norm_output", False)),
+        norm_before_residual=bool(cfg.get("norm_before_residual", False)), layer_ids=ids,
+        has_draft_vocab_key=has_dv)
+
+
+def _as_dict(config) -> dict:
+    if isinstance(config, dict):
+        return dict(config)
+    if hasattr(config, "to_dict"):
+        return config.to_dict()
+    raise WorkbenchError(f"expected a config dict or a transformers config, got {type(config).__name__}")
+
+
+def new_draft_config(target_config, *, hidden_size: int | None = None, draft_vocab_size: int | None = None,
+                     layer_ids: list[int] | None = None, intermediate_size: int | None = None,
+                     num_attention_heads: int | None = None, num_key_value_heads: int | None = None) -> dict:
+    """A fresh EAGLE-3 draft ``config.json`` (SpecForge/SGLang format) for a target.
+
+        >>> cfg = new_draft_config({"vocab_size": 100, "hidden_size": 64, "num_attention_heads": 4,
+        ...                         "intermediate_size": 128}, layer_ids=[1, 3, 4], draft_vocab_size=40)
+        >>> cfg["architectures"], cfg["draft_vocab_size"], cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+        (['LlamaForCausalLMEagle3'], 40, [1, 3, 4])
+    """
+    t = _as_dict(target_config)
+    where = "target config"
+    vocab = _cfg_int(t, "vocab_size", where)
+    t_hidden = _cfg_int(t, "hidden_size", where)
+    hidden = hidden_size or t_hidden
+    heads = num_attention_heads or _cfg_int(t, "num_attention_heads", where)
+    if num_key_value_heads:
+        kv = num_key_value_heads
+    elif num_attention_heads:
+        kv = heads
+    else:
+        kv = t.get("num_key_value_heads") or heads
+    theta, scaling = _rope(t, where)
+    cfg = {
+        "architectures": [ARCHITECTURE], "model_type": "llama", "num_hidden_layers": 1,
+        "vocab_size": vocab, "draft_vocab_size": draft_vocab_size or vocab, "hidden_size": hidden,
+        "num_attention_heads": heads, "num_key_value_heads": kv,
+        "intermediate_size": intermediate_size or (t.get("intermediate_size") if hidden == t_hidden else None)
+        or 4 * hidden,
+        "hidden_act": t.get("hidden_act", "silu"), "rms_norm_eps": float(t.get("rms_norm_eps", 1e-6)),
+        "rope_theta": theta, "rope_scaling": scaling,
+        "max_position_embeddings": int(t.get("max_position_embeddings", 2048)),
+        "tie_word_embeddings": False, "bias": False, "torch_dtype": "float32",
+    }
+    if hidden == t_hidden and t.get("head_dim") and not num_attention_heads:
+        cfg["head_dim"] = t["head_dim"]
+    if hidden != t_hidden:
+        cfg["target_hidden_size"] = t_hidden
+    if layer_ids is not None:
+        cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [int(i) for i in layer_ids],
+                               "use_aux_hidden_state": True}
+    _spec(cfg, "new draft config")   # fail here, not at first use
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------- modules
+
+class _RMSNorm(nn.Module):
+    def __init__(self, n: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        dt = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dt)
+
+
+class _Attention(nn.Module):
+    def __init__(self, s: _Spec):
+        super().__init__()
+        self.q_proj = nn.Linear(2 * s.hidden_size, s.num_heads * s.head_dim, bias=s.attention_bias)
+        self.k_proj = nn.Linear(2 * s.hidden_size, s.num_kv_heads * s.head_dim, bias=s.attention_bias)
+        self.v_proj = nn.Linear(2 * s.hidden_size, s.num_kv_heads * s.head_dim, bias=s.attention_bias)
+        self.o_proj = nn.Linear(s.num_heads * s.head_dim, s.hidden_size, bias=s.attention_bias)
+
+
+class _MLP(nn.Module):
+    def __init__(self, s: _Spec):
+        super().__init__()
+        self.gate_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=s.mlp_bias)
+        self.up_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=s.mlp_bias)
+        self.down_proj = nn.Linear(s.intermediate_size, s.hidden_size, bias=s.mlp_bias)
+        self.act = _ACTS[s.hidden_act]
+
+    def forward(self, x):
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+
+
+class _MidLayer(nn.Module):
+    def __init__(self, s: _Spec):
+        super().__init__()
+        self.hidden_norm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self.input_layernorm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self.post_attention_layernorm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self.self_attn = _Attention(s)
+        self.mlp = _MLP(s)
+
+
+def _inv_freq(s: _Spec) -> torch.Tensor:
+    d = s.head_dim
+    inv = 1.0 / (s.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    sc = s.rope_scaling
+    if sc and sc["rope_type"] == "linear":
+        inv = inv / float(sc["factor"])
+    elif sc and sc["rope_type"] == "llama3":   # as transformers / SGLang / SpecForge (newer) compute it
+        factor, lo, hi = float(sc["factor"]), float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
+        old = float(sc["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo) if hi != lo else torch.zeros_like(inv)
+        mid = (1 - smooth) * inv / factor + smooth * inv
+        inv = torch.where(wavelen < old / hi, inv, torch.where(wavelen > old / lo, inv / factor, mid))
+    return inv.float()
+
+
+def _rotate(x, pos, inv_freq):
+    """Rotary embedding of ``x`` [B, heads, T, d] at positions ``pos`` [T] (or [B, T])."""
+    ang = pos.to(torch.float32)[..., None] * inv_freq.to(device=pos.device, dtype=torch.float32)
+    emb = torch.cat((ang, ang), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    if cos.dim() == 3:            # [B, T, d] -> [B, 1, T, d]
+        cos, sin = cos[:, None], sin[:, None]
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    half = x.shape[-1] // 2
+    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rot * sin
+
+
+class Eagle3Draft(nn.Module):
+    """An EAGLE-3 draft (one decoder layer on [embed; hidden], fc over three target taps).
+
+        >>> import torch
+        >>> cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+        ...                         "intermediate_size": 64})
+        >>> d = Eagle3Draft.from_config(cfg, torch.zeros(50, 32))
+        >>> d.hidden_size, d.target_hidden_size, d.vocab_size, d.draft_vocab_size
+        (32, 32, 50, 50)
+
+    Parameter names are the checkpoint's (``fc.weight``, ``midlayer.self_attn.q_proj.weight``, ...);
+    ``embed_tokens`` is the target's input embedding (frozen, never saved); ``d2t`` holds offsets
+    (target id = draft id + d2t[draft id]); ``t2d`` marks the target ids the draft vocab covers.
+    """
+
+    def __init__(self, config: dict, *, where: str = "config.json"):
+        super().__init__()
+        self.config = dict(config)
+        s = self.spec = _spec(self.config, where)
+        self.embed_tokens = nn.Embedding(s.vocab_size, s.hidden_size)
+        self.embed_tokens.weight.requires_grad_(False)
+        self.fc = nn.Linear(3 * s.target_hidden_size, s.hidden_size, bias=s.fc_bias)
+        if s.fc_norm:
+            self.fc_norm = nn.ModuleList(_RMSNorm(s.target_hidden_size, s.rms_norm_eps) for _ in range(3))
+        self.midlayer = _MidLayer(s)
+        self.norm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self.lm_head = nn.Linear(s.hidden_size, s.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(s.draft_vocab_size, dtype=torch.long))
+        t2d = torch.zeros(s.vocab_size, dtype=torch.bool)
+        t2d[: s.draft_vocab_size] = True
+        self.register_buffer("t2d", t2d)
+        self._inv_freq = _inv_freq(s)    # fp32, kept off the module so .to(bf16) cannot round it
+        self.has_embed = False            # True once the embedding came from a checkpoint or a target
+        self.embed_source = "missing"
+        self.source_format = "eagle3"
+        self.path = None
+        self.notes: list[str] = []        # non-fatal findings (shown by describe_draft / the CLI)
+        self.raw_config = self.config     # the config.json as found on disk (load_draft sets it)
+
+    # attributes of the agreed API
+    hidden_size = property(lambda self: self.spec.hidden_size)
+    target_hidden_size = property(lambda self: self.spec.target_hidden_size)
+    vocab_size = property(lambda self: self.spec.vocab_size)
+    draft_vocab_size = property(lambda self: self.spec.draft_vocab_size)
+    eagle_layer_ids = property(lambda self: list(self.spec.layer_ids) if self.spec.layer_ids is not None else None)
+
+    @classmethod
+    def from_config(cls, config: dict, embed_weight: torch.Tensor) -> "Eagle3Draft":
+        """Fresh (random-init) draft for training; ``embed_weight`` [V, H] is the target's embedding."""
+        draft = cls(_as_dict(config), where="draft config")
+        draft.set_embedding(embed_weight, source="target")
+        return draft
+
+    def set_embedding(self, weight: torch.Tensor, source: str = "target"):
+        """Use ``weight`` [vocab_size, hidden_size] as the (frozen) input embedding."""
+        want = (self.vocab_size, self.hidden_size)
+        if tuple(weight.shape) != want:
+            raise WorkbenchError(f"embedding from the {source} has shape {list(weight.shape)}, the draft expects "
+                                 f"[vocab_size, hidden_size] = {list(want)}")
+        with torch.no_grad():
+            self.embed_tokens.weight.copy_(weight.detach().to(self.embed_tokens.weight))
+        self.has_embed, self.embed_source = True, source
+
+    def set_vocab_map(self, d2t: torch.Tensor, t2d: torch.Tensor | None = None, *, where: str = "d2t"):
+        """Install a reduced-vocab map: ``d2t`` offsets [draft_vocab_size], ``t2d`` bool [vocab_size]."""
+        d2t = torch.as_tensor(d2t)
+        if d2t.dim() != 1 or d2t.shape[0] != self.draft_vocab_size:
+            raise WorkbenchError(f"{where}: d2t has shape {list(d2t.shape)}, expected [draft_vocab_size] = "
+                                 f"[{self.draft_vocab_size}]")
+        if d2t.is_floating_point() or d2t.dtype == torch.bool:
+            raise WorkbenchError(f"{where}: d2t has dtype {d2t.dtype}, expected integer offsets (int64)")
+        tid = torch.arange(self.draft_vocab_size) + d2t.long().cpu()
+        bad = ((tid < 0) | (tid >= self.vocab_size)).nonzero().flatten()
+        if len(bad):
+            i = int(bad[0])
+            raise WorkbenchError(f"{where}: d2t maps draft id {i} to target id {int(tid[i])}, outside the target "
+                                 f"vocab [0, {self.vocab_size}) ({len(bad)} such ids; d2t must hold offsets)")
+        if len(set(tid.tolist())) != len(tid):
+            self.notes.append("d2t maps several draft ids to the same target id")
+        derived = torch.zeros(self.vocab_size, dtype=torch.bool)
+        derived[tid] = True
+        if t2d is not None:
+            t2d = torch.as_tensor(t2d)
+            if tuple(t2d.shape) != (self.vocab_size,):
+                raise WorkbenchError(f"{where}: t2d has shape {list(t2d.shape)}, expected [vocab_size] = "
+                                     f"[{self.vocab_size}]")
+            if not torch.equal(t2d.bool().cpu(), derived):
+                self.notes.append(f"t2d disagrees with d2t on {int((t2d.bool().cpu() != derived).sum())} "
+                                  "target ids; using the set d2t maps to (what the engines use)")
+        self.d2t.copy_(d2t.long())
+        self.t2d.copy_(derived)
+
+    # ------------------------------------------------------------------ pieces of the forward
+    def to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        """Draft vocab ids → target vocab ids (through the ``d2t`` offsets)."""
+        return draft_ids + self.d2t[draft_ids]
+
+    def target_to_draft(self, target_ids: torch.Tensor) -> torch.Tensor:
+        """Target ids → draft ids, -1 where the draft vocab does not have the token."""
+        dev = self.d2t.device
+        idx = torch.full((self.vocab_size,), -1, dtype=torch.long, device=dev)
+        idx[self.to_target(torch.arange(self.draft_vocab_size, device=dev))] = \
+            torch.arange(self.draft_vocab_size, device=dev)
+        return idx[target_ids]
+
+    def project(self, features: torch.Tensor) -> torch.Tensor:
+        """``fc`` over the concatenated taps [..., 3·H_target] → [..., H] (per-tap RMSNorm first if fc_norm)."""
+        want = 3 * self.target_hidden_size
+        if features.shape[-1] != want:
+            raise WorkbenchError(f"draft features have width {features.shape[-1]} (shape {list(features.shape)}); "
+                                 f"the draft's fc expects 3 taps x target hidden {self.target_hidden_size} = {want}")
+        x = features.to(self.fc.weight.dtype)
+        if self.spec.fc_norm:
+            x = torch.cat([n(c) for n, c in zip(self.fc_norm, x.chunk(3, dim=-1))], dim=-1)
+        return self.fc(x)
+
+    def _qkv(self, h, emb, pos):
+        """q [B,nh,T,d], k/v [B,nkv,T,d] (rotary at ``pos``) and the residual, for hidden ``h`` + token embeds."""
+        m, s = self.midlayer, self.spec
+        hn = m.hidden_norm(h)
+        residual = hn if s.norm_before_residual else h
+        x = torch.cat((m.input_layernorm(emb.to(h.dtype)), hn), dim=-1)          # embeds FIRST
+        B, T = x.shape[:2]
+        q = m.self_attn.q_proj(x).view(B, T, s.num_heads, s.head_dim).transpose(1, 2)
+        k = m.self_attn.k_proj(x).view(B, T, s.num_kv_heads, s.head_dim).transpose(1, 2)
+        v = m.self_attn.v_proj(x).view(B, T, s.num_kv_heads, s.head_dim).transpose(1, 2)
+        q, k = _rotate(q, pos, self._inv_freq), _rotate(k, pos, self._inv_freq)
+        rep = s.num_heads // s.num_kv_heads
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        return q, k, v, residual
+
+    def _finish(self, residual, attn):
+        """Attention output [B,nh,T,d] → the layer's pre-norm output [B,T,H]."""
+        m = self.midlayer
+        B, _, T, _ = attn.shape
+        h = residual + m.self_attn.o_proj(attn.transpose(1, 2).reshape(B, T, -1))
+        return h + m.mlp(m.post_attention_layernorm(h))
+
+    def logits(self, h):
+        """Draft-vocab logits of a layer output (``norm`` then ``lm_head``)."""
+        return self.lm_head(self.norm(h))
+
+    def next_hidden(self, h):
+        """The hidden fed to the next step: pre-norm (post-norm when config ``norm_output``)."""
+        return self.norm(h) if self.spec.norm_output else h
+
+    def _check_ready(self):
+        if not self.has_embed:
+            raise WorkbenchError("the draft has no embed_tokens (the checkpoint has none): load it with the "
+                                 "target, load_draft(path, target), so the target's embedding is used")
+
+
+# ----------------------------------------------------------------------------------------- chains
+
+@dataclass
+class ChainOutput:
+    """Drafted chains for every start position. ``tokens[b, p, k]``: the (k+1)-th token of the chain
+    with features h_0..h_p and bonus token x_{p+1}, in target ids (predicts position p+2+k)."""
+
+    tokens: torch.Tensor                          # LongTensor [B, T, K]
+    topk_ids: torch.Tensor | None = None          # [B, T, K, k] target ids
+    topk_logprobs: torch.Tensor | None = None     # [B, T, K, k] log-probs over the draft vocab
+    logits: torch.Tensor | None = None            # [B, T, K, draft_vocab] fp32, only if asked
+
+
+def _unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teacher=None):
+    """The training-time-test layout, yielding step-k logits [B, T, Vd] for k = 0..K-1.
+
+    Step k at position p: rotary position p+k; attends to step-0 keys at positions <= p (masked by
+    ``attention_mask``) plus its own keys from steps 1..k. Step-k input token: ``teacher[:, :, k]``
+    (training) or the draft's own greedy token of step k-1 (a real chain); hidden: its own output.
+    """
+    B, T = input_ids.shape
+    dev = draft.fc.weight.device
+    ids = input_ids.to(dev)
+    mask = attention_mask.to(dev).bool()
+    pos = torch.arange(T, device=dev)
+    causal = pos[None, :] <= pos[:, None]
+    allowed = causal[None] & (mask[:, None, :] | torch.eye(T, dtype=torch.bool, device=dev)[None])
+    scale = 1.0 / math.sqrt(draft.spec.head_dim)
+    h = draft.project(features.to(dev))
+    if teacher is None:
+        tok = torch.zeros_like(ids)
+        tok[:, :-1] = ids[:, 1:]                                  # x_{p+1}; last column has none
+    else:
+        tok = teacher[:, :, 0].to(dev)
+    k0 = v0 = None
+    own_k, own_v = [], []
+    for k in range(K):
+        q, kk, vv, residual = draft._qkv(h, draft.embed_tokens(tok), pos + k)
+        if k == 0:
+            k0, v0 = kk, vv
+        else:
+            own_k.append(kk)
+            own_v.append(vv)
+        s0 = (q @ k0.transpose(-1, -2)).float() * scale
+        s0 = s0.masked_fill(~allowed[:, None], float("-inf"))
+        extra = [(q * kj).sum(-1).float()[..., None] * scale for kj in own_k]
+        p = torch.softmax(torch.cat([s0, *extra], dim=-1), dim=-1).to(q.dtype)
+        out = p[..., :T] @ v0
+        for j, vj in enumerate(own_v):
+            out = out + p[..., T + j, None] * vj
+        hk = draft._finish(residual, out)
+        logits = draft.logits(hk)
+        yield logits
+        if k + 1 < K:
+            h = draft.next_hidden(hk)
+            tok = teacher[:, :, k + 1].to(dev) if teacher is not None else draft.to_target(logits.argmax(-1))
+
+
+def _check_inputs(features, input_ids, attention_mask, K):
+    if input_ids.dim() != 2:
+        raise WorkbenchError(f"input_ids has shape {list(input_ids.shape)}, expected [B, T]")
+    if features.dim() != 3 or tuple(features.shape[:2]) != tuple(input_ids.shape):
+        raise WorkbenchError(f"features have shape {list(features.shape)}, expected [B, T, 3*H_target] with "
+                             f"[B, T] = {list(input_ids.shape)}")
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise WorkbenchError(f"attention_mask has shape {list(attention_mask.shape)}, expected "
+                             f"{list(input_ids.shape)}")
+    if not isinstance(K, int) or isinstance(K, bool) or K < 1:
+        raise WorkbenchError(f"K (draft steps) must be a positive integer, got {K!r}")
+
+
+def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tensor,
+               attention_mask: torch.Tensor, K: int, *, topk: int = 0,
+               return_logits: bool = False) -> ChainOutput:
+    """K greedy draft steps for every start position at once (the training-time-test layout).
+
+        >>> import torch
+        >>> cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+        ...                         "intermediate_size": 64})
+        >>> d = Eagle3Draft.from_config(cfg, torch.randn(50, 32))
+        >>> out = run_chains(d, torch.randn(2, 5, 96), torch.randint(0, 50, (2, 5)),
+        ...                  torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), K=4, topk=3)
+        >>> out.tokens.shape, out.topk_ids.shape
+        (torch.Size([2, 5, 4]), torch.Size([2, 5, 4, 3]))
+
+    Chains whose bonus token x_{p+1} is padding or past the end (p >= length-1) are computed but
+    meaningless; acceptance does not count them.
+    """
+    _check_inputs(features, input_ids, attention_mask, K)
+    draft._check_ready()
+    if topk < 0 or topk > draft.draft_vocab_size:
+        raise WorkbenchError(f"topk must be in 0..{draft.draft_vocab_size}, got {topk}")
+    toks, tids, tlps, logs = [], [], [], []
+    with torch.no_grad():
+        for logits in _unroll(draft, features, input_ids, attention_mask, K):
+            toks.append(draft.to_target(logits.argmax(-1)))
+            if topk:
+                lp, ix = torch.log_softmax(logits.float(), dim=-1).topk(topk, dim=-1)
+                tids.append(draft.to_target(ix))
+                tlps.append(lp)
+            if return_logits:
+                logs.append(logits.float())
+    return ChainOutput(tokens=torch.stack(toks, dim=2),
+                       topk_ids=torch.stack(tids, dim=2) if topk else None,
+                       topk_logprobs=torch.stack(tlps, dim=2) if topk else None,
+                       logits=torch.stack(logs, dim=2) if return_logits else None)
+
+
+def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tensor, t: int, K: int,
+                    *, return_logits: bool = False):
+    """One chain, sequentially with a KV cache: the exact reference for :func:`run_chains`.
+
+        >>> import torch
+        >>> cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+        ...                         "intermediate_size": 64})
+        >>> d = Eagle3Draft.from_config(cfg, torch.randn(50, 32))
+        >>> chain_reference(d, torch.randn(6, 96), torch.randint(0, 50, (6,)), t=3, K=2).shape
+        torch.Size([2])
+
+    The draft reads features h_0..h_t paired with tokens x_1..x_{t+1} one position at a time (its
+    KV cache), then drafts: step k feeds its own greedy token (target id) and its own hidden at
+    rotary position t+k. Returns LongTensor [K] (target ids), with ``return_logits`` also [K, Vd].
+    """
+    if features.dim() != 2 or input_ids.dim() != 1 or features.shape[0] != input_ids.shape[0]:
+        raise WorkbenchError(f"chain_reference takes one sequence: features [T, W] and input_ids [T], got "
+                             f"{list(features.shape)} and {list(input_ids.shape)}")
+    T = input_ids.shape[0]
+    if not 0 <= t <= T - 2:
+        raise WorkbenchError(f"chain start t={t} needs the bonus token x_(t+1): expected 0 <= t <= {T - 2}")
+    if K < 1:
+        raise WorkbenchError(f"K (draft steps) must be a positive integer, got {K!r}")
+    draft._check_ready()
+    dev = draft.fc.weight.device
+    ids = input_ids.to(dev)
+    scale = 1.0 / math.sqrt(draft.spec.head_dim)
+    cache_k, cache_v = [], []
+
+    def attend(h, token, position):
+        q, k, v, residual = draft._qkv(h, draft.embed_tokens(token.view(1, 1)),
+                                       torch.tensor([position], device=dev))
+        cache_k.append(k)
+        cache_v.append(v)
+        keys, values = torch.cat(cache_k, dim=2), torch.cat(cache_v, dim=2)
+        p = torch.softmax((q @ keys.transpose(-1, -2)).float() * scale, dim=-1).to(q.dtype)
+        return draft._finish(residual, p @ values)
+
+    tokens, logits_out = [], []
+    with torch.no_grad():
+        hs = draft.project(features[: t + 1].to(dev)[None])
+        for p in range(t + 1):
+            out = attend(hs[:, p: p + 1], ids[p + 1], p)
+        for k in range(K):
+            logits = draft.logits(out)[0, 0]
+            tok = draft.to_target(logits.argmax())
+            tokens.append(tok)
+            logits_out.append(logits.float())
+            if k + 1 < K:
+                out = attend(draft.next_hidden(out), tok, t + k + 1)
+    tokens = torch.stack(tokens)
+    return (tokens, torch.stack(logits_out)) if return_logits else tokens
+
+
+# ----------------------------------------------------------------------------------------- files
+
+_SKIP_ON_SAVE = ("embed_tokens.weight",)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise WorkbenchError(f"{path}: cannot read ({e.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise WorkbenchError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+
+
+def _load_tensor_file(path: Path) -> dict:
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+        try:
+            return load_file(str(path), device="cpu")
+        except Exception as e:  # safetensors raises its own SafetensorError / OSError
+            raise WorkbenchError(f"{path}: not a readable safetensors file ({str(e).splitlines()[0]})") from None
+    import pickle
+    try:
+        sd = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise WorkbenchError(f"{path}: refused, loading it needs unsafe unpickling (torch.load weights_only=True "
+                             f"said: {str(e).splitlines()[0][:160]}); convert it to safetensors") from None
+    except Exception as e:
+        raise WorkbenchError(f"{path}: not a readable torch checkpoint ({str(e).splitlines()[0][:160]})") from None
+    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        raise WorkbenchError(f"{path}: expected a flat state dict of tensors")
+    return sd
+
+
+def _load_weights(folder: Path) -> tuple[dict, str]:
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (folder / name).is_file():
+            return _load_tensor_file(folder / name), name
+    for name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        index = folder / name
+        if index.is_file():
+            wmap = _read_json(index).get("weight_map")
+            if not isinstance(wmap, dict):
+                raise WorkbenchError(f"{index}: missing key 'weight_map' (expected tensor name -> shard file)")
+            sd = {}
+            for shard in sorted(set(wmap.values())):
+                if not (folder / shard).is_file():
+                    raise WorkbenchError(f"{index}: shard {shard!r} is listed but not in {folder}")
+                sd.update(_load_tensor_file(folder / shard))
+            return sd, name
+    raise WorkbenchError(f"{folder}: no weights (expected model.safetensors, pytorch_model.bin or a sharded "
+                         "*.index.json)")
+
+
+def _speculators_to_llama(cfg: dict, where: str) -> dict:
+    """A vLLM ``speculators`` Eagle3 config → the SpecForge/SGLang (Llama) draft config."""
+    if cfg.get("speculators_model_type") != "eagle3":
+        raise WorkbenchError(f"{where}: speculators_model_type is {cfg.get('speculators_model_type')!r}; "
+                             "only 'eagle3' speculators are EAGLE-3 drafts")
+    layer = cfg.get("transformer_layer_config")
+    if not isinstance(layer, dict):
+        raise WorkbenchError(f"{where}: missing key 'transformer_layer_config' (the draft layer's Llama config)")
+    out = {k: v for k, v in layer.items() if k not in ("architectures",)}
+    out.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1)
+    for key in ("draft_vocab_size", "target_hidden_size", "norm_before_residual"):
+        if cfg.get(key) is not None:
+            out[key] = cfg[key]
+    ids = cfg.get("eagle_aux_hidden_state_layer_ids")
+    if ids is not None:
+        out["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": ids, "use_aux_hidden_state": True}
+    return out
+
+
+def _rename(key: str) -> str:
+    if key.startswith("model."):
+        key = key[len("model."):]
+    if key.startswith("layers.0."):
+        key = "midlayer." + key[len("layers.0."):]
+    return {"draft_id_to_target_id": "d2t"}.get(key, key)
+
+
+def _short(names) -> str:
+    names = sorted(names)
+    return ", ".join(names[:6]) + (f" (+{len(names) - 6} more)" if len(names) > 6 else "")
+
+
+def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> Eagle3Draft:
+    """Load an EAGLE-3 draft checkpoint directory; ``embed_tokens`` comes from ``target`` when absent.
+
+        >>> d = load_draft("data/demo/draft-aligned", target)          # doctest: +SKIP
+        >>> describe_draft(d)["draft_vocab_size"]                        # doctest: +SKIP
+    """
+    from workbench.errors import default_dtype, resolve_device
+
+    folder = Path(path)
+    if folder.is_file() and folder.name == "config.json":
+        folder = folder.parent
+    if not folder.is_dir():
+        raise WorkbenchError(f"{folder}: no such draft directory")
+    cfg_path = folder / "config.json"
+    if not cfg_path.is_file():
+        raise WorkbenchError(f"{folder}: no config.json (expected an EAGLE-3 draft directory: config.json + "
+                             "model.safetensors)")
+    raw = _read_json(cfg_path)
+    if not isinstance(raw, dict):
+        raise WorkbenchError(f"{cfg_path}: expected a JSON object")
+    fmt = "eagle3"
+    if "speculators_model_type" in raw:
+        cfg, fmt = _speculators_to_llama(raw, str(cfg_path)), "speculators"
+    else:
+        arch = raw.get("architectures") or []
+        if not any(a in _ARCH_ALIASES for a in arch):
+            hint = (" (an EAGLE-1/2 draft: no fc over three taps)" if any("Eagle" in str(a) for a in arch)
+                    else " (a plain model, not a draft)" if arch else "")
+            raise WorkbenchError(f"{cfg_path}: architectures is {arch!r}{hint}; expected ['{ARCHITECTURE}']")
+        cfg = raw
+    draft = Eagle3Draft(cfg, where=str(cfg_path))
+    draft.source_format, draft.path = fmt, str(folder)
+    sd_raw, wname = _load_weights(folder)
+    if fmt == "eagle3":
+        nested = isinstance(raw.get("eagle_config"), dict) and \
+            raw["eagle_config"].get("eagle_aux_hidden_state_layer_ids") is not None
+        if not nested and raw.get("eagle_aux_hidden_state_layer_ids") is not None:
+            notes = ["eagle_aux_hidden_state_layer_ids is top-level only: SGLang reads only "
+                     "eagle_config.eagle_aux_hidden_state_layer_ids and silently uses its default taps"]
+        else:
+            notes = []
+    sd = {}
+    for k, v in sd_raw.items():
+        sd[_rename(k)] = v
+    wfile = folder / wname
+    # fc bias: speculators checkpoints carry one without a config flag
+    if "fc.bias" in sd and not draft.spec.fc_bias:
+        draft = Eagle3Draft(dict(cfg, bias=True), where=str(cfg_path))
+        draft.source_format, draft.path = fmt, str(folder)
+    draft.raw_config = raw            # config.json as written (engines' id rules read this one)
+    draft.notes += notes if fmt == "eagle3" else []
+    expected = {k: v for k, v in draft.state_dict().items()}
+    optional = {"embed_tokens.weight", "t2d"} | ({"d2t"} if draft.draft_vocab_size == draft.vocab_size else set())
+    if not draft.spec.has_draft_vocab_key and target is not None:
+        optional.add("lm_head.weight")
+    unknown = set(sd) - set(expected)
+    missing = set(expected) - set(sd) - optional
+    if unknown or missing:
+        parts = ([f"unknown keys: {_short(unknown)}"] if unknown else []) + \
+                ([f"missing keys: {_short(missing)}"] if missing else [])
+        raise WorkbenchError(f"{wfile}: {'; '.join(parts)} (expected EAGLE-3 names like fc.weight, "
+                             "midlayer.self_attn.q_proj.weight, lm_head.weight, d2t)")
+    fcw = sd["fc.weight"]
+    if fcw.dim() == 2 and fcw.shape[1] != 3 * draft.target_hidden_size:
+        raise WorkbenchError(f"{wfile}: fc.weight has input width {fcw.shape[1]}, expected 3 x target hidden "
+                             f"size = 3 x {draft.target_hidden_size} = {3 * draft.target_hidden_size} "
+                             "(set target_hidden_size in config.json if the target is wider than the draft)")
+    for k, v in sd.items():
+        if k in ("d2t", "t2d"):
+            continue
+        if tuple(v.shape) != tuple(expected[k].shape):
+            raise WorkbenchError(f"{wfile}: {k} has shape {list(v.shape)}, expected {list(expected[k].shape)} "
+                                 "from config.json")
+    if target is not None and getattr(target, "hidden_size", draft.target_hidden_size) != draft.target_hidden_size:
+        raise WorkbenchError(f"draft {folder} expects a target with hidden size {draft.target_hidden_size} "
+                             f"(fc input 3 x {draft.target_hidden_size}) but the target has {target.hidden_size}")
+    if target is not None and getattr(target, "vocab_size", draft.vocab_size) != draft.vocab_size:
+        raise WorkbenchError(f"draft {folder} has vocab_size {draft.vocab_size} but the target has "
+                             f"{target.vocab_size}")
+    params = {k: v for k, v in sd.items() if k not in ("d2t", "t2d", "embed_tokens.weight")}
+    draft.load_state_dict(params, strict=False)
+    if "d2t" in sd:
+        draft.set_vocab_map(sd["d2t"], sd.get("t2d"), where=str(wfile))
+    if "embed_tokens.weight" in sd:
+        draft.set_embedding(sd["embed_tokens.weight"], source="checkpoint")
+        if target is not None and not torch.equal(sd["embed_tokens.weight"].float(),
+                                                  target.embed_weight().detach().float().cpu()):
+            draft.notes.append("the checkpoint's embed_tokens differs from the target's input embedding")
+    elif target is not None:
+        draft.set_embedding(target.embed_weight(), source="target")
+    if not draft.spec.has_draft_vocab_key:
+        if "lm_head.weight" not in sd:
+            head = target.model.get_output_embeddings().weight
+            if tuple(head.shape) != tuple(draft.lm_head.weight.shape):
+                raise WorkbenchError(f"{wfile}: no lm_head.weight and the target's lm_head has shape "
+                                     f"{list(head.shape)}, expected {list(draft.lm_head.weight.shape)}")
+            with torch.no_grad():
+                draft.lm_head.weight.copy_(head.detach().to(draft.lm_head.weight))
+            draft.notes.append("no draft_vocab_size and no lm_head.weight: lm_head taken from the target")
+        else:
+            draft.notes.append("config.json has no draft_vocab_size: SGLang then replaces lm_head with the "
+                               "target's; workbench uses the checkpoint's lm_head.weight")
+    dev = resolve_device(device if device is not None else (getattr(target, "device", None) or "cpu"))
+    dt = dtype if dtype is not None else (getattr(target, "dtype", None) or default_dtype(dev))
+    draft.to(device=dev, dtype=dt)
+    draft.eval()
+    return draft
+
+
+def save_draft(draft: Eagle3Draft, path, *, extra_config: dict | None = None) -> Path:
+    """Save in the SpecForge/SGLang format: ``config.json`` + ``model.safetensors`` (no embed_tokens).
+
+        >>> save_draft(draft, "out/my-draft")                          # doctest: +SKIP
+    """
+    from safetensors.torch import save_file
+
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = dict(draft.config)
+    cfg.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1,
+               draft_vocab_size=draft.draft_vocab_size, vocab_size=draft.vocab_size,
+               hidden_size=draft.hidden_size, bias=draft.spec.fc_bias,
+               torch_dtype=str(draft.fc.weight.dtype).replace("torch.", ""))
+    cfg.pop("dtype", None)
+    if draft.target_hidden_size != draft.hidden_size:
+        cfg["target_hidden_size"] = draft.target_hidden_size
+    if draft.eagle_layer_ids is not None:
+        cfg["eagle_config"] = dict(cfg.get("eagle_config") or {}, use_aux_hidden_state=True,
+                                   eagle_aux_hidden_state_layer_ids=draft.eagle_layer_ids)
+    if extra_config:
+        cfg.update(extra_config)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in draft.state_dict().items()
+               if k not in _SKIP_ON_SAVE}
+    tensors["d2t"] = tensors["d2t"].to(torch.int64)
+    tensors["t2d"] = tensors["t2d"].to(torch.bool)
+    tmp = folder / ".model.safetensors.tmp"
+    save_file(tensors, str(tmp), metadata={"format": "pt"})
+    os.replace(tmp, folder / "model.safetensors")
+    with atomic_write(folder / "config.json") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    return folder
+
+
+def describe_draft(draft: Eagle3Draft) -> dict:
+    """What the draft is: parameters, vocab sizes, eagle_config ids, dtype, variant features, notes.
+
+        >>> import torch
+        >>> cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+        ...                         "intermediate_size": 64}, layer_ids=[1, 3, 4])
+        >>> describe_draft(Eagle3Draft.from_config(cfg, torch.zeros(50, 32)))["eagle_layer_ids"]
+        [1, 3, 4]
+    """
+    s = draft.spec
+    n_params = sum(p.numel() for n, p in draft.named_parameters() if not n.startswith("embed_tokens"))
+    return {
+        "path": draft.path, "format": draft.source_format, "architecture": ARCHITECTURE,
+        "parameters": n_params, "hidden_size": s.hidden_size, "target_hidden_size": s.target_hidden_size,
+        "fc_input": 3 * s.target_hidden_size, "heads": s.num_heads, "kv_heads": s.num_kv_heads,
+        "head_dim": s.head_dim, "intermediate_size": s.intermediate_size,
+        "vocab_size": s.vocab_size, "draft_vocab_size": s.draft_vocab_size,
+        "vocab_mapped": s.draft_vocab_size != s.vocab_size or bool(draft.d2t.any()),
+        "t2d_coverage": int(draft.t2d.sum()),
+        "eagle_layer_ids": draft.eagle_layer_ids, "dtype": str(draft.fc.weight.dtype).replace("torch.", ""),
+        "device": str(draft.fc.weight.device), "embed_source": draft.embed_source,
+        "rope_theta": s.rope_theta, "rope_scaling": (s.rope_scaling or {}).get("rope_type", "default"),
+        "features": {"fc_bias": s.fc_bias, "fc_norm": s.fc_norm, "norm_output": s.norm_output,
+                     "norm_before_residual": s.norm_before_residual, "attention_bias": s.attention_bias,
+                     "target_hidden_size_differs": s.target_hidden_size != s.hidden_size},
+        "notes": list(draft.notes),
+    }
