@@ -3,8 +3,10 @@
     $ workbench sglang lint "python -m sglang.launch_server --model-path T --speculative-algorithm EAGLE3 ..." \\
           --draft DRAFT --target T
     $ workbench sglang lint server_info.json --draft DRAFT --target T --json
+    $ workbench sglang compare --url http://127.0.0.1:30000 --target T --draft DRAFT --data val.jsonl \\
+          --limit 64 --json compare.json
 
-Sub-commands register in ``SUBCOMMANDS`` (``compare`` is added beside ``lint``).
+Sub-commands register in ``SUBCOMMANDS``: ``lint`` (flags) and ``compare`` (live server vs offline).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import os
 import sys
 
 NAME = "sglang"
-HELP = "SGLang helpers: lint the server's speculative-decoding flags against the draft and target"
+HELP = ("SGLang helpers: lint the server's speculative-decoding flags; compare a live server's acceptance "
+        "with the offline simulation")
 
 
 def _add_lint(sub):
@@ -34,7 +37,32 @@ def _add_lint(sub):
     p.set_defaults(_sglang_run=_run_lint)
 
 
-SUBCOMMANDS = [_add_lint]
+def _add_compare(sub):
+    p = sub.add_parser("compare", help="a live server's acceptance against the offline simulation, per wiring",
+                       description="Send the data's prompts to a running SGLang server (POST /generate, temperature 0), "
+                                   "simulate the same outputs offline under every candidate wiring and say which one "
+                                   "the live accept length matches. Exit 1 unless it matches the trained wiring.")
+    p.add_argument("--url", required=True, help="the SGLang server, e.g. http://127.0.0.1:30000 (only this URL is contacted)")
+    p.add_argument("--target", required=True, metavar="DIR", help="the target model the server runs")
+    p.add_argument("--draft", required=True, metavar="DIR", help="the EAGLE-3 draft the server runs")
+    p.add_argument("--data", required=True, metavar="PATH", help="samples (prompt + response length), as for accept")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="first N samples only")
+    p.add_argument("--concurrency", type=int, default=4, metavar="C", help="requests in flight at most (default 4)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per request (default 120)")
+    p.add_argument("--retries", type=int, default=3, help="retries on connection errors, timeouts, HTTP 5xx (default 3)")
+    p.add_argument("--steps", type=int, default=None, metavar="K",
+                   help="draft steps K (default: the server's speculative_num_steps)")
+    p.add_argument("--trained-wiring", metavar="SPEC", help="taps the draft was trained on (default: its config)")
+    p.add_argument("--wiring", action="append", default=[], metavar="SPEC", help="an extra wiring to try (repeatable)")
+    p.add_argument("--tolerance", type=float, default=0.25, help="accept-length difference that still matches (0.25)")
+    p.add_argument("--sglang-rule", choices=["classic", "first-id-1"], default="classic",
+                   help="SGLang id rule for the candidate wirings")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto for the offline side")
+    p.add_argument("--json", metavar="OUT", help="also write the comparison as JSON to OUT")
+    p.set_defaults(_sglang_run=_run_compare)
+
+
+SUBCOMMANDS = [_add_lint, _add_compare]
 
 
 def add_arguments(parser):
@@ -83,3 +111,20 @@ def _run_lint(args) -> int:
                sglang_rule=args.sglang_rule, source=source)
     print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else res.to_text())
     return 0 if res.ok else 1
+
+
+def _run_compare(args) -> int:
+    from workbench.errors import WorkbenchError
+    from workbench.sglang_live import compare
+
+    if args.limit is not None and args.limit < 1:
+        raise WorkbenchError(f"--limit {args.limit}: expected a positive number of samples")
+    res = compare(args.url, args.target, args.draft, args.data, limit=args.limit, K=args.steps,
+                  trained=args.trained_wiring, wirings=args.wiring, concurrency=args.concurrency,
+                  timeout=args.timeout, retries=args.retries, tolerance=args.tolerance, sglang_rule=args.sglang_rule,
+                  device=args.device, progress=sys.stderr.isatty())
+    print(res.summary())
+    if args.json:
+        res.to_json(args.json)
+        print(f"wrote {args.json}")
+    return 0 if res.verdict_code == "match-trained" else 1

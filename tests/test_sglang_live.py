@@ -1,0 +1,303 @@
+"""`workbench sglang compare`: a live (fake, loopback) SGLang server against the offline estimator.
+
+The fixture builds, in memory and in a second, a target and drafts whose acceptance depends only on
+the wiring: the target (attention off, big random MLPs, lm_head = its own final features) greedily
+repeats the current token; each draft (attention and MLP off, fc = third tap minus second tap,
+lm_head = that difference per token, normalised) drafts "the current token" when it is fed the
+taps it was built for. So a server on the trained wiring accepts every draft, a server on
+another wiring almost none, and the comparison has to tell which wiring the server used.
+"""
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+import torch
+
+from workbench.cli import main
+from workbench.errors import WorkbenchError
+from workbench.fake_sglang import serve, spec_meta
+from workbench.sglang_live import Client, check_url, compare, parse_meta_info, server_settings
+
+K = 3
+PROMPT, RESPONSE = 5, 8
+SERVED = "L1,L3,L4"          # what SGLang feeds a draft with eagle_config ids [1, 3, 4] (N = 8)
+MISMATCHED = "embed,L1,L3"   # the demo's bug: trained on taps off by one
+
+
+def _build(tmp_path_factory):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from workbench import capture
+    from workbench.draft import Eagle3Draft, new_draft_config, save_draft
+    from workbench.wiring import Wiring
+
+    torch.manual_seed(0)
+    V, H, N = 48, 32, 8
+    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=N, num_attention_heads=4,
+                      num_key_value_heads=4, max_position_embeddings=64, tie_word_embeddings=False,
+                      initializer_range=0.5)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()           # position-wise: tap = a function of the token
+        final = model(torch.arange(V)[None], output_hidden_states=True).hidden_states[-1][0]
+        model.lm_head.weight.copy_(final)                   # greedy next token = the current token
+    target = capture.target_from_model(model)
+    feats = {}
+    with torch.no_grad(), capture.tap_hooks(model, ["embed"] + [f"L{i}" for i in range(N)]) as f:
+        model(torch.arange(V)[None])
+        feats = {k: v[0].clone() for k, v in f.items()}
+
+    def make(trained: str):
+        d = Eagle3Draft.from_config(new_draft_config(cfg, layer_ids=[1, 3, 4]), target.embed_weight())
+        d.config["workbench"] = {"trained_taps": list(Wiring.parse(trained, N).taps)}
+        with torch.no_grad():
+            d.midlayer.self_attn.o_proj.weight.zero_()
+            d.midlayer.mlp.down_proj.weight.zero_()
+            d.fc.weight.copy_(torch.cat([torch.zeros(H, H), -torch.eye(H), torch.eye(H)], dim=1))
+            taps = Wiring.parse(trained, N).taps
+            s = feats[taps[2]] - feats[taps[1]]             # what the last two layers of its wiring add
+            d.lm_head.weight.copy_(s / s.pow(2).mean(-1, keepdim=True).sqrt())
+        return d.eval()
+
+    drafts = {"mismatched": make(MISMATCHED), "aligned": make(SERVED)}
+    g = torch.Generator().manual_seed(1)
+    rows = []
+    for i in range(6):
+        prompt = torch.randint(0, V, (PROMPT,), generator=g).tolist()
+        ids = prompt + [prompt[-1]] * RESPONSE
+        rows.append({"input_ids": ids, "loss_mask": [0] * PROMPT + [1] * RESPONSE, "seq_len": len(ids),
+                     "n_prompt_tokens": PROMPT, "n_response_tokens": RESPONSE, "source": "code" if i % 2 else "prose",
+                     "_row": i, "_where": f"val.jsonl:{i + 1}"})
+    root = tmp_path_factory.mktemp("live")
+    model.save_pretrained(root / "target")
+    for name, d in drafts.items():
+        save_draft(d, root / f"draft-{name}", extra_config={"workbench": d.config["workbench"]})
+    with open(root / "val.jsonl", "w") as fh:
+        for r in rows:
+            fh.write(json.dumps({k: v for k, v in r.items() if not k.startswith("_")}) + "\n")
+    return {"target": target, "drafts": drafts, "rows": rows, "root": root}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return _build(tmp_path_factory)
+
+
+# ─────────────────────────────── meta_info and server info ───────────────────────────────
+
+def test_meta_info_variants_all_parse_to_the_same_numbers():
+    out, accepts = list(range(8)), [3, 0, 2]     # prefill token + (4 + 1 + 3) = 9 -> cut to 8
+    seen = {}
+    for variant in ("old", "new", "renamed", "newest"):
+        m = parse_meta_info(spec_meta(out, accepts, K, variant, PROMPT))
+        seen[variant] = m
+        assert m.variant == variant and m.verify_ct == 3 and m.completion_tokens == 8
+    for variant in ("new", "renamed", "newest"):
+        assert seen[variant].accepted_drafts == 5 and seen[variant].histogram == [1, 0, 1, 1]
+        assert seen[variant].accept_length == pytest.approx(8 / 3)       # mean(A) + 1 = (4+1+3)/3
+        assert seen[variant].reported_accept_length == pytest.approx(8 / 3)
+    assert seen["old"].histogram is None and seen["old"].accept_length == pytest.approx(8 / 3)
+    assert seen["old"].source_of_accept_length.startswith("completion_tokens")
+    assert not parse_meta_info(spec_meta(out, accepts, K, "none", PROMPT)).has_spec
+
+
+def test_meta_info_bad_fields_name_the_field():
+    with pytest.raises(WorkbenchError, match=r"sample 3: meta_info.spec_verify_ct = 'x'"):
+        parse_meta_info({"spec_verify_ct": "x"}, where="sample 3")
+    with pytest.raises(WorkbenchError, match="spec_accept_histogram .*list of non-negative integers"):
+        parse_meta_info({"spec_verify_ct": 2, "spec_accept_histogram": [1, -1]})
+    with pytest.raises(WorkbenchError, match="sums to 3 but spec_verify_ct is 2"):
+        parse_meta_info({"spec_verify_ct": 2, "spec_accept_histogram": [1, 2]})
+    with pytest.raises(WorkbenchError, match="expected a JSON object"):
+        parse_meta_info([1, 2])
+
+
+def test_server_info_reads_flat_and_nested_args():
+    s = server_settings({"server_args": {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 5,
+                                         "speculative_eagle_topk": 1}, "internal_states": [{"avg_spec_accept_length": 2}]})
+    assert (s["speculative_num_steps"], s["speculative_eagle_topk"], s["avg_spec_accept_length"]) == (5, 1, 2.0)
+    with pytest.raises(WorkbenchError, match="'speculative_num_steps' = 'five'"):
+        server_settings({"speculative_num_steps": "five"})
+
+
+def test_url_must_be_plain_http():
+    assert check_url("https://host:8000/") == "https://host:8000"
+    for bad in ("localhost:30000", "ftp://h", "http://h:99999", "http://u:p@h", ""):
+        with pytest.raises(WorkbenchError, match="--url"):
+            check_url(bad)
+
+
+# ─────────────────────────────── the HTTP client ───────────────────────────────
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _echo(prompt, n):
+    return [prompt[-1]] * n, [1] * ((n + 1) // 2)
+
+
+def test_unreachable_server_is_one_clear_line():
+    url = f"http://127.0.0.1:{_free_port()}"
+    t0 = time.perf_counter()
+    with pytest.raises(WorkbenchError, match=r"cannot reach the SGLang server at .*/generate: .*after 3 tries") as e:
+        Client(url, retries=2, backoff=0.05, timeout=2).generate([1, 2], 4)
+    assert "\n" not in str(e.value) and time.perf_counter() - t0 >= 0.15   # backoff 0.05 + 0.1 was waited
+
+
+def test_retries_5xx_then_succeeds_and_4xx_fails_at_once():
+    with serve(generate=_echo, K=K, faults=[503, 502]) as url:
+        out, meta = Client(url, retries=2, backoff=0.01).generate([4, 9], 4)
+        assert out == [9, 9, 9, 9] and meta["spec_verify_ct"] == 2
+    with serve(generate=_echo, K=K, faults=[503, 503, 503]) as url:
+        with pytest.raises(WorkbenchError, match="HTTP 503.*after 3 tries"):
+            Client(url, retries=2, backoff=0.01).generate([4, 9], 4)
+    with serve(generate=_echo, K=K, faults=[400, 400]) as url:
+        with pytest.raises(WorkbenchError, match="HTTP 400.*injected fault 400"):
+            Client(url, retries=5, backoff=0.01).generate([4, 9], 4)
+        assert len(url.state.faults) == 1                 # no retry on a 4xx
+
+
+def test_reply_that_does_not_parse():
+    with serve(generate=_echo, K=K, faults=["garbage"]) as url:
+        with pytest.raises(WorkbenchError, match="reply is not JSON .*'<html>not json</html>'.*SGLang server"):
+            Client(url).generate([1], 2)
+
+
+def test_timeout_is_retried_then_reported():
+    def slow(prompt, n):
+        time.sleep(0.6)
+        return _echo(prompt, n)
+
+    with serve(generate=slow, K=K) as url:
+        with pytest.raises(WorkbenchError, match="timed out .*after 2 tries, timeout 0.2 s"):
+            Client(url, retries=1, backoff=0.01, timeout=0.2).generate([1], 2)
+
+
+def test_concurrency_limit_and_input_order():
+    live, peak, lock = [0], [0], threading.Lock()
+
+    def job(i):
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+        time.sleep(0.05)
+        with lock:
+            live[0] -= 1
+        return i * i
+
+    assert Client("http://127.0.0.1:1", concurrency=2).map(job, list(range(8))) == [i * i for i in range(8)]
+    assert peak[0] == 2
+    with pytest.raises(WorkbenchError, match="--concurrency 0"):
+        Client("http://127.0.0.1:1", concurrency=0)
+
+
+def test_non_speculative_server_is_refused(world):
+    with serve(generate=_echo, K=K, variant="none") as url:
+        with pytest.raises(WorkbenchError, match="speculative_algorithm is null: .*without speculative decoding"):
+            compare(url, world["target"], world["drafts"]["aligned"], world["rows"], progress=False)
+        from workbench.sglang_live import generate_samples
+
+        with pytest.raises(WorkbenchError, match="no /generate reply has speculative fields"):
+            generate_samples(Client(url), world["rows"][:2])
+
+
+# ─────────────────────────────── live versus offline ───────────────────────────────
+
+def test_mismatched_server_is_caught_and_its_wiring_recovered(world):
+    target, draft = world["target"], world["drafts"]["mismatched"]
+    with serve(target, draft, K=K, variant="renamed") as url:       # wiring: what SGLang would feed
+        assert url.state.wiring == SERVED
+        cmp = compare(url, target, draft, world["rows"], concurrency=3, progress=False)
+        assert len(url.state.requests) == 6
+        body = url.state.requests[0]
+    assert body["sampling_params"] == {"temperature": 0, "max_new_tokens": RESPONSE} and len(body["input_ids"]) == PROMPT
+    assert cmp.K == K and cmp.trained == MISMATCHED
+    specs = [c.spec for c in cmp.candidates]
+    assert specs[0] == MISMATCHED and SERVED in specs
+    off = {s: cmp.offline_accept_length(s) for s in specs}
+    assert off[MISMATCHED] == pytest.approx(K + 1)                   # the draft is perfect on its own taps
+    assert off[SERVED] < 1.5 and cmp.live_accept_length < 1.5
+    assert cmp.verdict_code == "match-other" and cmp.matched == SERVED
+    assert cmp.verdict.startswith(f"live matches wiring {SERVED} (sglang") and "not the trained one" in cmp.verdict
+    # the live histogram holds the offline decode path exactly, plus the steps past the data's end
+    live_h = cmp.live_histogram
+    off_h = cmp.offline[SERVED].decode_path["histogram"]
+    assert all(a >= b for a, b in zip(live_h, off_h)) and sum(live_h) - sum(off_h) <= 6 * (K + 1)
+    frame = cmp.to_frame()
+    assert list(frame["sample"]) == list(range(6)) and f"offline {SERVED}" in frame
+
+
+def test_aligned_server_matches_trained_wiring_through_the_cli(world, tmp_path, capsys):
+    root = world["root"]
+    with serve(world["target"], world["drafts"]["aligned"], SERVED, K=K, variant="old") as url:
+        rc = main(["sglang", "compare", "--url", url, "--target", str(root / "target"), "--draft",
+                   str(root / "draft-aligned"), "--data", str(root / "val.jsonl"), "--limit", "4",
+                   "--concurrency", "2", "--json", str(tmp_path / "cmp.json")])
+        info = Client(url).server_info()
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"verdict: live matches offline under wiring {SERVED} (the trained wiring)" in out
+    res = json.loads((tmp_path / "cmp.json").read_text())
+    assert res["verdict"]["code"] == "match-trained" and res["verdict"]["wiring"] == SERVED
+    assert res["variants"] == ["old"] and len(res["samples"]) == 4
+    live = res["totals"][0]
+    assert live["what"] == "live" and live["accept_length"] == pytest.approx(K + 1)   # 8 tokens in 2 verify steps
+    assert server_settings(info)["avg_spec_accept_length"] == pytest.approx(K + 1)
+
+
+def test_cli_unreachable_server_exits_2(world, capsys):
+    root = world["root"]
+    rc = main(["sglang", "compare", "--url", f"http://127.0.0.1:{_free_port()}", "--target", str(root / "target"),
+               "--draft", str(root / "draft-aligned"), "--data", str(root / "val.jsonl"), "--timeout", "2", "--retries", "0"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: cannot reach the SGLang server at http://127.0.0.1:")
+    assert err.count("\n") == 1
+
+
+def _synthetic(live_hist, offline: dict, trained="embed,L1,L3", topk=1):
+    """A Comparison from a pooled live histogram and {spec: A values on the decode path} (no server)."""
+    from workbench.acceptance import AcceptanceResult
+    from workbench.sglang_live import Candidate, Comparison, LiveSample, SpecMeta
+
+    meta = SpecMeta("new", completion_tokens=sum((a + 1) * c for a, c in enumerate(live_hist)),
+                    verify_ct=sum(live_hist), histogram=list(live_hist))
+    sample = LiveSample(0, "val.jsonl:1", "code", [1, 2], [3] * meta.completion_tokens, meta.completion_tokens, meta, 0.1)
+    res = {s: AcceptanceResult.from_arrays(s, K, sample=[0] * len(a), t=list(range(len(a))), accepted=a,
+                                           on_path=[True] * len(a)) for s, a in offline.items()}
+    cands = [Candidate(s, ["trained"] if s == trained else ["sglang"], s == trained) for s in offline]
+    return Comparison("http://127.0.0.1:1", K, [sample], res, cands, trained,
+                      settings={"speculative_eagle_topk": topk})
+
+
+def test_verdicts_below_every_wiring_no_match_and_undecided():
+    c = _synthetic([10, 0, 0, 0], {"embed,L1,L3": [3, 3, 2], "L1,L3,L4": [1, 2, 1]})
+    assert c.verdict_code == "below-all" and c.matched is None
+    assert "live is below every wiring: live 1.00" in c.verdict and "suspect loading, vocab mapping or flags" in c.verdict
+    c = _synthetic([0, 0, 0, 10], {"embed,L1,L3": [1, 1, 2], "L1,L3,L4": [0, 0, 1]}, topk=4)
+    assert c.verdict_code == "no-match" and c.matched == "embed,L1,L3" and "tree drafting" in c.verdict
+    c = _synthetic([5, 5, 0, 0], {"embed,L1,L3": [0, 1], "L1,L3,L4": [1, 0, 0, 1]})
+    assert c.verdict_code == "undecided" and "cannot tell" in c.verdict
+    c = _synthetic([0, 0, 5, 5], {"embed,L1,L3": [0, 0], "L1,L3,L4": [2, 3]})
+    assert c.verdict_code == "match-other" and c.matched == "L1,L3,L4"
+    assert c.live_accept_length == pytest.approx(3.5) and c.totals()[0]["histogram"] == [0, 0, 5, 5]
+
+
+def test_figures_show_live_and_every_wiring():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from workbench.sglang_live import plot_comparison, plot_histograms
+
+    c = _synthetic([0, 0, 5, 5], {"embed,L1,L3": [0, 0], "L1,L3,L4": [2, 3]})
+    ax = plot_comparison(c).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["live (3.50)", "offline embed,L1,L3 trained (1.00)", "offline L1,L3,L4 (3.50)"]
+    assert "match-other (L1,L3,L4)" in ax.get_title()
+    assert len(plot_histograms(c).axes[0].patches) == 3 * (K + 1)

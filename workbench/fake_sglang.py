@@ -1,0 +1,223 @@
+"""A loopback stand-in for an SGLang server: ``/generate``, ``/get_server_info``, ``/health``.
+
+    >>> from workbench.fake_sglang import serve
+    >>> from workbench.sglang_live import Client
+    >>> echo = lambda prompt, n: ([prompt[-1]] * n, [1] * ((n + 1) // 2))   # 2 tokens per verify step
+    >>> with serve(generate=echo, K=3, variant="old") as url:
+    ...     out, meta = Client(url).generate([5, 6, 7], 4)
+    >>> out, meta["spec_verify_ct"]
+    ([7, 7, 7, 7], 2)
+
+It generates with the workbench's exact greedy speculative-decoding loop
+(:func:`workbench.acceptance.exact_decode`) on a target and draft with a configured wiring, so a
+server that feeds the draft the wrong taps can be simulated without a GPU; or with any
+``generate(prompt_ids, max_new_tokens) -> (output_ids, accepts per verify step)`` callable.
+It binds 127.0.0.1 only, on a free port, and stops when the ``with`` block ends.
+
+Response variants (``meta_info`` fields, as SGLang versions report them, facts page section 4):
+
+- ``old``: ``spec_verify_ct`` only; ``new``: plus ``spec_accept_length``, ``spec_accept_rate``,
+  ``spec_accept_token_num``, ``spec_draft_token_num``, ``spec_accept_histogram``;
+- ``renamed``: ``spec_accepted_drafts`` / ``spec_proposed_drafts`` instead of the token_num pair;
+- ``newest``: ``spec_num_correct_drafts`` / ``spec_num_proposed_drafts`` / ``spec_correct_drafts_histogram``;
+- ``none``: no speculative field (a server started without ``--speculative-algorithm``).
+
+``faults``: replies for the first requests, in order, before normal service: an HTTP status code
+(e.g. 503) or ``"garbage"`` (a body that is not JSON). Used to test retries and error messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from workbench.errors import WorkbenchError
+
+VARIANTS = ("old", "new", "renamed", "newest", "none")
+
+
+def spec_meta(output_ids: list[int], accepts: list[int], K: int, variant: str, prompt_len: int) -> dict:
+    """SGLang's ``meta_info`` for one greedy request (``accepts``: A per verify step).
+
+        >>> spec_meta([1, 2, 3, 4, 5], [3, 0], K=3, variant="new", prompt_len=2)["spec_accept_histogram"]
+        [1, 0, 0, 1]
+    """
+    if variant not in VARIANTS:
+        raise WorkbenchError(f"fake server variant {variant!r}: expected one of {', '.join(VARIANTS)}")
+    n, v = len(output_ids), len(accepts)
+    meta = {"id": "fake", "prompt_tokens": prompt_len, "completion_tokens": n, "cached_tokens": 0,
+            "finish_reason": {"type": "length", "length": n}}
+    if variant == "none" or v == 0:
+        return meta
+    hist = [0] * (K + 1)
+    for a in accepts:
+        hist[min(int(a), K)] += 1
+    acc, prop = int(sum(accepts)), v * K
+    meta["spec_verify_ct"] = v
+    if variant == "old":
+        return meta
+    meta.update(spec_accept_length=n / v, spec_accept_rate=acc / prop)
+    if variant == "new":
+        meta.update(spec_accept_token_num=acc, spec_draft_token_num=prop, spec_accept_histogram=hist)
+    elif variant == "renamed":
+        meta.update(spec_accepted_drafts=acc, spec_proposed_drafts=prop, spec_accept_histogram=hist)
+    else:
+        meta.update(spec_num_correct_drafts=acc, spec_num_proposed_drafts=prop, spec_correct_drafts_histogram=hist)
+    return meta
+
+
+@dataclass
+class FakeServer:
+    """State of a running fake server (what :func:`serve` yields as ``.url``)."""
+
+    url: str
+    K: int
+    variant: str
+    wiring: str | None
+    requests: list[dict] = field(default_factory=list)    # every /generate body received
+    faults: list = field(default_factory=list)
+    _tokens: int = 0
+    _verifies: int = 0
+
+
+def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # quiet
+            pass
+
+        def _send(self, code: int, body, ctype="application/json"):
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _fault(self) -> bool:
+            with lock:
+                f = state.faults.pop(0) if state.faults else None
+            if f is None:
+                return False
+            if f == "garbage":
+                self._send(200, b"<html>not json</html>", "text/html")
+            else:
+                self._send(int(f), {"error": {"message": f"injected fault {f}"}})
+            return True
+
+        def do_GET(self):
+            if self._fault():
+                return
+            if self.path == "/health":
+                return self._send(200, {})
+            if self.path == "/get_server_info":
+                spec = state.variant != "none"
+                with lock:
+                    avg = state._tokens / state._verifies if state._verifies else None
+                body = {"model_path": info_extra.get("model_path", "fake-target"),
+                        "speculative_algorithm": "EAGLE3" if spec else None,
+                        "speculative_draft_model_path": info_extra.get("draft_path") if spec else None,
+                        "speculative_num_steps": state.K if spec else None,
+                        "speculative_eagle_topk": 1 if spec else None,
+                        "speculative_num_draft_tokens": state.K + 1 if spec else None,
+                        "internal_states": [{"avg_spec_accept_length": avg} if spec else {}], "version": "fake"}
+                return self._send(200, body)
+            self._send(404, {"detail": "Not Found"})
+
+        def do_POST(self):
+            try:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(n) or b"{}")
+            except (ValueError, json.JSONDecodeError):
+                return self._send(400, {"error": {"message": "request body is not JSON"}})
+            if self._fault():
+                return
+            if self.path != "/generate":
+                return self._send(404, {"detail": "Not Found"})
+            ids = body.get("input_ids") if isinstance(body, dict) else None
+            sp = body.get("sampling_params") or {} if isinstance(body, dict) else {}
+            if not isinstance(ids, list) or not ids or not all(isinstance(x, int) for x in ids):
+                return self._send(400, {"error": {"message": "the fake server needs input_ids (a list of ints)"}})
+            if sp.get("temperature", 1.0) != 0:
+                return self._send(400, {"error": {"message": "the fake server only decodes greedily (temperature 0)"}})
+            max_new = int(sp.get("max_new_tokens", 16))
+            with lock:
+                state.requests.append(body)
+                try:
+                    out, accepts = generate(ids, max_new)
+                except WorkbenchError as e:
+                    return self._send(400, {"error": {"message": str(e)}})
+                out = [int(x) for x in out][:max_new]
+                if accepts:
+                    state._tokens += len(out)
+                    state._verifies += len(accepts)
+            meta = spec_meta(out, list(accepts), state.K, state.variant, len(ids))
+            self._send(200, {"text": "", "output_ids": out, "meta_info": meta})
+
+    return Handler
+
+
+def exact_generator(target, draft, wiring, K: int):
+    """``generate(prompt_ids, max_new_tokens)`` running :func:`workbench.acceptance.exact_decode`."""
+    from workbench.acceptance import exact_decode
+
+    return lambda prompt, n: exact_decode(target, draft, prompt, wiring, K, n)
+
+
+@contextlib.contextmanager
+def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "new", generate=None,
+          faults=None, info: dict | None = None):
+    """Start the fake server on 127.0.0.1 (a free port); yields its URL (a ``str`` whose ``.state`` is
+    the :class:`FakeServer`: requests received, variant, wiring). Stopped when the block ends.
+
+    ``target``/``draft``: paths or loaded objects; ``wiring``: the taps this server feeds the draft
+    (a spec such as ``"L1,L3,L4"``; default: what SGLang would feed, ``wiring.resolve("sglang", ...)``).
+    """
+    if variant not in VARIANTS:
+        raise WorkbenchError(f"fake server variant {variant!r}: expected one of {', '.join(VARIANTS)}")
+    if int(K) < 1:
+        raise WorkbenchError(f"fake server K={K}: expected K >= 1")
+    extra = dict(info or {})
+    if generate is None:
+        if target is None or draft is None:
+            raise WorkbenchError("fake server: give target and draft (or a generate callable)")
+        from workbench import capture
+        from workbench import draft as dmod
+        from workbench import wiring as wmod
+
+        if not hasattr(target, "model"):
+            extra.setdefault("model_path", str(target))
+            target = capture.load_target(target, device="cpu")
+        if not hasattr(draft, "fc"):
+            extra.setdefault("draft_path", str(draft))
+            draft = dmod.load_draft(draft, target, device=target.device, dtype=target.dtype)
+        if wiring is None:
+            r = wmod.resolve("sglang", target.config, draft.config)
+            wiring = r.spec
+        wiring = wmod.Wiring.parse(wiring, target.n_layers).spec
+        generate = exact_generator(target, draft, wiring, int(K))
+    state = FakeServer(url="", K=int(K), variant=variant, wiring=wiring, faults=list(faults or []))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, generate, extra, threading.Lock()))
+    httpd.daemon_threads = True
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, name="fake-sglang", daemon=True)
+    thread.start()
+    try:
+        yield _Url(state)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+class _Url(str):
+    """The server URL (a str) that also exposes the server state (``.state``)."""
+
+    def __new__(cls, state: FakeServer):
+        s = super().__new__(cls, state.url)
+        s.state = state
+        return s
