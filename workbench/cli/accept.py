@@ -1,13 +1,62 @@
-"""`workbench accept`: not built yet (see the issue that owns it)."""
+"""`workbench accept`: offline acceptance of a draft on a target and data, for one wiring.
+
+    $ workbench accept --target data/demo/target --draft data/demo/draft-good --data data/demo/val.jsonl \\
+        --engine sglang --steps 4 --json acc.json --min-accept-length 1.8
+"""
 
 NAME = "accept"
-HELP = "(not built yet)"
+HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one wiring"
 
 
 def add_arguments(parser):
-    pass
+    parser.add_argument("--target", required=True, help="HF target model folder")
+    parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder (config.json + model.safetensors)")
+    parser.add_argument("--data", required=True, help="data file (jsonl/parquet/...)")
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3 or hf:0,2,4")
+    g.add_argument("--engine", help="use the taps this engine would feed (sglang, vllm, eagle, specforge, modelopt, hf)")
+    parser.add_argument("--sglang-rule", default="classic", choices=["classic", "first-id-1"],
+                        help="SGLang id rule (first-id-1 = after PR #25454)")
+    parser.add_argument("--steps", "-K", type=int, default=4, help="draft depth K (chain, topk 1)")
+    parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--json", metavar="OUT", help="write the statistics as JSON")
+    parser.add_argument("--per-chain", metavar="OUT.jsonl", help="write one JSON object per chain")
+    parser.add_argument("--min-accept-length", type=float, default=None, metavar="X",
+                        help="exit 1 when the decode-path accept length is below X (CI gate)")
+    parser.add_argument("--cost-ratio", type=float, default=None,
+                        help="draft-step/target-forward cost ratio for the speed-up projection (default: measured)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16")
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def run(args):
-    print("workbench accept: not built yet")
-    return 2
+def run(args) -> int:
+    import math
+
+    from workbench.acceptance import accept
+    from workbench.errors import parse_dtype, resolve_device
+
+    device = resolve_device(args.device)
+    result, note = accept(args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, K=args.steps,
+                          limit=args.limit, device=device, dtype=parse_dtype(args.dtype, device),
+                          batch_size=args.batch_size, sglang_rule=args.sglang_rule,
+                          trust_remote_code=args.trust_remote_code, progress=not args.quiet)
+    if args.cost_ratio is not None:
+        result.cost_ratio = args.cost_ratio
+    print(f"wiring source: {note}")
+    print(result.summary())
+    if args.json:
+        result.to_json(args.json)
+        print(f"wrote {args.json}")
+    if args.per_chain:
+        n = result.write_chains(args.per_chain)
+        print(f"wrote {n} chains to {args.per_chain}")
+    if args.min_accept_length is not None:
+        got = result.decode_path["accept_length"]
+        if math.isnan(got) or got < args.min_accept_length:
+            print(f"FAIL: decode-path accept length {got:.3f} < {args.min_accept_length}")
+            return 1
+        print(f"OK: decode-path accept length {got:.3f} >= {args.min_accept_length}")
+    return 0

@@ -1,0 +1,161 @@
+"""Fast simulation vs the exact speculative-decoding loop, on a tiny random Llama target and a
+briefly trained draft; `simulate` over several wirings; `workbench accept` end to end."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from workbench import capture, draft as dmod, train
+from workbench.acceptance import AcceptanceResult, exact_decode, exact_simulate, simulate
+from workbench.errors import WorkbenchError
+
+TRAINED = "L0,L1,L2"
+N_RESP = 28
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny ops on a shared 2-core box are far faster single-threaded (no OpenMP spinning)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _greedy(model, prompt, n):
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(n):
+            ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
+    return ids
+
+
+@pytest.fixture(scope="module")
+def setup(one_thread):
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                   initializer_range=0.3)            # chaotic enough that taps matter
+    target = capture.target_from_model(transformers.LlamaForCausalLM(cfg))
+    g = torch.Generator().manual_seed(1)
+    rows = []
+    for i in range(6):
+        prompt = torch.randint(0, 32, (2 + i % 3,), generator=g).tolist()
+        ids = _greedy(target.model, prompt, N_RESP)                     # target-greedy responses
+        rows.append({"input_ids": ids, "loss_mask": [0] * len(prompt) + [1] * N_RESP,
+                     "n_prompt_tokens": len(prompt), "_row": i, "source": "ab"[i % 2]})
+    draft = dmod.Eagle3Draft.from_config(dmod.new_draft_config(cfg.to_dict(), layer_ids=[0, 1, 2]),
+                                         target.embed_weight())
+    train.train_draft(draft, target, rows, TRAINED.split(","), K=3, epochs=12, lr=1e-2, batch_size=6,
+                      progress=False)
+    draft.eval()
+    return target, draft, rows
+
+
+@pytest.mark.parametrize("K", [1, 2, 4])
+def test_fast_decode_path_equals_exact_loop(setup, K):
+    target, draft, rows = setup
+    fast = simulate(target, draft, rows, [TRAINED], K=K, batch_size=4, progress=False)[TRAINED]
+    f = fast.to_frame()
+    assert len(set(f["accepted"])) >= 2, "degenerate test: every chain accepted the same count"
+    n_steps = 0
+    for row in rows[:3]:                                   # prompts of 2, 3 and 4 tokens
+        assert len(f[f["sample"] == row["_row"]]) > 0
+        n = row["n_prompt_tokens"]
+        gen, accepts = exact_decode(target, draft, row["input_ids"][:n], TRAINED, K, N_RESP)
+        assert gen == row["input_ids"][n:]                 # greedy speculative decoding = greedy decoding
+        path = f[(f["sample"] == row["_row"]) & f["on_path"]].sort_values("t")
+        fast_A = path["accepted"].tolist()
+        assert fast_A == accepts[:len(fast_A)], (row["_row"], fast_A, accepts)
+        # the fast path stops exactly where the next chain no longer fits in the sample
+        t_next = (path["t"].iloc[-1] + fast_A[-1] + 1) if fast_A else n - 1
+        assert t_next + K + 1 > len(row["input_ids"]) - 1
+        n_steps += len(fast_A)
+    on = f[f["on_path"] & (f["sample"] < 3)]
+    assert n_steps == len(on) > 0
+    if K == 4:                                             # the exact loop as an AcceptanceResult
+        exact = exact_simulate(target, draft, rows[:3], TRAINED, K=K, progress=False)
+        assert sorted(zip(exact.chains["sample"], exact.chains["t"], exact.chains["accepted"])) == \
+            sorted(zip(on["sample"], on["t"], on["accepted"]))
+        assert exact.decode_path["accept_length"] == pytest.approx(on["accepted"].mean() + 1)
+
+
+def test_many_wirings_cost_one_target_pass(setup):
+    target, draft, rows = setup
+    wirings = [TRAINED, "embed,L0,L1", "L3,L2,L1"]
+    with capture.count_forwards(target.model) as c:
+        res = simulate(target, draft, rows, wirings, K=3, batch_size=4, progress=False)
+    assert c == {"calls": 2, "samples": 6}                 # 6 rows, batch 4: two forwards, each row once
+    assert list(res) == wirings and all(isinstance(r, AcceptanceResult) for r in res.values())
+    for spec in wirings:
+        alone = simulate(target, draft, rows, [spec], K=3, batch_size=6, progress=False)[spec]
+        assert alone.to_json()["histogram"] == res[spec].to_json()["histogram"]
+        assert alone.decode_path["n_verify_steps"] == res[spec].decode_path["n_verify_steps"]
+    # the draft was trained on L0,L1,L2: feeding the taps reversed must hurt step 1
+    assert res[TRAINED].conditional[0] > res["L3,L2,L1"].conditional[0]
+    r = res[TRAINED]
+    assert r.n_samples == 6 and set(r.by_source()) == {"a", "b"}
+    assert r.merge(AcceptanceResult.from_arrays(TRAINED, 3, sample=[99], t=[0], accepted=[3])).n_chains == \
+        r.n_chains + 1
+    assert r.cost_ratio is not None and r.cost_ratio > 0 and any(d["best"] for d in r.speedup())
+
+
+def test_topk_and_vocab_coverage(setup):
+    target, draft, rows = setup
+    r = simulate(target, draft, rows, [TRAINED], K=2, progress=False, topk=5)[TRAINED]
+    assert r.top1 == pytest.approx(r.cumulative[0])        # top-1 hit at step 1 <=> A >= 1
+    assert r.top1 <= r.top5 <= 1
+    assert r.coverage == 1.0                               # full draft vocab can emit everything
+    # a draft whose vocab is the 16 lowest target ids can only ever produce those
+    cfg = dmod.new_draft_config(target.config.to_dict(), layer_ids=[0, 1, 2], draft_vocab_size=16)
+    small = dmod.Eagle3Draft.from_config(cfg, target.embed_weight()).eval()
+    small.set_vocab_map(torch.zeros(16, dtype=torch.long))
+    rs = simulate(target, small, rows, [TRAINED], K=2, progress=False)[TRAINED]
+    resp = [x for row in rows for x in row["input_ids"][row["n_prompt_tokens"]:]]
+    assert rs.coverage == pytest.approx(np.mean([x < 16 for x in resp]))
+    assert 0 < rs.coverage < 1
+
+
+def test_wrong_width_is_a_clear_error(setup):
+    target, draft, rows = setup
+    with pytest.raises(WorkbenchError, match="expects input width 96"):
+        simulate(target, draft, rows, ["L0,L1"], K=2, progress=False)
+    with pytest.raises(WorkbenchError, match="out of range"):
+        exact_decode(target, draft, [1, 2], "L0,L1,L9", 2, 4)
+
+
+def test_cli_accept(setup, tmp_path, capsys):
+    from workbench.cli import main
+
+    target, draft, rows = setup
+    target.model.save_pretrained(tmp_path / "target")
+    dmod.save_draft(draft, tmp_path / "draft", extra_config={"workbench": {"trained_taps": TRAINED.split(",")}})
+    with open(tmp_path / "data.jsonl", "w") as f:
+        for row in rows:
+            f.write(json.dumps({"input_ids": row["input_ids"], "loss_mask": row["loss_mask"],
+                                "source": row["source"]}) + "\n")
+    base = ["accept", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
+            "--data", str(tmp_path / "data.jsonl"), "--steps", "3", "--quiet"]
+    rc = main(base + ["--json", str(tmp_path / "a.json"), "--per-chain", str(tmp_path / "c.jsonl")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "accept length" in out and TRAINED in out
+    js = json.loads((tmp_path / "a.json").read_text())
+    api = simulate(target, draft, rows, [TRAINED], K=3, progress=False)[TRAINED]
+    assert js["wiring"] == {"spec": TRAINED, "taps": TRAINED.split(",")} and js["steps"] == 3
+    assert js["histogram"] == api.histogram.tolist() and js["n_samples"] == 6
+    assert set(js["by_source"]) == {"a", "b"} and len(js["cumulative"]) == 3
+    chains = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert len(chains) == js["n_chains"] and {"sample", "t", "accepted"} <= set(chains[0])
+    # CI gate: exit 1 when the decode-path accept length is below the bar
+    assert main(base + ["--min-accept-length", "9"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+    # an engine's wiring: sglang reads eagle_config ids [0,1,2] +1 -> L0,L1,L2 (N=4)
+    assert main(base + ["--engine", "sglang"]) == 0
+    assert "sglang" in capsys.readouterr().out
+    assert main(base + ["--wiring", "L0,L1,L7"]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]                    # (above it: transformers' loading bar)
+    assert last.startswith("error: ") and "L7" in last and "Traceback" not in err
