@@ -21,7 +21,7 @@ demo: $(STAMP)
 
 ## The whole test suite (installs Debian's chromium for the report browser test when missing).
 test: $(STAMP) chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --basetemp=.pytest-tmp
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \

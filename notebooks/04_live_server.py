@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -27,7 +29,7 @@
 
 # %% tags=["parameters"]
 demo = "data/demo"   # built-in demo folder (built on first use when a path below is left empty)
-size = "smoke"       # demo size when it has to be built: smoke | default
+size = "default"     # demo size when it has to be built: smoke | default
 server_url = ""      # a running SGLang server, e.g. http://127.0.0.1:30000 (empty: start the loopback stand-in)
 target = ""          # target model folder the server runs, empty: <demo>/target
 draft = ""           # EAGLE-3 draft folder the server runs, empty: <demo>/draft-mismatched

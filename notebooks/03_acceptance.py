@@ -1,0 +1,145 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Acceptance
+#
+# How many draft tokens the target would accept, offline, for each candidate wiring: per-position
+# acceptance (conditional and cumulative) with 95% intervals, accept-length histograms, every
+# position vs the decode path a server follows, by source, the ranking of the wirings, the projected
+# speed-up against K, and one sample's tokens coloured by how many draft tokens were accepted after
+# each. Convention: chain drafting (topk 1), greedy; accept length = E[A]+1 (bonus token counted,
+# as SGLang and vLLM report it).
+
+# %% tags=["parameters"]
+demo = "data/demo"   # built-in demo folder (built on first use when a path below is left empty)
+size = "default"     # demo size when it has to be built: smoke | default
+target = ""          # target model folder (HF format), empty: <demo>/target
+draft = ""           # EAGLE-3 draft folder, empty: <demo>/draft-mismatched
+data = ""            # evaluation data, empty: <demo>/val.jsonl
+wirings = ""         # candidate wirings separated by semicolons, e.g. embed,L1,L3;L1,L3,L4 (empty: every engine plus the trained one)
+steps = 4            # K: draft tokens per chain
+limit = 0            # rows to evaluate (0: all)
+device = "cpu"       # cpu, cuda, cuda:N
+ratio = 0.0          # draft-step / target-forward cost for the speed-up projection (0: measured here)
+sample = 0           # which evaluated sample to colour
+
+# %%
+from workbench.report import record_headline, setup_notebook
+
+setup_notebook()
+import pandas as pd
+
+from workbench import acceptance, capture, plots, widgets, wiring
+from workbench import data as wb_data
+from workbench.draft import load_draft
+
+if demo and not (target and draft and data):
+    from workbench.demo import ensure_demo
+
+    ensure_demo(demo, size=size)
+target = target or f"{demo}/target"
+draft = draft or f"{demo}/draft-mismatched"
+data = data or f"{demo}/val.jsonl"
+tgt = capture.load_target(target, device=device)
+drf = load_draft(draft, tgt, device=device)
+ds = wb_data.load(data)
+
+# %% [markdown]
+# ## Candidate wirings
+
+# %%
+trained = wiring.trained_wiring_from_config(drf.config, tgt.n_layers)
+if wirings:
+    candidates = [w.strip() for w in wirings.split(";") if w.strip()]
+else:
+    candidates = [trained.spec] if trained is not None else []
+    for r in wiring.table(tgt.config, drf.config):
+        if r.feasible and r.spec and r.spec not in candidates:
+            candidates.append(r.spec)
+print("trained on:", trained.spec if trained is not None else "unknown (not in the draft config)")
+print("candidates:", "; ".join(candidates))
+
+# %%
+results = acceptance.simulate(tgt, drf, ds, candidates, K=steps, limit=limit or None)
+for r in results.values():
+    print(r.summary(), end="\n\n")
+
+# %% [markdown]
+# ## Per-position acceptance
+
+# %%
+plots.acceptance_curves(results)
+
+# %% [markdown]
+# ## Accept-length histograms
+
+# %%
+plots.accept_length_histogram(results)
+
+# %% [markdown]
+# ## Every position vs the decode path
+# Every position: all chains of the data. Decode path: only the chains a server would verify when
+# the response is the target's greedy output. They should agree within their intervals.
+
+# %%
+plots.decode_path_comparison(results)
+
+# %% [markdown]
+# ## By source
+
+# %%
+plots.by_source(results)
+
+# %% [markdown]
+# ## Ranking of the wirings
+# The wiring under which the draft is accepted most is the one it was trained on; if that is not
+# what your engine feeds (see 02 · Wiring), that mismatch is why it underperforms when served.
+
+# %%
+ranking = pd.DataFrame([{
+    "wiring": spec, "accept length (E[A]+1)": r.accept_length,
+    "95% interval": "{:.2f}–{:.2f}".format(*r.intervals(n_boot=200)["accept_length"]),
+    "decode-path accept length": r.decode_path["accept_length"], "step-1 top-1": r.top1,
+    "trained on": trained is not None and spec == trained.spec, "chains": r.n_chains,
+} for spec, r in results.items()]).sort_values("accept length (E[A]+1)", ascending=False).reset_index(drop=True)
+ranking
+
+# %% [markdown]
+# ## Speed-up projection
+# Tokens per verify step with K' drafted = E[min(A, K')]+1, divided by the cost of one verify step
+# (1 target forward + K' draft steps, each costing `ratio` of a target forward).
+
+# %%
+plots.speedup_projection(results, ratio=ratio or None)
+
+# %% [markdown]
+# ## One sample, token by token
+# Each token is coloured by how many of the K draft tokens after it the target accepts
+# (red: none, green: all K). Grey: no counted chain starts there (prompt, last tokens).
+
+# %%
+evaluated = [r for r in ds.rows(limit or None) if (results[candidates[0]].chains["sample"] == r["_row"]).any()]
+widgets.acceptance_explorer(results, evaluated, tgt.tokenizer, wiring=ranking["wiring"][0],
+                            sample=min(sample, len(evaluated) - 1))
+
+# %%
+best = ranking.iloc[0]
+record_headline("03_acceptance", {
+    "K": steps, "samples": results[candidates[0]].n_samples,
+    **{f"accept length · {spec}": r.accept_length for spec, r in results.items()},
+    "best wiring": best["wiring"],
+    "trained wiring": trained.spec if trained is not None else "unknown",
+});

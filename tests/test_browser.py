@@ -1,0 +1,61 @@
+"""Open the generated report in headless Chromium: every page renders with no console error, no
+network request, no script dialog, and every figure is a non-empty image. Screenshots are saved
+under the test's output folder."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from test_notebooks import PRESENT, generated_report
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-sync"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists() and not shutil.which("chromium"),
+                       reason="Debian chromium not installed (make test installs it: apt-get install -y chromium)"),
+]
+
+
+def test_report_renders_in_headless_chromium(tmp_path_factory, smoke_demo, tmp_path):
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    out = generated_report(tmp_path_factory, Path(smoke_demo))
+    exe = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            errors, requests, dialogs = [], [], []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+            page.goto((out / "index.html").as_uri())
+            links = page.eval_on_selector_all("a[href$='.html']", "els => els.map(e => e.getAttribute('href'))")
+            assert links == [f"{n}.html" for n in PRESENT]
+            page.screenshot(path=str(shots / "index.png"), full_page=True)
+            n_images = 0
+            for href in links:
+                page.goto((out / href).as_uri())
+                page.wait_for_load_state("load")
+                sizes = page.eval_on_selector_all(
+                    "img", "els => els.map(e => [e.complete, e.naturalWidth, e.naturalHeight])")
+                assert sizes, f"{href}: no figure"
+                assert all(ok and w > 0 and h > 0 for ok, w, h in sizes), f"{href}: empty image {sizes}"
+                n_images += len(sizes)
+                assert page.title().endswith("workbench")
+                page.screenshot(path=str(shots / href.replace(".html", ".png")), full_page=True)
+            assert errors == [], errors
+            assert requests == [], f"the report fetched from the network: {requests}"
+            assert dialogs == [], "a token's text ran as script"
+            assert n_images >= 7  # 01: lengths; 02: tap statistics; 03: five figures and the explorer's curves
+        finally:
+            browser.close()
+    for f in ["index.png"] + [h.replace(".html", ".png") for h in links]:
+        assert (shots / f).stat().st_size > 5_000

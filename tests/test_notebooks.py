@@ -1,0 +1,137 @@
+"""The committed notebooks: outputs stripped, jupytext twins in sync, a papermill parameters cell first,
+and every notebook executes on the smoke demo through ``workbench report`` (HTML pages + index).
+
+The report run uses the smoke demo's val.jsonl with one extra row whose prompt contains
+``<script>alert('wb')</script>``: every page must show it as text, never as markup.
+"""
+
+import json
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+from workbench.report import NOTEBOOKS, run_report
+
+ROOT = Path(__file__).resolve().parents[1]
+NB_DIR = ROOT / "notebooks"
+PRESENT = [n for n, _, _ in NOTEBOOKS if (NB_DIR / f"{n}.ipynb").exists()]
+SCRIPT = "<script>alert('wb')</script>"
+_CACHE: dict = {}
+
+
+def generated_report(tmp_path_factory, demo: Path) -> Path:
+    """Run every notebook once per test session (shared with test_browser.py); returns the report folder."""
+    if "out" in _CACHE:
+        return _CACHE["out"]
+    from workbench.data import load_tokenizer
+
+    folder = tmp_path_factory.mktemp("report")
+    rows = [json.loads(line) for line in (demo / "val.jsonl").read_text().splitlines() if line.strip()]
+    tok = load_tokenizer(demo / "tokenizer")
+    evil = tok(f"# {SCRIPT}\n", add_special_tokens=False)["input_ids"]
+    first = rows[0]
+    n_prompt = len(evil) + first["n_prompt_tokens"]
+    rows.insert(0, {"input_ids": evil + first["input_ids"], "loss_mask": [0] * len(evil) + first["loss_mask"],
+                    "seq_len": len(evil) + first["seq_len"], "n_prompt_tokens": n_prompt,
+                    "n_response_tokens": first["n_response_tokens"], "source": "code"})
+    data = folder / "val_with_script.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rep = run_report(folder / "reports", parameters={"demo": str(demo), "size": "smoke", "data": str(data),
+                                                     "steps": 3}, progress=False)
+    _CACHE.update(out=rep.out, report=rep, n_rows=len(rows))
+    return rep.out
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory, smoke_demo):
+    return generated_report(tmp_path_factory, Path(smoke_demo))
+
+
+def test_the_three_notebooks_exist_with_py_twins():
+    assert PRESENT[:3] == ["01_dataset", "02_wiring", "03_acceptance"]
+    for name in PRESENT:
+        assert (NB_DIR / f"{name}.py").is_file(), f"{name}.ipynb has no jupytext .py twin"
+
+
+@pytest.mark.parametrize("name", PRESENT)
+def test_committed_notebook_has_no_outputs(name):
+    nb = nbformat.read(str(NB_DIR / f"{name}.ipynb"), as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{name}.ipynb cell {i + 1} holds outputs"
+    assert "widgets" not in nb.metadata
+
+
+@pytest.mark.parametrize("name", PRESENT)
+def test_jupytext_twin_has_the_same_cells(name):
+    ipynb = nbformat.read(str(NB_DIR / f"{name}.ipynb"), as_version=4)
+    py = jupytext.read(str(NB_DIR / f"{name}.py"))
+    assert [(c.cell_type, c.source.strip()) for c in py.cells] == [(c.cell_type, c.source.strip()) for c in ipynb.cells], \
+        f"{name}.py and {name}.ipynb differ: run `jupytext --sync notebooks/{name}.py`"
+
+
+@pytest.mark.parametrize("name", PRESENT)
+def test_parameters_cell_comes_first_and_defaults_to_the_demo(name):
+    nb = nbformat.read(str(NB_DIR / f"{name}.ipynb"), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert "parameters" in code[0].metadata.get("tags", []), f"{name}: first code cell is not tagged 'parameters'"
+    params = {}
+    exec(code[0].source, {}, params)
+    assert params["demo"] == "data/demo" and params["size"] in ("smoke", "default")
+    assert "setup_notebook()" in code[1].source
+
+
+def test_notebooks_agree_on_the_demo_they_default_to():
+    """A report run without -p size must not rebuild data/demo between notebooks (ensure_demo rebuilds
+    a demo built with another size): every notebook defaults to the same demo folder and size."""
+    defaults = {}
+    for name in PRESENT:
+        code = next(c for c in nbformat.read(str(NB_DIR / f"{name}.ipynb"), as_version=4).cells if c.cell_type == "code")
+        params = {}
+        exec(code.source, {}, params)
+        defaults[name] = (params["demo"], params["size"])
+    assert len(set(defaults.values())) == 1, f"notebooks default to different demos: {defaults}"
+
+
+@pytest.mark.slow
+def test_every_notebook_runs_on_the_smoke_demo(report_dir, smoke_demo):
+    rep = _CACHE["report"]
+    status = {p.name: (p.status, p.error) for p in rep.pages}
+    for name in PRESENT:
+        assert status[name] == ("ok", ""), f"{name}: {status[name]}"
+        assert (report_dir / f"{name}.html").stat().st_size > 10_000
+    manifest = json.loads((Path(smoke_demo) / "manifest.json").read_text())
+    head = {p.name: p.headline for p in rep.pages}
+    assert head["01_dataset"]["rows"] == _CACHE["n_rows"] and head["01_dataset"]["invalid rows"] == 0
+    assert head["02_wiring"]["draft trained on"] == ",".join(manifest["drafts"]["draft-mismatched"]["trained_taps"])
+    assert head["02_wiring"]["SGLang feeds"] == ",".join(manifest["drafts"]["draft-mismatched"]["sglang_taps"])
+    assert head["02_wiring"]["mean cos(embed, layer taps)"] < head["02_wiring"]["mean cos(L1, other layer taps)"]
+    assert head["03_acceptance"]["K"] == 3 and head["03_acceptance"]["samples"] >= 1
+    lengths = [v for k, v in head["03_acceptance"].items() if k.startswith("accept length · ")]
+    assert len(lengths) >= 2 and all(1.0 <= v <= 4.0 for v in lengths)
+    index = (report_dir / "index.html").read_text()
+    for name in PRESENT:
+        assert f'href="{name}.html"' in index
+    assert "04 · Live server" in index  # its slot is kept even before the notebook exists
+
+
+def _visible_text(page: str) -> str:
+    from html.parser import HTMLParser
+
+    chunks = []
+    parser = HTMLParser(convert_charrefs=True)
+    parser.handle_data = chunks.append
+    parser.feed(page)
+    return "".join(chunks)
+
+
+@pytest.mark.slow
+def test_script_token_is_text_on_every_page(report_dir):
+    for name in PRESENT[:3]:
+        page = (report_dir / f"{name}.html").read_text()
+        assert "<script" not in page.lower(), f"{name}.html contains a <script> element"
+    # the decoded sample (01) and the coloured tokens (03) show the token text as text
+    for name in ("01_dataset", "03_acceptance"):
+        assert SCRIPT in _visible_text((report_dir / f"{name}.html").read_text()), name

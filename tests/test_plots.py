@@ -1,0 +1,151 @@
+"""Figures show the numbers of the result objects, are labelled, and reject bad input clearly."""
+
+import numpy as np
+import pytest
+import torch
+from types import SimpleNamespace
+
+from workbench import plots, widgets
+from workbench.acceptance import AcceptanceResult
+from workbench.errors import WorkbenchError
+
+
+def _result(spec, p, n=120, K=3, seed=0):
+    rng = np.random.default_rng(seed)
+    A = np.minimum(rng.geometric(1 - p, n) - 1, K)
+    sample = np.repeat(np.arange(n // 10), 10)
+    return AcceptanceResult.from_arrays(spec, K=K, sample=sample, t=np.tile(np.arange(10), n // 10), accepted=A,
+                                        source=np.where(sample % 2 == 0, "code", "prose"), on_path=rng.random(n) < 0.4)
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {"embed,L1,L3": _result("embed,L1,L3", 0.2), "L1,L3,L4": _result("L1,L3,L4", 0.8, seed=1)}
+
+
+def _labelled(fig):
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel(), ax
+
+
+def test_acceptance_curves_plot_the_results_numbers(results):
+    fig = plots.acceptance_curves(results)
+    _labelled(fig)
+    ax_c, ax_m = fig.axes
+    for ax, key in ((ax_c, "conditional"), (ax_m, "cumulative")):
+        lines = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+        assert len(lines) == 2
+        for ln, r in zip(lines, results.values()):
+            np.testing.assert_allclose(ln.get_ydata(), getattr(r, key))
+    labels = [t.get_text() for t in ax_m.get_legend().get_texts()]
+    assert any(lbl.startswith("embed,L1,L3") and f"{results['embed,L1,L3'].accept_length:.2f}" in lbl for lbl in labels)
+
+
+def test_histogram_bars_are_shares_of_chains(results):
+    fig = plots.accept_length_histogram(results)
+    _labelled(fig)
+    bars = fig.axes[0].patches
+    r = results["embed,L1,L3"]
+    heights = [b.get_height() for b in bars[: r.steps + 1]]
+    np.testing.assert_allclose(heights, r.histogram / r.histogram.sum())
+
+
+def test_other_acceptance_figures(results, tmp_path):
+    figs = [plots.decode_path_comparison(results), plots.by_source(results),
+            plots.speedup_projection(results, ratio=0.1)]
+    for fig in figs:
+        _labelled(fig)
+        assert fig.axes[0].get_legend() is not None
+    heights = [b.get_height() for b in figs[0].axes[0].patches]
+    assert heights[0] == pytest.approx(results["embed,L1,L3"].accept_length)
+    assert heights[2] == pytest.approx(results["embed,L1,L3"].decode_path["accept_length"])
+    sp = results["L1,L3,L4"].speedup(0.1)
+    line = [ln for ln in figs[2].axes[0].get_lines() if ln.get_label().startswith("L1,L3,L4")][0]
+    np.testing.assert_allclose(line.get_ydata(), [d["speedup"] for d in sp])
+    path = plots.save(figs[0], tmp_path / "dp.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_speedup_without_any_cost_ratio_is_a_clear_error(results):
+    with pytest.raises(WorkbenchError, match="cost ratio"):
+        plots.speedup_projection(results)
+
+
+def test_tap_statistics_make_the_embedding_stand_out():
+    torch.manual_seed(0)
+    h = torch.randn(2, 6, 16)
+    feats = {"embed": 0.02 * torch.randn(2, 6, 16)}
+    for k in range(4):
+        h = h + 0.3 * torch.randn(2, 6, 16)
+        feats[f"L{k}"] = h.clone()
+    mask = torch.tensor([[1] * 6, [1] * 3 + [0] * 3])
+    stats = plots.tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)])
+    assert stats.taps == ["embed", "L0", "L1", "L2", "L3"] and stats.n_tokens == 9
+    frame = stats.to_frame()
+    assert frame.loc["embed", "norm_mean"] < 0.1 * frame.loc["L0", "norm_mean"]
+    assert frame.loc["embed", "mean_cos_to_others"] < 0.3 < frame.loc["L2", "mean_cos_to_others"]
+    np.testing.assert_allclose(np.diag(stats.cosine), 1.0, atol=1e-9)
+    fig = plots.tap_stats_figure(stats, highlight={"trained on": ["embed", "L0", "L2"], "served": ["L0", "L2", "L3"]})
+    _labelled(fig)
+    with pytest.raises(WorkbenchError, match="tap 'L9' was not captured"):
+        plots.tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)], ["L9"])
+
+
+def test_tokens_html_escapes_and_colours_by_accepted_count():
+    h = plots.tokens_html(["<script>alert(1)</script>", "a&b", "\n"], [None, 0, 3], K=3, n_prompt_tokens=1)
+    assert "<script>" not in h and "&lt;script&gt;alert(1)&lt;/script&gt;" in h and "a&amp;b" in h
+    assert h._repr_html_() == str(h)
+    assert "no counted chain" in h and "3 of 3 draft tokens accepted" in h and "0 of 3" in h
+    with pytest.raises(WorkbenchError, match="2 tokens but 1"):
+        plots.tokens_html(["a", "b"], [1], K=2)
+
+
+def test_sample_accepted_puts_each_chain_on_its_bonus_token():
+    r = AcceptanceResult.from_arrays("L1", K=2, sample=[5, 5, 6], t=[0, 2, 0], accepted=[2, 1, 0])
+    assert plots.sample_accepted(r, 5, 5) == [None, 2, None, 1, None]
+    with pytest.raises(WorkbenchError, match="sample 9 has no counted chains"):
+        plots.sample_accepted(r, 9, 5)
+
+
+def test_bad_results_input_is_a_clear_error():
+    with pytest.raises(WorkbenchError, match="no acceptance results"):
+        plots.acceptance_curves({})
+    with pytest.raises(WorkbenchError, match="expected an AcceptanceResult"):
+        plots.acceptance_curves({"x": 1.0})
+
+
+def test_lengths_by_source():
+    rows = [{"source": s, "n_prompt_tokens": 4 + i, "n_response_tokens": 10 + i} for i, s in enumerate("aabb")]
+    fig = plots.lengths_by_source(rows)
+    _labelled(fig)
+    assert sum(b.get_height() for b in fig.axes[0].patches) == 4
+    with pytest.raises(WorkbenchError, match="no rows"):
+        plots.lengths_by_source([])
+
+
+class _Tok:
+    def decode(self, ids):
+        return f"<t{ids[0]}>"
+
+
+def test_widget_updates_and_report_mode_shows_static_views(results, monkeypatch):
+    import ipywidgets
+
+    rows = [{"input_ids": list(range(12)), "_row": 0, "n_prompt_tokens": 2}]
+    monkeypatch.delenv("WORKBENCH_REPORT", raising=False)
+    w = widgets.acceptance_explorer(results, rows, _Tok(), K=2)
+    assert isinstance(w, ipywidgets.VBox)
+    dropdown, k_slider, _ = w.children[0].children
+    assert dropdown.options == tuple(results) and k_slider.max == 3 and k_slider.value == 2
+    dropdown.value = "L1,L3,L4"  # the view follows the selection
+    shown = []
+    monkeypatch.setattr(widgets, "_display", lambda *objs: shown.extend(objs))
+    monkeypatch.setenv("WORKBENCH_REPORT", "1")
+    assert widgets.acceptance_explorer(results, rows, _Tok(), wiring="L1,L3,L4") is None
+    assert len(shown) == 2 and "wiring L1,L3,L4" in shown[1] and "&lt;t1&gt;" in shown[1]
+    with pytest.raises(WorkbenchError, match="K=7 is out of range"):
+        widgets.acceptance_explorer(results, rows, _Tok(), K=7)
+    with pytest.raises(WorkbenchError, match="wiring 'L9'"):
+        widgets.acceptance_explorer(results, rows, _Tok(), wiring="L9")

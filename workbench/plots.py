@@ -1,0 +1,451 @@
+"""Figures of result objects: acceptance curves, histograms, speed-up, tap statistics, coloured tokens.
+
+    >>> from workbench.acceptance import AcceptanceResult
+    >>> from workbench import plots
+    >>> r = AcceptanceResult.from_arrays("L1,L3,L4", K=3, sample=[0, 0, 1, 1], t=[0, 1, 0, 1],
+    ...                                  accepted=[3, 1, 0, 2], source=["code", "code", "prose", "prose"])
+    >>> fig = plots.acceptance_curves({"L1,L3,L4": r})
+    >>> [ax.get_title() for ax in fig.axes]
+    ['Conditional acceptance α_k = P(A≥k | A≥k−1)', 'Cumulative acceptance P(A≥k)']
+
+Every function returns a ``matplotlib.figure.Figure`` built without pyplot (no global state, nothing
+leaks, works headless); a notebook shows it as a PNG, :func:`save` writes it. ``results`` is a
+``{label: AcceptanceResult}`` dict (e.g. what ``acceptance.simulate`` returns), a list, or one
+result. Conventions in every label: chain drafting, greedy; accept length counts the bonus token
+(E[A]+1) unless it says otherwise; intervals are 95% (Wilson for proportions, bootstrap over samples
+for accept lengths, from ``AcceptanceResult.intervals``).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from workbench.errors import WorkbenchError
+
+WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
+
+
+def _figure(ncols: int = 1, height: float = 3.8, width: float = WIDTH):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def save(fig, path, *, dpi: int = 110):
+    """Write a figure (PNG/SVG/PDF by extension), atomically."""
+    from workbench.errors import atomic_write
+
+    fmt = str(path).rsplit(".", 1)[-1].lower()
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format=fmt, dpi=dpi)
+    return path
+
+
+def _results(results) -> dict:
+    if hasattr(results, "conditional") and hasattr(results, "chains"):
+        return {results.spec: results}
+    if isinstance(results, dict):
+        out = dict(results)
+    elif isinstance(results, (list, tuple)):
+        out = {r.spec: r for r in results}
+    else:
+        raise WorkbenchError(f"expected an AcceptanceResult, a list or a {{label: AcceptanceResult}} dict, "
+                             f"got {type(results).__name__}")
+    if not out:
+        raise WorkbenchError("nothing to plot: no acceptance results given")
+    for label, r in out.items():
+        if not (hasattr(r, "conditional") and hasattr(r, "chains")):
+            raise WorkbenchError(f"result {label!r} is a {type(r).__name__}, expected an AcceptanceResult")
+    return out
+
+
+def _colors(n: int):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return [cmap(i % 10) for i in range(n)]
+
+
+def _errs(values, bounds):
+    """(lower, upper) error-bar lengths from [lo, hi] interval pairs (NaN-safe)."""
+    v = np.asarray(values, float)
+    b = np.asarray([[np.nan, np.nan] if x is None else x for x in bounds], float).reshape(len(v), 2)
+    return np.vstack([np.clip(v - b[:, 0], 0, None), np.clip(b[:, 1] - v, 0, None)])
+
+
+# ------------------------------------------------------------------------------ acceptance
+
+def acceptance_curves(results, *, title: str | None = None):
+    """Conditional α_k and cumulative P(A≥k) per draft position k, one line per wiring, 95% Wilson bars."""
+    results = _results(results)
+    fig, (ax_c, ax_m) = _figure(2)
+    for (label, r), color in zip(results.items(), _colors(len(results))):
+        iv = r.intervals(n_boot=200)
+        k = np.arange(1, r.steps + 1)
+        name = f"{label}  (accept length {r.accept_length:.2f}, n={r.n_chains} chains)"
+        for ax, key in ((ax_c, "conditional"), (ax_m, "cumulative")):
+            vals = np.asarray(getattr(r, key), float)
+            ax.errorbar(k, vals, yerr=_errs(vals, iv[key]), marker="o", capsize=3, color=color, label=name)
+    ax_c.set_title("Conditional acceptance α_k = P(A≥k | A≥k−1)")
+    ax_m.set_title("Cumulative acceptance P(A≥k)")
+    kmax = max(r.steps for r in results.values())
+    for ax in (ax_c, ax_m):
+        ax.set_xlabel("draft position k (tokens after the bonus token)")
+        ax.set_ylabel("acceptance rate (fraction of chains)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xticks(range(1, kmax + 1))
+        ax.grid(alpha=0.3)
+    ax_m.legend(loc="upper right", fontsize="small")
+    fig.suptitle(title or "Per-position acceptance (chain, greedy; bars: 95% Wilson intervals)")
+    return fig
+
+
+def accept_length_histogram(results, *, title: str | None = None):
+    """Share of chains that accepted exactly a = 0..K draft tokens, grouped bars per wiring."""
+    results = _results(results)
+    fig, (ax,) = _figure(1)
+    n = len(results)
+    width = 0.8 / n
+    kmax = max(r.steps for r in results.values())
+    for i, ((label, r), color) in enumerate(zip(results.items(), _colors(n))):
+        h = np.asarray(r.histogram, float)
+        share = h / h.sum() if h.sum() else h
+        x = np.arange(len(h)) + (i - (n - 1) / 2) * width
+        ax.bar(x, share, width=width, color=color,
+               label=f"{label}  (E[A]+1 = {r.accept_length:.2f}, n={int(h.sum())} chains)")
+    ax.set_xticks(range(kmax + 1))
+    ax.set_xlabel("accepted draft tokens a per chain (bonus token not counted)")
+    ax.set_ylabel("share of chains")
+    ax.set_title(title or "Accept-length histogram H[a] (chain, greedy)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def decode_path_comparison(results, *, title: str | None = None):
+    """Accept length (E[A]+1) over every position vs along the decode path, per wiring, 95% bootstrap bars."""
+    results = _results(results)
+    fig, (ax,) = _figure(1, height=3.6)
+    labels = list(results)
+    x = np.arange(len(labels))
+    every, path, e_iv, p_iv = [], [], [], []
+    for r in results.values():
+        iv = r.intervals(n_boot=200)
+        every.append(r.accept_length)
+        path.append(r.decode_path["accept_length"])
+        e_iv.append(iv["accept_length"])
+        p_iv.append(iv["decode_path_accept_length"])
+    ax.bar(x - 0.2, every, 0.4, yerr=_errs(every, e_iv), capsize=4, color="#4c78a8", label="every position")
+    ax.bar(x + 0.2, path, 0.4, yerr=_errs(path, p_iv), capsize=4, color="#f58518",
+           label="decode path (what a server verifies)")
+    for xi, (a, b) in enumerate(zip(every, path)):
+        for dx, v in ((-0.2, a), (0.2, b)):
+            if v is not None and not math.isnan(v):
+                ax.annotate(f"{v:.2f}", (xi + dx, v), ha="center", va="bottom", fontsize="small",
+                            xytext=(0, 3), textcoords="offset points")
+    ax.set_xticks(x, labels)
+    ax.set_xlabel("wiring (taps fed to the draft)")
+    ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
+    ax.set_ylim(0, max(r.steps for r in results.values()) + 1.3)
+    ax.set_title(title or "Every-position vs decode-path accept length (95% bootstrap over samples)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def by_source(results, *, title: str | None = None):
+    """Accept length (E[A]+1) per data source, grouped by wiring, with chain counts."""
+    results = _results(results)
+    sources = sorted({s for r in results.values() for s in r.sources})
+    fig, (ax,) = _figure(1, height=3.6)
+    n = len(results)
+    width = 0.8 / n
+    x = np.arange(len(sources))
+    for i, ((label, r), color) in enumerate(zip(results.items(), _colors(n))):
+        stats = r.by_source()
+        vals = [stats[s]["accept_length"] if s in stats and stats[s]["accept_length"] is not None else np.nan
+                for s in sources]
+        ax.bar(x + (i - (n - 1) / 2) * width, vals, width, color=color, label=label)
+        for xi, s in enumerate(sources):
+            if s in stats and not math.isnan(vals[xi]):
+                ax.annotate(f"n={stats[s]['n_chains']}", (x[xi] + (i - (n - 1) / 2) * width, vals[xi]),
+                            ha="center", va="bottom", fontsize="x-small", xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(x, [s or "(no source)" for s in sources])
+    ax.set_xlabel("data source")
+    ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
+    ax.set_title(title or "Accept length by source (every position, chain, greedy)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def speedup_projection(results, *, ratio: float | None = None, title: str | None = None):
+    """Projected speed-up vs draft depth K' = 1..K: (E[min(A,K')]+1) / (1 + K'·ratio), best K' marked.
+
+    ``ratio`` = one draft step's cost ÷ one target forward (default: each result's measured
+    ``cost_ratio``; one of them must be known).
+    """
+    results = _results(results)
+    fig, (ax,) = _figure(1, height=3.6)
+    used = None
+    for (label, r), color in zip(results.items(), _colors(len(results))):
+        rows = r.speedup(ratio)
+        used = ratio if ratio is not None else r.cost_ratio
+        k = [d["k"] for d in rows]
+        s = [d["speedup"] for d in rows]
+        ax.plot(k, s, marker="o", color=color, label=f"{label} (cost ratio {used:.3f})")
+        for d in rows:
+            if d["best"]:
+                ax.plot([d["k"]], [d["speedup"]], marker="*", markersize=14, color=color)
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="no speculation (1×)")
+    ax.set_xlabel("draft depth K' (draft tokens per verify step)")
+    ax.set_ylabel("projected speed-up (× target-only decoding)")
+    ax.set_xticks(range(1, max(r.steps for r in results.values()) + 1))
+    ax.set_title(title or "Speed-up projection: tokens per verify step ÷ (1 + K'·cost ratio); ★ best K'")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+# ------------------------------------------------------------------------------ tap statistics
+
+@dataclass
+class TapStats:
+    """Per-tap feature statistics over real (unpadded) tokens.
+
+    ``norms[tap]``: L2 norm of each token's feature vector; ``cosine[i, j]``: mean over tokens of
+    cos(h_i, h_j) between taps i and j at the same position; ``n_tokens``: tokens used.
+    """
+
+    taps: list[str]
+    norms: dict
+    cosine: np.ndarray
+    n_tokens: int
+
+    def to_frame(self):
+        """One row per tap: mean/median/std of the feature norm and mean cosine to every other tap."""
+        import pandas as pd
+
+        rows = []
+        for i, t in enumerate(self.taps):
+            v = self.norms[t]
+            others = [self.cosine[i, j] for j in range(len(self.taps)) if j != i]
+            rows.append({"tap": t, "norm_mean": float(v.mean()), "norm_median": float(np.median(v)),
+                         "norm_std": float(v.std()),
+                         "mean_cos_to_others": float(np.mean(others)) if others else math.nan})
+        return pd.DataFrame(rows).set_index("tap")
+
+    def cosine_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.cosine, index=self.taps, columns=self.taps)
+
+
+def tap_statistics(batches, taps=None) -> TapStats:
+    """Feature norms and tap-to-tap cosine similarity from ``capture.extract`` batches.
+
+        >>> import torch
+        >>> from types import SimpleNamespace
+        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+        <torch._C.Generator object at ...>
+        >>> x = torch.randn(1, 4, 8)
+        >>> b = SimpleNamespace(features={"embed": 0.01 * torch.randn(1, 4, 8), "L1": x, "L2": 2 * x},
+        ...                     attention_mask=torch.ones(1, 4, dtype=torch.long))
+        >>> s = tap_statistics([b])
+        >>> round(float(s.cosine[1, 2]), 3), s.n_tokens
+        (1.0, 4)
+
+    ``taps``: which taps (default: every tap in the first batch, ordered embed, L0.., final).
+    """
+    import torch
+
+    from workbench.wiring import tap_sort_key
+
+    norms: dict = {}
+    dot = sq = None
+    n_tok = 0
+    for b in batches:
+        feats = b.features
+        if taps is None:
+            taps = sorted(feats, key=tap_sort_key)
+        missing = [t for t in taps if t not in feats]
+        if missing:
+            raise WorkbenchError(f"tap {missing[0]!r} was not captured in this batch (captured: "
+                                 f"{', '.join(sorted(feats, key=tap_sort_key))})")
+        mask = b.attention_mask.bool()
+        # [n_taps, N_tokens, H] unit vectors; float64 so the sums are exact enough for many tokens
+        vecs = torch.stack([feats[t][mask].double().cpu() for t in taps])
+        nrm = vecs.norm(dim=-1)
+        for i, t in enumerate(taps):
+            norms.setdefault(t, []).append(nrm[i].numpy())
+        unit = vecs / nrm.clamp_min(1e-12)[..., None]
+        c = torch.einsum("anh,bnh->ab", unit, unit).numpy()
+        dot = c if dot is None else dot + c
+        n_tok += int(mask.sum())
+    if not n_tok:
+        raise WorkbenchError("tap statistics: no tokens in the batches (empty dataset or all padding)")
+    return TapStats(taps=list(taps), norms={t: np.concatenate(v) for t, v in norms.items()},
+                    cosine=dot / n_tok, n_tokens=n_tok)
+
+
+def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: str | None = None):
+    """Left: feature-norm distribution per tap (log scale); right: tap-to-tap cosine heatmap.
+
+    ``highlight``: {label: [taps]} (e.g. {"trained": [...], "served": [...]}) marks those taps on
+    both panels, so a wiring that mixes the embedding with layer outputs stands out.
+    """
+    fig, (ax_n, ax_c) = _figure(2, height=4.6)
+    taps = stats.taps
+    data = [np.clip(stats.norms[t], 1e-6, None) for t in taps]
+    from matplotlib.ticker import NullFormatter
+
+    ax_n.boxplot(data, positions=range(len(taps)), orientation="horizontal", tick_labels=taps, showfliers=False)
+    ax_n.set_xscale("log")
+    ax_n.xaxis.set_minor_formatter(NullFormatter())
+    ax_n.invert_yaxis()
+    ax_n.set_xlabel("feature L2 norm per token (log scale)")
+    ax_n.set_ylabel("tap (embed, layer outputs L0.., final)")
+    ax_n.set_title(f"Feature norms ({stats.n_tokens} tokens)")
+    ax_n.grid(axis="x", alpha=0.3)
+    im = ax_c.imshow(stats.cosine, vmin=-1, vmax=1, cmap="RdBu_r")
+    ax_c.set_xticks(range(len(taps)), taps, rotation=90)
+    ax_c.set_yticks(range(len(taps)), taps)
+    if len(taps) <= 14:
+        for i in range(len(taps)):
+            for j in range(len(taps)):
+                ax_c.text(j, i, f"{stats.cosine[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                          color="white" if abs(stats.cosine[i, j]) > 0.6 else "black")
+    ax_c.set_title("Mean cosine similarity between taps (same token)")
+    ax_c.set_xlabel("tap")
+    ax_c.set_ylabel("tap")
+    fig.colorbar(im, ax=ax_c, label="cosine similarity")
+    if highlight:
+        n = len(highlight)
+        for g, ((label, sel), color) in enumerate(zip(highlight.items(), _colors(n))):
+            idx = [taps.index(t) for t in sel if t in taps]
+            dy = (g - (n - 1) / 2) * 0.25
+            ax_n.scatter([np.median(data[i]) for i in idx], [i + dy for i in idx], marker="D", s=45,
+                         color=color, zorder=3, label=f"{label}: {','.join(sel)}")
+            ax_c.scatter(idx, idx, marker="s", s=110 + 90 * g, facecolors="none", edgecolors=[color],
+                         linewidths=2)
+        ax_n.legend(fontsize="small", loc="best")
+    fig.suptitle(title or "Tap feature statistics: the embedding has a different scale and direction than layer outputs")
+    return fig
+
+
+# ------------------------------------------------------------------------------ tokens
+
+class TokenHTML(str):
+    """An HTML string that notebooks render (``_repr_html_``); every token text in it is escaped."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
+
+_PALETTE = ["#f4cccc", "#fce5cd", "#fff2cc", "#d9ead3", "#b6d7a8", "#93c47d", "#6aa84f", "#38761d"]
+
+
+def _shade(a: int, K: int) -> str:
+    if K <= 0:
+        return _PALETTE[0]
+    return _PALETTE[round(a / K * (len(_PALETTE) - 1))]
+
+
+def _visible(text: str) -> str:
+    e = html.escape(text, quote=True)
+    return e.replace("\n", "↵<br>").replace("\t", "→").replace(" ", "&nbsp;") or "∅"
+
+
+def tokens_html(tokens: list[str], accepted: list[int | None], *, K: int, n_prompt_tokens: int = 0,
+                title: str | None = None) -> TokenHTML:
+    """Tokens coloured by how many draft tokens were accepted right after each (red 0 → green K).
+
+        >>> h = tokens_html(["a", "<script>", "c"], [None, 2, 0], K=2)
+        >>> "&lt;script&gt;" in h and "<script>" not in h
+        True
+
+    ``accepted[p]``: accepted count of the chain whose bonus token is token p (it drafts p+1..p+K),
+    or None where no chain is counted (grey). Prompt tokens (the first ``n_prompt_tokens``) are
+    shown in italics. Hover a token for its numbers.
+    """
+    if len(tokens) != len(accepted):
+        raise WorkbenchError(f"tokens_html: {len(tokens)} tokens but {len(accepted)} accepted counts")
+    spans = []
+    for p, (tok, a) in enumerate(zip(tokens, accepted)):
+        style = "padding:0 1px;margin:0;border-radius:2px;"
+        if a is None or a < 0:
+            style += "background:#eeeeee;color:#777;"
+            tip = f"position {p}: no counted chain starts here"
+        else:
+            style += f"background:{_shade(int(a), K)};"
+            tip = f"position {p}: {int(a)} of {K} draft tokens accepted after this token"
+        if p < n_prompt_tokens:
+            style += "font-style:italic;"
+            tip += " (prompt)"
+        spans.append(f'<span style="{style}" title="{html.escape(tip)}">{_visible(tok)}</span>')
+    legend = " ".join(f'<span style="background:{_shade(a, K)};padding:0 4px">{a}</span>' for a in range(K + 1))
+    head = f"<b>{html.escape(title)}</b><br>" if title else ""
+    return TokenHTML(f'<div style="font-family:monospace;font-size:13px;line-height:1.7;white-space:normal">'
+                     f"{head}<div>accepted after the token (of K={K}): {legend} "
+                     f'<span style="background:#eeeeee;padding:0 4px">no chain</span> · <i>italic</i> = prompt</div>'
+                     f'<div style="margin-top:4px">{"".join(spans)}</div></div>')
+
+
+def sample_accepted(result, sample: int, length: int) -> list[int | None]:
+    """Per token p of dataset row ``sample``: accepted count of the chain whose bonus token is p."""
+    c = result.chains
+    sel = c["sample"] == int(sample)
+    if not sel.any():
+        known = np.unique(c["sample"])[:10].tolist()
+        raise WorkbenchError(f"sample {sample} has no counted chains in wiring {result.spec!r} "
+                             f"(samples with chains include {known})")
+    out: list[int | None] = [None] * int(length)
+    for t, a in zip(c["t"][sel].tolist(), c["accepted"][sel].tolist()):
+        if 0 <= t + 1 < length:
+            out[t + 1] = int(a)
+    return out
+
+
+def sample_tokens_html(result, row: dict, tokenizer, *, K: int | None = None) -> TokenHTML:
+    """One dataset row's tokens coloured by accepted count under ``result``'s wiring.
+
+    ``row``: a dataset row dict (``input_ids``, ``_row``, ``n_prompt_tokens``); ``K`` caps the
+    depth shown (a chain that accepted A of K accepts min(A, K') of K').
+    """
+    ids = list(row["input_ids"])
+    K = int(result.steps if K is None else K)
+    acc = sample_accepted(result, row.get("_row", 0), len(ids))
+    acc = [None if a is None else min(a, K) for a in acc]
+    toks = [tokenizer.decode([i]) for i in ids]
+    return tokens_html(toks, acc, K=K, n_prompt_tokens=int(row.get("n_prompt_tokens", 0)),
+                       title=f"row {row.get('_row', '?')} · wiring {result.spec} · K={K}")
+
+
+# ------------------------------------------------------------------------------ data
+
+def lengths_by_source(rows: list[dict], *, title: str | None = None):
+    """Prompt and response length distributions (tokens) per data source, from dataset rows."""
+    if not rows:
+        raise WorkbenchError("lengths_by_source: no rows to plot (empty dataset or every row invalid)")
+    sources = sorted({str(r.get("source", "")) for r in rows})
+    fig, axes = _figure(2, height=3.4)
+    for ax, key, what in ((axes[0], "n_prompt_tokens", "prompt"), (axes[1], "n_response_tokens", "response")):
+        data = [[int(r[key]) for r in rows if str(r.get("source", "")) == s] for s in sources]
+        hi = max(max(d) for d in data if d)
+        bins = np.linspace(0, hi + 1, min(40, hi + 2))
+        for s, d, color in zip(sources, data, _colors(len(sources))):
+            ax.hist(d, bins=bins, alpha=0.6, color=color, label=f"{s or '(no source)'} (n={len(d)}, "
+                                                                  f"median {int(np.median(d))})")
+        ax.set_xlabel(f"{what} length (tokens)")
+        ax.set_ylabel("rows")
+        ax.set_title(f"{what.capitalize()} lengths by source")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle(title or f"Lengths by source ({len(rows)} valid rows)")
+    return fig
