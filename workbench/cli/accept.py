@@ -2,6 +2,10 @@
 
     $ workbench accept --target data/demo/target --draft data/demo/draft-good --data data/demo/val.jsonl \\
         --engine sglang --steps 4 --json acc.json --min-accept-length 1.8
+    $ torchrun --standalone --nproc-per-node 8 -m workbench accept ... --device auto --json acc.json
+
+Under torchrun the samples are sharded over the ranks (workbench.distributed), rank 0 writes the same
+JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run resumes.
 """
 
 NAME = "accept"
@@ -28,6 +32,11 @@ def add_arguments(parser):
                         help="draft-step/target-forward cost ratio for the speed-up projection (default: measured)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16")
+    parser.add_argument("--device-map", default=None, metavar="MAP",
+                        help="e.g. auto: spread a target larger than one GPU over the visible GPUs "
+                             "(under torchrun: one process per node)")
+    parser.add_argument("--shard-dir", default=None, metavar="DIR",
+                        help="per-rank result files for resuming (default under torchrun: <json>.shards)")
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -35,14 +44,27 @@ def add_arguments(parser):
 def run(args) -> int:
     import math
 
+    from workbench import distributed
     from workbench.acceptance import accept
     from workbench.errors import parse_dtype, resolve_device
 
-    device = resolve_device(args.device)
-    result, note = accept(args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, K=args.steps,
-                          limit=args.limit, device=device, dtype=parse_dtype(args.dtype, device),
-                          batch_size=args.batch_size, sglang_rule=args.sglang_rule,
-                          trust_remote_code=args.trust_remote_code, progress=not args.quiet)
+    if distributed.torchrun_env() is None and args.device_map is None and args.shard_dir is None:
+        device = resolve_device(args.device)
+        result, note = accept(args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine,
+                              K=args.steps, limit=args.limit, device=device, dtype=parse_dtype(args.dtype, device),
+                              batch_size=args.batch_size, sglang_rule=args.sglang_rule,
+                              trust_remote_code=args.trust_remote_code, progress=not args.quiet)
+    else:
+        with distributed.init(args.device, device_map=args.device_map) as ctx:
+            result, note = distributed.accept_sharded(
+                args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, K=args.steps,
+                limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
+                batch_size=args.batch_size, sglang_rule=args.sglang_rule, trust_remote_code=args.trust_remote_code,
+                progress=not args.quiet, ctx=ctx,
+                out_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
+                                           if ctx.distributed else None))
+        if result is None:                       # not rank 0: rank 0 reports for everyone
+            return 0
     if args.cost_ratio is not None:
         result.cost_ratio = args.cost_ratio
     print(f"wiring source: {note}")
