@@ -1,0 +1,193 @@
+"""The built-in demo: what `workbench demo` builds, that it is reused, deterministic and never half-built."""
+
+import json
+import time
+
+import pytest
+import torch
+
+from workbench import demo
+from workbench.errors import WorkbenchError
+
+SCHEMA = ["input_ids", "loss_mask", "seq_len", "n_prompt_tokens", "n_response_tokens", "source"]
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# ------------------------------------------------------------------ pieces (no full build needed)
+
+def test_demo_taps_reproduce_the_seed_bug_shape():
+    assert demo.demo_taps(8) == {"mismatched": ["embed", "L1", "L3"], "aligned": ["L1", "L3", "L4"],
+                                 "layer_ids": [1, 3, 4]}
+    t = demo.demo_taps(32)   # the seed's story: [embed, a, b] trained, [a, b, c] served
+    assert t["mismatched"] == ["embed", "L1", "L15"] and t["aligned"] == ["L1", "L15", "L28"]
+    with pytest.raises(WorkbenchError, match="at least 8 decoder layers"):
+        demo.demo_taps(4)
+
+
+def test_split_source_separates_docstrings_and_comments_from_code():
+    src = '"""Module doc."""\nimport os  # needed\n\n# a note\ndef f(x):\n    """Double."""\n    return 2 * x\n'
+    parts = demo.split_source(src)
+    assert parts["code"].splitlines() == ["import os", "def f(x):", "    return 2 * x"]
+    assert parts["prose"].splitlines() == ["Module doc.", "Double.", "needed", "a note"]
+
+
+def test_stdlib_text_selection_is_fixed_and_holds_out_prompt_files():
+    a, b = demo.corpus(16), demo.corpus(16)
+    assert a["files"] == b["files"] and len(a["files"]) == 16
+    assert a["heldout"] == [a["files"][i] for i in range(3, 16, 4)]
+    held = set().union(*(a[k][s] for k in ("heldout_train", "heldout_val") for s in demo.SOURCES))
+    assert held and not held & set(a["train"])          # prompts never come from target training text
+    assert all(a[k][s] for k in ("heldout_train", "heldout_val") for s in demo.SOURCES)
+
+
+def test_tokenizer_and_target_training_are_deterministic(tmp_path):
+    from transformers import AutoTokenizer
+
+    texts = [demo.split_source(f.read_text())[s] for f in demo.stdlib_files(8)[:2] for s in demo.SOURCES]
+    demo.train_tokenizer(texts, 300, tmp_path / "t1")
+    demo.train_tokenizer(texts, 300, tmp_path / "t2")
+    assert (tmp_path / "t1/tokenizer.json").read_bytes() == (tmp_path / "t2/tokenizer.json").read_bytes()
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "t1"))
+    assert tok.decode(tok("def f(x):\n    return x")["input_ids"]) == "def f(x):\n    return x"
+
+    size = demo.SIZES["smoke"].__class__(**{**demo.SIZES["smoke"].__dict__, "target_steps": 3})
+    stream = tok("\n".join(texts[:4]))["input_ids"]
+    eos = tok.convert_tokens_to_ids(demo.EOS)
+    with demo._quiet_transformers():
+        demo.train_target(stream, size, len(tok), 7, tmp_path / "m1", eos_id=eos, progress=False)
+        demo.train_target(stream, size, len(tok), 7, tmp_path / "m2", eos_id=eos, progress=False)
+        demo.train_target(stream, size, len(tok), 8, tmp_path / "m3", eos_id=eos, progress=False)
+    w = [(tmp_path / m / "model.safetensors").read_bytes() for m in ("m1", "m2", "m3")]
+    assert w[0] == w[1] and w[0] != w[2]
+
+
+def test_bad_size_seed_and_manifest_are_one_line_errors(tmp_path):
+    with pytest.raises(WorkbenchError, match="unknown demo size 'huge'"):
+        demo.build_demo(tmp_path / "d", size="huge")
+    with pytest.raises(WorkbenchError, match="seed"):
+        demo.build_demo(tmp_path / "d", size="smoke", seed=-1)
+    (tmp_path / "d").mkdir()
+    with pytest.raises(WorkbenchError, match="no demo manifest"):
+        demo.read_manifest(tmp_path / "d")
+    (tmp_path / "d" / "manifest.json").write_text("{not json")
+    with pytest.raises(WorkbenchError, match=r"manifest.json: unreadable demo manifest") as e:
+        demo.read_manifest(tmp_path / "d")
+    assert "\n" not in str(e.value)
+    assert not demo.is_built(tmp_path / "d", "smoke", 0)
+
+
+def test_interrupted_build_leaves_the_old_demo_and_no_half_folder(tmp_path, monkeypatch):
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "keep.txt").write_text("old")
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "corpus", boom)
+    with pytest.raises(KeyboardInterrupt):
+        demo.build_demo(out, size="smoke", force=True, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]        # no .demo.building-* left
+    assert (out / "keep.txt").read_text() == "old" and not (out / "manifest.json").exists()
+
+
+# ------------------------------------------------------------------ the smoke build itself
+
+def test_smoke_demo_has_every_piece_and_a_truthful_manifest(smoke_demo):
+    m = demo.read_manifest(smoke_demo)
+    assert (m["size"], m["seed"]) == ("smoke", 0)
+    for rel in m["files"] + ["manifest.json", "target/model.safetensors", "tokenizer/tokenizer.json"]:
+        assert (smoke_demo / rel).exists(), rel
+    assert not list(smoke_demo.parent.glob(".demo.building-*"))
+    assert m["target"]["n_layers"] >= 8 and len(m["target"]["losses"]) == m["config"]["target_steps"]
+    assert m["target"]["losses"][-1] < m["target"]["losses"][0]            # it did learn something
+    assert set(m["versions"]) >= {"python", "torch", "transformers", "tokenizers", "workbench"}
+    assert set(m["timings"]) >= {"tokenizer", "target", "data", "drafts", "total"}
+
+
+def test_smoke_target_and_tokenizer_load_offline_with_from_pretrained(smoke_demo):
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(str(smoke_demo / "tokenizer"))
+    model = LlamaForCausalLM.from_pretrained(str(smoke_demo / "target"))
+    assert model.config.num_hidden_layers >= 8
+    assert model.config.vocab_size == len(tok) == demo.read_manifest(smoke_demo)["target"]["vocab_size"]
+
+
+def test_smoke_rows_follow_the_seed_schema_and_responses_are_the_targets_greedy_tokens(smoke_demo):
+    from transformers import LlamaForCausalLM
+
+    cfg = demo.read_manifest(smoke_demo)["config"]
+    train, val = _rows(smoke_demo / "train.jsonl"), _rows(smoke_demo / "val.jsonl")
+    assert (len(train), len(val)) == (cfg["n_train"], cfg["n_val"])
+    for row in train + val:
+        assert list(row) == SCHEMA
+        n, r = row["n_prompt_tokens"], row["n_response_tokens"]
+        assert (n, r, row["seq_len"]) == (cfg["prompt_len"], cfg["response_len"], len(row["input_ids"]))
+        assert row["loss_mask"] == [0] * n + [1] * r
+    assert {r["source"] for r in train} == {r["source"] for r in val} == {"code", "prose"}
+    assert {tuple(r["input_ids"][:cfg["prompt_len"]]) for r in train}.isdisjoint(
+        tuple(r["input_ids"][:cfg["prompt_len"]]) for r in val)
+
+    model = LlamaForCausalLM.from_pretrained(str(smoke_demo / "target")).eval()
+    ids = torch.tensor([r["input_ids"] for r in val[:6]])
+    with torch.no_grad():
+        greedy = model(input_ids=ids).logits.argmax(-1)                     # g_{p+1} at p
+    n = cfg["prompt_len"]
+    assert torch.equal(greedy[:, n - 1:-1], ids[:, n:])                   # response = target's greedy output
+
+
+def test_smoke_drafts_are_saved_with_sglang_ids_and_their_training_taps(smoke_demo):
+    m = demo.read_manifest(smoke_demo)
+    n = m["target"]["n_layers"]
+    ids = [1, n // 2 - 1, n - 4]
+    for name, taps in (("draft-mismatched", ["embed", "L1", f"L{n // 2 - 1}"]),
+                       ("draft-aligned", ["L1", f"L{n // 2 - 1}", f"L{n - 4}"])):
+        cfg = json.loads((smoke_demo / name / "config.json").read_text())
+        assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == ids
+        assert cfg["workbench"]["trained_taps"] == taps == m["drafts"][name]["trained_taps"]
+        assert (smoke_demo / name / "model.safetensors").is_file()
+        log = m["drafts"][name]
+        assert log["K"] >= 3 and len(log["acc_per_step"]) == log["K"] and log["losses"]
+
+
+def test_smoke_drafts_load_against_the_demo_target(smoke_demo):
+    from workbench import capture, draft
+
+    target = capture.load_target(smoke_demo / "target")
+    d = draft.load_draft(smoke_demo / "draft-aligned", target)
+    assert d.eagle_layer_ids == [1, 3, 4] and d.target_hidden_size == target.hidden_size
+
+
+def test_existing_build_is_reused_fast_and_the_cli_prints_its_summary(smoke_demo, capsys):
+    from workbench.cli import main
+
+    before = (smoke_demo / "manifest.json").stat().st_mtime_ns
+    t = time.perf_counter()
+    assert demo.ensure_demo(smoke_demo, size="smoke", seed=0, progress=False) == smoke_demo
+    assert time.perf_counter() - t < 5
+    assert main(["demo", "--size", "smoke", "--out", str(smoke_demo), "--build-only", "--quiet"]) == 0
+    assert (smoke_demo / "manifest.json").stat().st_mtime_ns == before
+    out = capsys.readouterr().out
+    assert "demo (smoke, seed 0)" in out and "draft-mismatched: trained on embed,L1,L3" in out
+    assert not demo.is_built(smoke_demo, "smoke", 1) and not demo.is_built(smoke_demo, "default", 0)
+
+
+def test_cli_reports_a_bad_out_path_as_error_exit_2(tmp_path, capsys):
+    from workbench.cli import main
+
+    (tmp_path / "file").write_text("x")
+    assert main(["demo", "--size", "smoke", "--out", str(tmp_path / "file"), "--quiet"]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_a_killed_builds_leftover_folder_is_removed_by_the_next_build(tmp_path, monkeypatch):
+    stale = tmp_path / ".demo.building-999999999"          # no such pid
+    stale.mkdir()
+    monkeypatch.setattr(demo, "corpus", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop")))
+    with pytest.raises(RuntimeError):
+        demo.build_demo(tmp_path / "demo", size="smoke", progress=False)
+    assert list(tmp_path.iterdir()) == []

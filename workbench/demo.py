@@ -1,0 +1,571 @@
+"""The built-in demo: the wiring bug reproduced end to end, offline, on a CPU.
+
+    >>> from workbench.demo import build_demo, read_manifest
+    >>> out = build_demo("data/demo", size="smoke", seed=0, progress=False)   # doctest: +SKIP
+    >>> read_manifest(out)["drafts"]["draft-mismatched"]["trained_taps"]      # doctest: +SKIP
+    ['embed', 'L1', 'L3']
+
+What gets built into ``out`` (every piece with the library's own code paths):
+
+- ``tokenizer/``: a byte-level BPE (``tokenizers``) trained on the standard library's own source
+  and docstrings, wrapped in ``PreTrainedTokenizerFast`` (``AutoTokenizer.from_pretrained`` loads it).
+- ``target/``: a ``LlamaForCausalLM`` (N ≥ 8 decoder layers) trained briefly with a plain torch loop,
+  saved with ``save_pretrained`` and reloaded through :func:`workbench.capture.load_target`.
+- ``train.jsonl`` / ``val.jsonl``: prompts cut from held-out stdlib files, responses = the target's
+  greedy continuation; sources ``code`` and ``prose``; loss_mask 0 on the prompt, 1 on the response.
+- ``draft-mismatched/``: an EAGLE-3 draft trained on ``embed,L1,L{N//2-1}`` whose config says ids
+  ``[1, N//2-1, N-4]`` (SGLang serves ``L1,L{N//2-1},L{N-4}``): the classic bug.
+- ``draft-aligned/``: the same recipe trained on ``L1,L{N//2-1},L{N-4}``: the healthy reference.
+- ``manifest.json``: sizes, seeds, taps, losses, per-step accuracy, timings, versions.
+
+The build happens in a temporary sibling folder that is renamed into place at the end, so an
+interrupted build never leaves a demo that looks finished. Deterministic given ``seed``.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import os
+import platform
+import random
+import shutil
+import sys
+import sysconfig
+import time
+import tokenize
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from workbench.errors import WorkbenchError, atomic_write
+
+MANIFEST = "manifest.json"
+FORMAT = 1  # bump when the layout of the demo changes: older builds are then rebuilt
+
+# A fixed selection of standard-library modules (present as a .py file or a package __init__ in
+# every CPython >= 3.10). Every 4th one (index % 4 == 3) is held out of the target's training text
+# and used for prompts: even positions of the held-out list for train.jsonl, odd ones for val.jsonl.
+STDLIB_MODULES = (
+    "argparse", "ast", "base64", "bisect", "calendar", "cmd", "codecs", "collections",
+    "colorsys", "configparser", "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal",
+    "difflib", "dis", "doctest", "enum", "filecmp", "fnmatch", "fractions", "ftplib",
+    "functools", "gettext", "glob", "gzip", "heapq", "hmac", "imaplib", "inspect",
+    "ipaddress", "json", "logging", "mailbox", "numbers", "operator", "optparse", "pathlib",
+    "pickle", "platform", "pprint", "queue", "quopri", "random", "sched", "secrets",
+    "selectors", "shlex", "shutil", "smtplib", "socket", "statistics", "string", "subprocess",
+    "tarfile", "tempfile", "textwrap", "threading", "timeit", "tokenize", "trace", "traceback",
+    "typing", "uuid", "warnings", "wave", "weakref", "zipfile",
+)
+SOURCES = ("code", "prose")
+EOS = "<|endoftext|>"
+MAX_POSITIONS = 512
+
+
+@dataclass(frozen=True)
+class DemoSize:
+    """Every knob of one demo size (recorded in the manifest)."""
+
+    name: str
+    n_modules: int            # how many of STDLIB_MODULES are used
+    vocab_size: int
+    n_layers: int
+    hidden_size: int
+    intermediate_size: int
+    n_heads: int
+    target_steps: int
+    target_seq_len: int
+    target_batch: int
+    target_lr: float
+    n_train: int              # rows of train.jsonl (half code, half prose)
+    n_val: int
+    prompt_len: int
+    response_len: int
+    draft_K: int
+    draft_epochs: int
+    draft_lr: float
+    draft_batch: int
+
+
+SIZES = {
+    "smoke": DemoSize("smoke", n_modules=16, vocab_size=320, n_layers=8, hidden_size=32,
+                      intermediate_size=64, n_heads=4, target_steps=30, target_seq_len=48,
+                      target_batch=16, target_lr=3e-3, n_train=32, n_val=16, prompt_len=12,
+                      response_len=16, draft_K=3, draft_epochs=1, draft_lr=3e-3, draft_batch=16),
+    "default": DemoSize("default", n_modules=len(STDLIB_MODULES), vocab_size=1024, n_layers=16,
+                        hidden_size=48, intermediate_size=144, n_heads=4, target_steps=400,
+                        target_seq_len=96, target_batch=16, target_lr=3e-3, n_train=512, n_val=128,
+                        prompt_len=24, response_len=32, draft_K=4, draft_epochs=6, draft_lr=3e-3,
+                        draft_batch=16),
+}
+
+
+def demo_taps(n_layers: int) -> dict:
+    """The demo's wirings for a target with ``n_layers`` decoder layers.
+
+        >>> demo_taps(8)
+        {'mismatched': ['embed', 'L1', 'L3'], 'aligned': ['L1', 'L3', 'L4'], 'layer_ids': [1, 3, 4]}
+    """
+    n = int(n_layers)
+    if n < 8:
+        raise WorkbenchError(f"the demo target needs at least 8 decoder layers, got n_layers={n}")
+    ids = [1, n // 2 - 1, n - 4]
+    return {"mismatched": ["embed", f"L{ids[0]}", f"L{ids[1]}"],
+            "aligned": [f"L{i}" for i in ids], "layer_ids": ids}
+
+
+# ----------------------------------------------------------------------------------------- text
+
+def stdlib_files(n_modules: int | None = None) -> list[Path]:
+    """The first ``n_modules`` of :data:`STDLIB_MODULES` that exist here, as paths (fixed order)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = []
+    for name in STDLIB_MODULES[: n_modules or len(STDLIB_MODULES)]:
+        for cand in (root / f"{name}.py", root / name / "__init__.py"):
+            if cand.is_file():
+                files.append(cand)
+                break
+    if len(files) < 8:
+        raise WorkbenchError(f"found only {len(files)} standard-library source files under {root} "
+                             f"(expected most of {', '.join(STDLIB_MODULES[:8])}, ...)")
+    return files
+
+
+def split_source(text: str) -> dict:
+    """Split Python source into ``{"code": ..., "prose": ...}``: prose = docstrings and comments,
+    code = the remaining lines.
+
+        >>> s = split_source('def f(x):\\n    "Double x."\\n    return 2 * x  # twice\\n')
+        >>> s["prose"].split()
+        ['Double', 'x.', 'twice']
+        >>> s["code"].splitlines()
+        ['def f(x):', '    return 2 * x']
+    """
+    import inspect
+
+    lines = text.splitlines()
+    drop, prose = set(), []
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        tree = None
+    if tree is not None:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = node.body
+                if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None),
+                                                                         ast.Constant) \
+                        and isinstance(body[0].value.value, str):
+                    first = body[0]
+                    drop.update(range(first.lineno - 1, first.end_lineno))
+                    prose.append(inspect.cleandoc(first.value.value))
+    code_lines = list(lines)
+    with contextlib.suppress(tokenize.TokenError, IndentationError, SyntaxError):
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                body = tok.string.lstrip("#").strip()
+                row = tok.start[0] - 1
+                if body and not body.startswith("!"):
+                    prose.append(body)
+                if lines[row][: tok.start[1]].strip():
+                    code_lines[row] = lines[row][: tok.start[1]].rstrip()
+                else:
+                    drop.add(row)
+    code = "\n".join(line for i, line in enumerate(code_lines) if i not in drop and line.strip())
+    return {"code": code, "prose": "\n".join(p for p in prose if p)}
+
+
+def corpus(n_modules: int) -> dict:
+    """``{"train": [texts], "heldout_train": {source: [texts]}, "heldout_val": {...}, "files": [...]}``."""
+    files = stdlib_files(n_modules)
+    out = {"train": [], "heldout_train": {s: [] for s in SOURCES},
+           "heldout_val": {s: [] for s in SOURCES}, "files": [], "heldout": []}
+    held = 0
+    for i, path in enumerate(files):
+        parts = split_source(path.read_text(encoding="utf-8", errors="replace"))
+        out["files"].append(path.name if path.name != "__init__.py" else f"{path.parent.name}/__init__.py")
+        if i % 4 == 3:
+            key = "heldout_train" if held % 2 == 0 else "heldout_val"
+            held += 1
+            out["heldout"].append(out["files"][-1])
+            for s in SOURCES:
+                out[key][s].append(parts[s])
+        else:
+            out["train"].extend(parts[s] for s in SOURCES if parts[s])
+    return out
+
+
+# ------------------------------------------------------------------------------------ tokenizer
+
+def _encode(tokenizer, text: str) -> list[int]:
+    """Token ids of a whole document (no special tokens, no model-length warning: documents are cut later)."""
+    return tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
+
+
+def train_tokenizer(texts: list[str], vocab_size: int, path):
+    """Train a byte-level BPE on ``texts`` and save it so ``AutoTokenizer.from_pretrained(path)`` loads it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=[EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, bos_token=EOS, unk_token=None,
+                                   pad_token=EOS, model_max_length=MAX_POSITIONS)
+    fast.save_pretrained(str(path))
+    return fast
+
+
+# --------------------------------------------------------------------------------------- target
+
+@contextlib.contextmanager
+def _deterministic(seed: int, threads: int = 1):
+    """Seeds, deterministic algorithms and a fixed thread count for the duration; restored after.
+
+    One thread: bit-identical results, and on a shared 2-core machine it is much faster than two
+    (OpenMP threads spin-wait when the cores are busy).
+    """
+    import torch
+
+    old_threads, old_det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(max(1, min(threads, os.cpu_count() or 1)))
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old_threads)
+        torch.use_deterministic_algorithms(old_det)
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """No transformers progress bars while saving/loading the demo's small models; restored after."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed: int, path, *,
+                 eos_id: int, progress: bool = True) -> dict:
+    """Train a ``LlamaForCausalLM`` on random windows of ``token_stream``; save it to ``path``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=size.hidden_size,
+                         intermediate_size=size.intermediate_size, num_hidden_layers=size.n_layers,
+                         num_attention_heads=size.n_heads, num_key_value_heads=size.n_heads,
+                         max_position_embeddings=MAX_POSITIONS, tie_word_embeddings=False, rms_norm_eps=1e-5,
+                         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id)
+    data = torch.tensor(token_stream, dtype=torch.long)
+    L = size.target_seq_len
+    if data.numel() < L + 2:
+        raise WorkbenchError(f"demo text has only {data.numel()} tokens (need more than {L + 1})")
+    losses = []
+    with _deterministic(seed):
+        model = LlamaForCausalLM(config)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=size.target_lr, weight_decay=0.0)
+        gen = torch.Generator().manual_seed(seed)
+        warm = max(1, size.target_steps // 20)
+        for step in range(size.target_steps):
+            lr = size.target_lr * min(1.0, (step + 1) / warm) * (0.1 + 0.9 * (1 - step / size.target_steps))
+            for g in opt.param_groups:
+                g["lr"] = lr
+            starts = torch.randint(0, data.numel() - L - 1, (size.target_batch,), generator=gen)
+            x = torch.stack([data[s:s + L] for s in starts.tolist()])
+            out = model(input_ids=x, labels=x)
+            opt.zero_grad(set_to_none=True)
+            out.loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            losses.append(round(float(out.loss.detach()), 4))
+            if progress and (step % max(1, size.target_steps // 5) == 0 or step == size.target_steps - 1):
+                print(f"  target step {step + 1}/{size.target_steps}: loss {losses[-1]:.3f}", flush=True)
+    model.eval()
+    model.save_pretrained(str(path), safe_serialization=True)
+    return {"losses": losses, "n_params": sum(p.numel() for p in model.parameters()),
+            "n_tokens": int(data.numel())}
+
+
+# ----------------------------------------------------------------------------------------- data
+
+def cut_prompts(texts_by_source: dict, tokenizer, n_rows: int, prompt_len: int, seed: int) -> list[tuple]:
+    """``n_rows`` prompts of ``prompt_len`` tokens, alternating sources: ``[(source, ids), ...]``."""
+    rng = random.Random(seed)
+    pools = {}
+    for source in SOURCES:
+        windows = []
+        for text in texts_by_source[source]:
+            ids = _encode(tokenizer, text)
+            windows.extend(ids[i:i + prompt_len] for i in range(0, len(ids) - prompt_len + 1, prompt_len))
+        if not windows:
+            raise WorkbenchError(f"no {source} text long enough for {prompt_len}-token prompts in the held-out files")
+        rng.shuffle(windows)
+        pools[source] = windows
+    rows = []
+    for i in range(n_rows):
+        source = SOURCES[i % len(SOURCES)]
+        pool = pools[source]
+        rows.append((source, pool[(i // len(SOURCES)) % len(pool)]))
+    return rows
+
+
+def greedy_continue(model, prompts, n_new: int, batch_size: int = 32):
+    """The target's greedy continuation (``n_new`` tokens) of equal-length prompts.
+
+    A full forward per new token (no KV cache): the same computation ``capture.extract`` does, so
+    the responses are exactly the target's argmax at every position, as a server would produce them.
+    """
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(prompts), batch_size):
+            ids = torch.tensor(prompts[i:i + batch_size], dtype=torch.long)
+            start = ids.shape[1]
+            for _ in range(n_new):
+                nxt = model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1].argmax(-1, keepdim=True)
+                ids = torch.cat([ids, nxt], dim=1)
+            out.extend(ids[:, start:].tolist())
+    return out
+
+
+def make_rows(model, prompts: list[tuple], response_len: int) -> list[dict]:
+    """Rows in the seed schema: prompt + greedy response, loss_mask 0 on the prompt and 1 on the response."""
+    responses = greedy_continue(model, [p for _, p in prompts], response_len)
+    rows = []
+    for (source, prompt), resp in zip(prompts, responses):
+        ids = list(prompt) + list(resp)
+        rows.append({"input_ids": ids, "loss_mask": [0] * len(prompt) + [1] * len(resp), "seq_len": len(ids),
+                     "n_prompt_tokens": len(prompt), "n_response_tokens": len(resp), "source": source})
+    return rows
+
+
+def write_jsonl(rows: list[dict], path) -> None:
+    with atomic_write(path) as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+# ------------------------------------------------------------------------------------- manifest
+
+def read_manifest(out) -> dict:
+    """The manifest of a finished demo in ``out``; WorkbenchError if absent or unreadable."""
+    path = Path(out) / MANIFEST
+    if not path.is_file():
+        raise WorkbenchError(f"{path}: no demo manifest (build it with `workbench demo --build-only`)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise WorkbenchError(f"{path}: unreadable demo manifest ({e}); rebuild with `workbench demo --force`") from None
+    if not isinstance(manifest, dict) or "size" not in manifest or "seed" not in manifest:
+        raise WorkbenchError(f"{path}: not a workbench demo manifest (expected keys 'size' and 'seed')")
+    return manifest
+
+
+def is_built(out, size: str = "default", seed: int = 0) -> bool:
+    """True when ``out`` holds a finished demo of this size and seed (every listed file present)."""
+    try:
+        m = read_manifest(out)
+    except WorkbenchError:
+        return False
+    if m.get("format") != FORMAT or m.get("size") != size or m.get("seed") != seed:
+        return False
+    return all((Path(out) / rel).exists() for rel in m.get("files", []))
+
+
+def _versions() -> dict:
+    import tokenizers
+    import torch
+    import transformers
+
+    from workbench import __version__
+    return {"workbench": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
+
+
+def summary(manifest: dict) -> str:
+    """A few readable lines about a built demo (what ``workbench demo`` prints)."""
+    t = manifest.get("target", {})
+    lines = [f"demo ({manifest.get('size')}, seed {manifest.get('seed')}) built in "
+             f"{manifest.get('timings', {}).get('total', 0):.1f} s",
+             f"  target: LlamaForCausalLM, N={t.get('n_layers')} layers, H={t.get('hidden_size')}, "
+             f"vocab {t.get('vocab_size')}, final loss {t.get('final_loss')}",
+             f"  data: train.jsonl {manifest.get('data', {}).get('n_train')} rows, "
+             f"val.jsonl {manifest.get('data', {}).get('n_val')} rows, sources {', '.join(SOURCES)}"]
+    for name, d in manifest.get("drafts", {}).items():
+        acc = ", ".join(f"{a:.2f}" for a in d.get("acc_per_step", []))
+        lines.append(f"  {name}: trained on {','.join(d.get('trained_taps', []))}, config ids "
+                     f"{d.get('layer_ids')} (SGLang serves {','.join(d.get('sglang_taps', []))}); "
+                     f"final loss {d.get('final_loss')}, train acc per step [{acc}]")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- build
+
+def _train_drafts(target, tmp: Path, size: DemoSize, seed: int, progress: bool) -> dict:
+    """Both drafts through ``train.train_draft`` on ``train.jsonl``, saved with ``draft.save_draft``."""
+    from workbench import data, draft, train
+
+    dataset = data.load(tmp / "train.jsonl")
+    taps = demo_taps(target.n_layers)
+    out = {}
+    for name in ("mismatched", "aligned"):
+        with _deterministic(seed):
+            cfg = draft.new_draft_config(target.config, layer_ids=list(taps["layer_ids"]))
+            model = draft.Eagle3Draft.from_config(cfg, target.embed_weight().detach().clone())
+            if progress:
+                print(f"  training draft-{name} on {','.join(taps[name])} (K={size.draft_K})", flush=True)
+            log = train.train_draft(model, target, dataset, list(taps[name]), K=size.draft_K,
+                                    epochs=size.draft_epochs, lr=size.draft_lr, batch_size=size.draft_batch,
+                                    seed=seed, progress=progress)
+        draft.save_draft(model, tmp / f"draft-{name}",
+                         extra_config={"workbench": {"trained_taps": list(taps[name])}})
+        out[f"draft-{name}"] = {
+            "trained_taps": list(taps[name]), "layer_ids": list(taps["layer_ids"]),
+            "sglang_taps": list(taps["aligned"]), "K": size.draft_K, "epochs": size.draft_epochs,
+            "lr": size.draft_lr, "steps": log.steps, "losses": [round(float(x), 4) for x in log.losses],
+            "final_loss": round(float(log.losses[-1]), 4) if log.losses else None,
+            "acc_per_step": [round(float(a), 4) for a in log.acc_per_step], "seconds": round(log.seconds, 2)}
+    return out
+
+
+def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
+    """Every stage into ``tmp``; returns the manifest (not yet written)."""
+    from workbench import capture
+
+    cfg = SIZES[size]
+    t0 = time.perf_counter()
+    timings = {}
+
+    def say(msg):
+        if progress:
+            print(f"[demo {size}] {msg}", flush=True)
+
+    t = time.perf_counter()
+    text = corpus(cfg.n_modules)
+    tokenizer = train_tokenizer(text["train"], cfg.vocab_size, tmp / "tokenizer")
+    vocab = len(tokenizer)
+    timings["tokenizer"] = round(time.perf_counter() - t, 2)
+    say(f"tokenizer: {vocab} tokens from {len(text['files'])} stdlib files ({timings['tokenizer']} s)")
+
+    t = time.perf_counter()
+    eos = tokenizer.convert_tokens_to_ids(EOS)
+    stream = []
+    for doc in text["train"]:
+        stream.extend(_encode(tokenizer, doc) + [eos])
+    tinfo = train_target(stream, cfg, vocab, seed, tmp / "target", eos_id=eos, progress=progress)
+    tokenizer.save_pretrained(str(tmp / "target"))  # the target folder is self-contained
+    timings["target"] = round(time.perf_counter() - t, 2)
+    say(f"target: {tinfo['n_params']} parameters, loss {tinfo['losses'][0]:.2f} -> {tinfo['losses'][-1]:.2f} "
+        f"({timings['target']} s)")
+
+    t = time.perf_counter()
+    target = capture.load_target(tmp / "target", device="cpu")   # from_pretrained, as any user target
+    with _deterministic(seed):
+        train_rows = make_rows(target.model, cut_prompts(text["heldout_train"], tokenizer, cfg.n_train,
+                                                         cfg.prompt_len, seed), cfg.response_len)
+        val_rows = make_rows(target.model, cut_prompts(text["heldout_val"], tokenizer, cfg.n_val,
+                                                       cfg.prompt_len, seed + 1), cfg.response_len)
+    write_jsonl(train_rows, tmp / "train.jsonl")
+    write_jsonl(val_rows, tmp / "val.jsonl")
+    timings["data"] = round(time.perf_counter() - t, 2)
+    say(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows ({timings['data']} s)")
+
+    t = time.perf_counter()
+    drafts = _train_drafts(target, tmp, cfg, seed, progress)
+    timings["drafts"] = round(time.perf_counter() - t, 2)
+    say(f"drafts: trained ({timings['drafts']} s)")
+    timings["total"] = round(time.perf_counter() - t0, 2)
+    return {
+        "format": FORMAT, "size": size, "seed": seed, "config": asdict(cfg),
+        "files": ["tokenizer", "target", "train.jsonl", "val.jsonl", "draft-mismatched", "draft-aligned"],
+        "text": {"stdlib": sysconfig.get_paths()["stdlib"], "files": text["files"], "heldout": text["heldout"]},
+        "target": {"n_layers": cfg.n_layers, "hidden_size": cfg.hidden_size, "vocab_size": vocab,
+                   "n_params": tinfo["n_params"], "n_tokens": tinfo["n_tokens"], "steps": cfg.target_steps,
+                   "losses": tinfo["losses"], "final_loss": tinfo["losses"][-1]},
+        "data": {"n_train": len(train_rows), "n_val": len(val_rows), "prompt_len": cfg.prompt_len,
+                 "response_len": cfg.response_len, "sources": list(SOURCES)},
+        "taps": demo_taps(cfg.n_layers), "drafts": drafts, "timings": timings, "versions": _versions(),
+    }
+
+
+def build_demo(out="data/demo", size: str = "default", seed: int = 0, force: bool = False,
+               progress: bool = True) -> Path:
+    """Build the demo into ``out`` (reused when already built with this size and seed, unless ``force``).
+
+        >>> build_demo("/tmp/wb-demo", size="smoke", progress=False)   # doctest: +SKIP
+        PosixPath('/tmp/wb-demo')
+    """
+    if size not in SIZES:
+        raise WorkbenchError(f"unknown demo size {size!r} (expected one of {', '.join(SIZES)})")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise WorkbenchError(f"demo seed must be a non-negative integer, got {seed!r}")
+    out = Path(out)
+    if not force and is_built(out, size, seed):
+        return out
+    if out.exists() and not out.is_dir():
+        raise WorkbenchError(f"{out}: exists and is not a folder (expected the demo folder)")
+    _remove_stale_builds(out)
+    tmp = out.parent / f".{out.name}.building-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        if progress:
+            print(f"[demo {size}] building into {out} (temporary folder {tmp.name})", flush=True)
+        with _quiet_transformers():
+            manifest = _build(tmp, size, seed, progress)
+        with atomic_write(tmp / MANIFEST) as f:
+            json.dump(manifest, f, indent=1)
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if progress:
+        print(f"[demo {size}] done in {manifest['timings']['total']} s: {out}", flush=True)
+    return out
+
+
+def _remove_stale_builds(out: Path) -> None:
+    """Delete ``.<name>.building-<pid>`` folders left by builds that were killed (their pid is gone)."""
+    if not out.parent.is_dir():
+        return
+    for p in out.parent.glob(f".{out.name}.building-*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Rename the finished ``tmp`` to ``out``; an old ``out`` is moved aside first, then removed."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def ensure_demo(out="data/demo", size: str = "default", seed: int = 0, progress: bool = True) -> Path:
+    """The demo folder, built first if it is missing or was built with another size or seed."""
+    return build_demo(out, size=size, seed=seed, force=False, progress=progress)
