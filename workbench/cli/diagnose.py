@@ -1,13 +1,50 @@
-"""`workbench diagnose`: not built yet (see the issue that owns it)."""
+"""`workbench diagnose`: rank candidate wirings of a draft and say whether the engine feeds the right taps.
+
+    $ workbench diagnose --target data/demo/target --draft data/demo/draft-mismatched \\
+        --data data/demo/val.jsonl --engine sglang --steps 4 --json diagnosis.json
+
+Exit 0 when the engine's wiring is (within the 95% intervals) the best, 1 when it is clearly worse
+than the best candidate (a CI gate), 2 on bad input.
+"""
 
 NAME = "diagnose"
-HELP = "(not built yet)"
+HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict on the engine's wiring"
 
 
 def add_arguments(parser):
-    pass
+    from workbench.wiring import ENGINES
+
+    parser.add_argument("--target", required=True, help="HF target model folder")
+    parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder (config.json + model.safetensors)")
+    parser.add_argument("--data", required=True, help="data file (jsonl/parquet/...)")
+    parser.add_argument("--engine", default="sglang", choices=list(ENGINES),
+                        help="the engine whose wiring is judged (default sglang)")
+    parser.add_argument("--sglang-rule", default="classic", choices=["classic", "first-id-1"],
+                        help="SGLang id rule (first-id-1 = after PR #25454)")
+    parser.add_argument("--steps", "-K", type=int, default=4, help="draft depth K for the full curves (chain, topk 1)")
+    parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
+    parser.add_argument("--screen-chains", type=int, default=300, help="chains for the α1 screen (stage 1)")
+    parser.add_argument("--top", type=int, default=4, help="candidates that get full curves (stage 2)")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--rows", type=int, default=12, help="table rows to print")
+    parser.add_argument("--json", metavar="OUT", help="write the diagnosis as JSON")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16")
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def run(args):
-    print("workbench diagnose: not built yet")
-    return 2
+def run(args) -> int:
+    from workbench.diagnose import diagnose_files
+    from workbench.errors import parse_dtype, resolve_device
+
+    device = resolve_device(args.device)
+    dx = diagnose_files(args.target, args.draft, args.data, engine=args.engine, K=args.steps, limit=args.limit,
+                        device=device, dtype=parse_dtype(args.dtype, device), batch_size=args.batch_size,
+                        screen_chains=args.screen_chains, top=args.top, sglang_rule=args.sglang_rule,
+                        trust_remote_code=args.trust_remote_code, progress=not args.quiet)
+    print(dx.summary(max_rows=args.rows))
+    if args.json:
+        dx.to_json(args.json)
+        print(f"wrote {args.json}")
+    return dx.exit_code

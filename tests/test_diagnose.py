@@ -1,0 +1,228 @@
+"""Wiring diagnosis: candidates, the two-stage ranking, the verdict, one target pass per stage, the CLI.
+
+The smoke demo's target is too briefly trained to tell wirings apart (every wiring reaches α1 = 1.0
+on its data), so the ranking tests use a target and drafts built here on a clear task:
+
+- target: a random 8-layer Llama whose attention outputs are zeroed (each position's output depends
+  on its own token only) and whose layer k MLP output is scaled by 4**k, so every tap L{k} is a
+  different encoding of the token (as in trained models, where shifted taps are different states);
+- data: random prompts + the target's greedy continuation (loss_mask 1 on the response);
+- drafts: trained with the project's training-time-test step (``train.train_on_batches``) with a
+  zero token embedding (saved in the checkpoint), so that what they predict must come from the
+  target features: the draft has to learn the wiring it is trained on, as real EAGLE-3 drafts do.
+  ``draft-mismatched`` is trained on embed,L1,L3 with config ids [1,3,4] (SGLang feeds L1,L3,L4);
+  ``draft-aligned`` on L1,L3,L4 with the same config.
+"""
+
+import json
+import math
+
+import pytest
+import torch
+
+from workbench.errors import WorkbenchError
+
+V, H, N, P, R = 32, 32, 8, 4, 12
+
+
+def _rows(model, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, V, (n, P), generator=g)
+    with torch.no_grad():
+        for _ in range(R):
+            ids = torch.cat([ids, model(input_ids=ids).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    return [{"input_ids": r.tolist(), "loss_mask": [0] * P + [1] * R, "seq_len": P + R, "n_prompt_tokens": P,
+             "n_response_tokens": R, "source": ("a", "b")[i % 2], "_row": i, "_where": f"rows:{i + 1}"}
+            for i, r in enumerate(ids)]
+
+
+@pytest.fixture(scope="module")
+def wired(tmp_path_factory):
+    """Folders target/, draft-mismatched/, draft-aligned/ and val.jsonl of the clear task."""
+    from safetensors.torch import load_file, save_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from workbench import capture, train
+    from workbench import draft as dm
+    from workbench.demo import write_jsonl
+
+    out = tmp_path_factory.mktemp("wired")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=N, num_attention_heads=4,
+                      num_key_value_heads=4, max_position_embeddings=64, tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for k, layer in enumerate(model.model.layers):
+            layer.mlp.down_proj.weight.mul_(4.0 ** k)
+            layer.self_attn.o_proj.weight.zero_()
+    model.save_pretrained(str(out / "target"), safe_serialization=True)
+    target = capture.target_from_model(model)
+    train_rows = _rows(model, 96, seed=1)
+    write_jsonl([{k: v for k, v in r.items() if not k.startswith("_")} for r in _rows(model, 24, seed=2)],
+                out / "val.jsonl")
+    for name, taps in (("mismatched", ["embed", "L1", "L3"]), ("aligned", ["L1", "L3", "L4"])):
+        torch.manual_seed(0)
+        d = dm.Eagle3Draft.from_config(dm.new_draft_config(model.config, layer_ids=[1, 3, 4]), torch.zeros(V, H))
+        batches = list(capture.extract(target, train_rows, taps, batch_size=32, progress=False))
+        opt = torch.optim.AdamW([p for p in d.parameters() if p.requires_grad], lr=1e-2)
+        for _ in range(8):
+            log = train.train_on_batches(d, batches, taps, K=1, optimizer=opt)
+        assert log.acc_per_step[0] > 0.8, f"draft-{name} did not learn its task: {log.acc_per_step}"
+        folder = out / f"draft-{name}"
+        dm.save_draft(d, folder, extra_config={"workbench": {"trained_taps": taps}})
+        sd = load_file(str(folder / "model.safetensors"))
+        sd["embed_tokens.weight"] = torch.zeros(V, H)          # the draft carries its own (zero) embedding
+        save_file(sd, str(folder / "model.safetensors"))
+    return out
+
+
+def _load(wired, name):
+    from workbench import capture, data
+    from workbench import draft as dm
+
+    target = capture.load_target(wired / "target")
+    return target, dm.load_draft(wired / name, target), data.load(wired / "val.jsonl")
+
+
+# ---------------------------------------------------------------------------------------- candidates
+
+def test_candidates_cover_presets_trained_shifts_and_embed_variants():
+    from workbench.diagnose import candidates
+
+    cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
+           "workbench": {"trained_taps": ["embed", "L1", "L3"]}}
+    cs = candidates({"num_hidden_layers": 8}, cfg, engine="sglang")
+    by = {c.spec: c for c in cs}
+    assert len(by) == len(cs), "candidates must be deduplicated"
+    assert cs[0].spec == "L1,L3,L4" and "SGLang" in cs[0].reasons[0]          # the engine's wiring first
+    assert "vLLM" in by["L0,L2,L3"].reasons[0]                                  # vLLM reads ids as is
+    assert any("trained" in r for r in by["embed,L1,L3"].reasons)
+    assert not by["embed,L1,L3"].feasible and "cannot feed the embedding" in by["embed,L1,L3"].why_not
+    for spec, why in (("L2,L3,L4", "L1,L3,L4 with L1 +1"), ("L1,L3,L5", "L1,L3,L4 with L4 +1"),
+                      ("L2,L4,L5", "L1,L3,L4 all taps +1"), ("L0,L2,L3", "L1,L3,L4 all taps -1"),
+                      ("embed,L3,L4", "L1,L3,L4 with embed in the first slot")):
+        assert why in by[spec].reasons, (spec, by[spec].reasons)
+    assert all(len(set(c.wiring.taps)) == 3 for c in cs)
+    w, reasons = cs[0]                                                          # unpacks as (Wiring, reasons)
+    assert w.taps == ("L1", "L3", "L4") and reasons == cs[0].reasons
+
+
+def test_feasibility_rules_and_config_ids():
+    from workbench.diagnose import cannot_feed, config_ids
+
+    assert "last layer" in cannot_feed("sglang", ("L1", "L3", "L7"), 8)
+    assert "layer order" in cannot_feed("vllm", ("L3", "L1", "L4"), 8)
+    assert "final" in cannot_feed("sglang", ("L1", "L3", "final"), 8)
+    assert cannot_feed("specforge", ("L1", "L3", "L7"), 8) is None
+    assert cannot_feed("hf", ("embed", "L1", "L3"), 8) is None
+    assert config_ids("sglang", ("L0", "L1", "L3"), 8) == [0, 1, 3]
+    assert config_ids("vllm", ("L0", "L1", "L3"), 8) == [1, 2, 4]
+    assert config_ids("sglang", ("embed", "L1", "L3"), 8) is None
+
+
+# ---------------------------------------------------------------------------------------- diagnosis
+
+def test_mismatched_draft_ranks_trained_wiring_above_sglang_and_says_so(wired):
+    from workbench.diagnose import diagnose
+
+    torch.manual_seed(0)
+    target, d, ds = _load(wired, "draft-mismatched")
+    dx = diagnose(target, d, ds, engine="sglang", K=3, progress=False)
+    trained, served = dx.row("embed,L1,L3"), dx.row("L1,L3,L4")
+    assert dx.trained_wiring == "embed,L1,L3" and dx.engine_wiring == "L1,L3,L4"
+    assert trained["stage"] == served["stage"] == 2
+    assert trained["alpha1"] > served["alpha1"] + 0.3, (trained, served)
+    assert trained["rank"] < served["rank"]
+    assert trained["accept_length"] > served["accept_length_high"]
+    assert dx.best != "L1,L3,L4" and dx.row(dx.best)["alpha1"] > 0.7
+    assert not dx.engine_ok and dx.exit_code == 1
+    v = dx.verdict
+    assert v.startswith(f"the draft was trained on embed,L1,L3 (α1 {trained['alpha1']:.2f}); "
+                        f"SGLang feeds L1,L3,L4 (α1 {served['alpha1']:.2f})"), v
+    assert f"expect accept length {served['accept_length']:.2f} instead of {trained['accept_length']:.2f}" in v
+    assert "SGLang cannot feed the embedding: retrain on L1,L3,L4 or serve with an engine that can" in v
+    # the ranked table: stage-2 rows first, sorted by accept length; screened-only rows after, by α1
+    t = dx.to_frame()
+    assert list(t["rank"]) == list(range(1, len(t) + 1))
+    s2 = t[t["stage"] == 2]
+    assert list(s2.index) == list(range(len(s2)))
+    assert list(s2["accept_length"]) == sorted(s2["accept_length"], reverse=True)
+    s1 = t[t["stage"] == 1]
+    assert s1["accept_length"].isna().all() and list(s1["alpha1"]) == sorted(s1["alpha1"], reverse=True)
+    assert len(t) == len(dx.candidates) and set(dx.results) == set(s2["spec"])
+    assert "verdict: the draft was trained on embed,L1,L3" in dx.summary()
+
+
+def test_aligned_draft_gets_a_healthy_verdict(wired):
+    from workbench.diagnose import diagnose
+
+    torch.manual_seed(0)
+    target, d, ds = _load(wired, "draft-aligned")
+    dx = diagnose(target, d, ds, engine="sglang", K=3, top=2, progress=False)
+    served = dx.row("L1,L3,L4")
+    assert dx.engine_ok and dx.exit_code == 0
+    assert served["alpha1"] > dx.row("embed,L1,L3")["alpha1"] + 0.3
+    assert dx.verdict.startswith("SGLang feeds L1,L3,L4"), dx.verdict
+    assert f"expect accept length {served['accept_length']:.2f}" in dx.verdict
+    assert "instead of" not in dx.verdict and "retrain" not in dx.verdict
+
+
+def test_one_target_pass_per_stage_on_the_smoke_demo(smoke_demo):
+    from workbench import capture, data
+    from workbench import draft as dm
+    from workbench.diagnose import diagnose
+
+    target = capture.load_target(smoke_demo / "target")
+    d = dm.load_draft(smoke_demo / "draft-mismatched", target)
+    ds = data.load(smoke_demo / "val.jsonl", tokenizer=target.tokenizer)
+    with capture.count_forwards(target.model) as c:
+        dx = diagnose(target, d, ds, K=2, screen_chains=40, top=2, limit=6, batch_size=4, progress=False)
+    n1, n2 = dx.n_screen_samples, dx.n_samples
+    assert len(dx.screen) == len(dx.candidates) > 10           # every candidate screened ...
+    assert 1 <= n1 < n2 == 6
+    assert c["samples"] == n1 + n2                              # ... yet one forward per sample per stage
+    assert c["calls"] == math.ceil(n1 / 4) + math.ceil(n2 / 4)
+    assert dx.trained_wiring == "embed,L1,L3" and dx.engine_wiring == "L1,L3,L4"
+
+
+def test_bad_input_is_a_workbench_error(wired):
+    from workbench.diagnose import diagnose
+
+    target, d, ds = _load(wired, "draft-aligned")
+    with pytest.raises(WorkbenchError, match="unknown engine 'sglangx'"):
+        diagnose(target, d, ds, engine="sglangx", progress=False)
+    with pytest.raises(WorkbenchError, match="steps K=0"):
+        diagnose(target, d, ds, K=0, progress=False)
+    with pytest.raises(WorkbenchError, match="limit=0"):
+        diagnose(target, d, ds, limit=0, progress=False)
+
+
+# ---------------------------------------------------------------------------------------- CLI
+
+def test_cli_exit_codes_and_json(wired, tmp_path, capsys):
+    from workbench.cli import main
+
+    base = ["diagnose", "--target", str(wired / "target"), "--data", str(wired / "val.jsonl"), "--steps", "2",
+            "--top", "2", "--quiet"]
+    out = tmp_path / "dx.json"
+    assert main(base + ["--draft", str(wired / "draft-mismatched"), "--json", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "verdict: the draft was trained on embed,L1,L3" in text and "L1,L3,L4" in text
+    j = json.loads(out.read_text())
+    for key in ("engine", "steps", "verdict", "exit_code", "best", "engine_wiring", "trained_wiring", "table",
+                "results"):
+        assert key in j, key
+    assert j["exit_code"] == 1 and j["engine_wiring"] == "L1,L3,L4" and j["steps"] == 2
+    row = j["table"][0]
+    for key in ("spec", "reasons", "feasible", "alpha1", "accept_length", "decode_path_accept_length", "n_chains"):
+        assert key in row, key
+    assert set(j["results"]) == {r["spec"] for r in j["table"] if r["stage"] == 2}
+    assert j["results"]["L1,L3,L4"]["steps"] == 2 and "conditional" in j["results"]["L1,L3,L4"]
+
+    assert main(base + ["--draft", str(wired / "draft-aligned")]) == 0
+    assert "verdict: SGLang feeds L1,L3,L4" in capsys.readouterr().out
+
+    assert main(base + ["--draft", str(wired / "nope")]) == 2
+    assert "error: " in capsys.readouterr().err
+    assert main(base + ["--draft", str(wired / "draft-aligned"), "--steps", "0"]) == 2
+    assert "steps K=0" in capsys.readouterr().err
