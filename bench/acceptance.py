@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,9 @@ def build(args, device):
     cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=2 * args.hidden,
                                    num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=4,
                                    max_position_embeddings=max(1024, args.T), initializer_range=0.1)
-    model = transformers.LlamaForCausalLM(cfg).to(device)
+    from workbench.errors import default_dtype
+
+    model = transformers.LlamaForCausalLM(cfg).to(device=device, dtype=default_dtype(device))
     target = capture.target_from_model(model)
     g = torch.Generator().manual_seed(args.seed)
     prompts = torch.randint(0, args.vocab, (args.samples, args.prompt), generator=g)
@@ -56,7 +57,8 @@ def build(args, device):
              "source": "bench"} for i, (p, r) in enumerate(zip(prompts, resp))]
     n = args.layers
     taps = ["L1", f"L{n // 2 - 1}", f"L{n - 4}"] if n >= 6 else ["L0", "L1", "L2"]
-    draft = dmod.Eagle3Draft.from_config(dmod.new_draft_config(cfg.to_dict()), target.embed_weight()).to(device)
+    draft = dmod.Eagle3Draft.from_config(dmod.new_draft_config(cfg.to_dict()), target.embed_weight()).to(
+        device=device, dtype=target.dtype)
     log = train.train_draft(draft, target, rows, taps, K=args.K, epochs=args.train_epochs, lr=3e-3, batch_size=4,
                             progress=False)
     draft.eval()
@@ -66,16 +68,26 @@ def build(args, device):
 
 
 def bench_a(args, target, draft, rows, spec):
+    out = fast_vs_exact(target, draft, rows[:args.exact_samples], spec, args.K)
+    same, n_same, n_steps = out["identical_A"], out["matching_steps"], out["verify_steps"]
+    print(f"(a) fast {out['fast_s']:.2f}s vs exact {out['exact_s']:.2f}s on {out['samples']} samples, T={args.T}, "
+          f"K={args.K}: {out['speedup']:.1f}x (goal >= 30x); decode-path A identical: {same} ({n_same}/{n_steps} "
+          f"verify steps; accept length {out['decode_path_accept_length']:.2f}); fast also scored "
+          f"{out['fast_chains_every_position']} every-position chains")
+    return out
+
+
+def fast_vs_exact(target, draft, rows, spec, K: int) -> dict:
+    """One run of (a): seconds of ``simulate`` and ``exact_simulate`` on ``rows``, and whether the A values agree."""
     from workbench.acceptance import exact_simulate, simulate
 
-    rows = rows[:args.exact_samples]
     _sync(target.device)
     t0 = time.perf_counter()
-    fast = simulate(target, draft, rows, [spec], K=args.K, batch_size=4, progress=False, topk=0)[spec]
+    fast = simulate(target, draft, rows, [spec], K=K, batch_size=4, progress=False, topk=0)[spec]
     _sync(target.device)
     t_fast = time.perf_counter() - t0
     t0 = time.perf_counter()
-    exact = exact_simulate(target, draft, rows, spec, K=args.K, progress=False)
+    exact = exact_simulate(target, draft, rows, spec, K=K, progress=False)
     _sync(target.device)
     t_exact = time.perf_counter() - t0
     on = fast.chains["on_path"]
@@ -84,27 +96,31 @@ def bench_a(args, target, draft, rows, spec):
     exact_steps = key(exact.chains["sample"], exact.chains["t"], exact.chains["accepted"])
     same = fast_steps == exact_steps
     n_same = sum(a == b for a, b in zip(fast_steps, exact_steps))
-    out = {"samples": len(rows), "T": args.T, "K": args.K, "fast_s": t_fast, "exact_s": t_exact,
-           "speedup": t_exact / t_fast, "identical_A": same, "verify_steps": len(exact_steps),
-           "matching_steps": n_same, "fast_chains_every_position": fast.n_chains,
-           "decode_path_accept_length": fast.decode_path["accept_length"]}
-    print(f"(a) fast {t_fast:.2f}s vs exact {t_exact:.2f}s on {len(rows)} samples, T={args.T}, K={args.K}: "
-          f"{out['speedup']:.1f}x (goal >= 30x); decode-path A identical: {same} ({n_same}/{len(exact_steps)} verify "
-          f"steps; accept length {out['decode_path_accept_length']:.2f}); fast also scored {fast.n_chains} "
-          f"every-position chains")
-    return out
+    return {"samples": len(rows), "T": max(len(r["input_ids"]) for r in rows), "K": K, "fast_s": t_fast,
+            "exact_s": t_exact, "speedup": t_exact / t_fast, "identical_A": same, "verify_steps": len(exact_steps),
+            "matching_steps": n_same, "fast_chains_every_position": fast.n_chains,
+            "decode_path_accept_length": fast.decode_path["accept_length"]}
 
 
 def bench_b(args, target, draft, rows, spec):
+    from workbench.acceptance import simulate
+
+    simulate(target, draft, rows[:4], [spec], K=args.K, batch_size=4, progress=False)       # warm-up
+    out = pipeline_vs_bare(target, draft, rows, spec, args.K)
+    print(f"(b) pipeline {out['pipeline_s']:.2f}s vs bare target {out['bare_target_s']:.2f}s + {args.K} bare draft "
+          f"forwards {out['bare_draft_Kx_s']:.2f}s: {out['ratio']:.2f}x (goal <= 1.25x)")
+    return out
+
+
+def pipeline_vs_bare(target, draft, rows, spec, K: int, bs: int = 4) -> dict:
+    """One run of (b): ``simulate`` vs a bare target forward + K bare one-step draft forwards per batch."""
     from workbench import capture
     from workbench.acceptance import simulate
     from workbench.draft import run_chains
 
-    bs = 4
-    simulate(target, draft, rows[:bs], [spec], K=args.K, batch_size=bs, progress=False)       # warm-up
     _sync(target.device)
     t0 = time.perf_counter()
-    simulate(target, draft, rows, [spec], K=args.K, batch_size=bs, progress=False)
+    simulate(target, draft, rows, [spec], K=K, batch_size=bs, progress=False)
     _sync(target.device)
     t_pipe = time.perf_counter() - t0
     batches = list(capture.extract(target, rows, [spec], batch_size=bs, progress=False))     # same padding
@@ -119,36 +135,108 @@ def bench_b(args, target, draft, rows, spec):
             t_target += time.perf_counter() - t0
             feats = b.concat(taps)
             t0 = time.perf_counter()
-            for _ in range(args.K):                                  # K bare one-step draft forwards
+            for _ in range(K):                                       # K bare one-step draft forwards
                 run_chains(draft, feats, b.input_ids, b.attention_mask, 1)
             _sync(target.device)
             t_draft += time.perf_counter() - t0
     bare = t_target + t_draft
-    out = {"pipeline_s": t_pipe, "bare_target_s": t_target, "bare_draft_Kx_s": t_draft, "ratio": t_pipe / bare}
-    print(f"(b) pipeline {t_pipe:.2f}s vs bare target {t_target:.2f}s + {args.K} bare draft forwards {t_draft:.2f}s: "
-          f"{out['ratio']:.2f}x (goal <= 1.25x)")
-    return out
+    return {"pipeline_s": t_pipe, "bare_target_s": t_target, "bare_draft_Kx_s": t_draft, "ratio": t_pipe / bare}
+
+
+def _peak_rss_during(fn):
+    """(absolute peak RSS bytes while ``fn()`` runs, RSS before it), sampled every 0.2 ms after a full release."""
+    import ctypes
+    import gc
+    import threading
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    before = rss()
+    state = {"peak": before, "stop": False}
+
+    def sample():
+        while not state["stop"]:
+            state["peak"] = max(state["peak"], rss())
+            time.sleep(0.0002)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    try:
+        fn()
+    finally:
+        state["stop"] = True
+        th.join()
+    return max(state["peak"], rss()), before
 
 
 def _child_mem(args):
-    """In a fresh process: load the saved artifacts, simulate on the first N rows, report peak memory."""
+    """In a fresh process: load target, draft and rows, simulate on the first N rows --mem-repeats times,
+    report the process's peak memory during each run (CPU: RSS incl. the loaded models; CUDA: max allocated)."""
     from workbench import capture, data, draft as dmod
     from workbench.acceptance import simulate
 
     device = args.device
-    target = capture.load_target(os.path.join(args.artifacts, "target"), device=device, dtype=torch.float32)
-    draft = dmod.load_draft(os.path.join(args.artifacts, "draft"), target, device=device, dtype=torch.float32)
-    ds = data.load(os.path.join(args.artifacts, "rows.jsonl"))
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.max_memory_allocated()
-    r = simulate(target, draft, ds, [args.spec], K=args.K, limit=args.child_mem, batch_size=8, progress=False)
-    peak = (torch.cuda.max_memory_allocated() if device.startswith("cuda")
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    base = base if device.startswith("cuda") else base * 1024
-    print(json.dumps({"n": args.child_mem, "peak_bytes": peak, "after_load_bytes": base,
-                      "chains": r[args.spec].n_chains}))
+    target = capture.load_target(args.target_path or os.path.join(args.artifacts, "target"), device=device)
+    draft = dmod.load_draft(args.draft_path or os.path.join(args.artifacts, "draft"), target, device=device,
+                            dtype=target.dtype)
+    ds = data.load(args.rows_path or os.path.join(args.artifacts, "rows.jsonl"))
+    chains = []
+
+    def run():
+        r = simulate(target, draft, ds, [args.spec], K=args.K, limit=args.child_mem, batch_size=8, progress=False)
+        chains.append(r[args.spec].n_chains)
+
+    peaks, bases = [], []
+    for _ in range(max(1, args.mem_repeats)):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            bases.append(torch.cuda.memory_allocated())
+            run()
+            torch.cuda.synchronize()
+            peaks.append(torch.cuda.max_memory_allocated())
+        else:
+            peak, before = _peak_rss_during(run)
+            peaks.append(peak)
+            bases.append(before)
+    print(json.dumps({"n": args.child_mem, "peak_bytes": peaks[0], "after_load_bytes": bases[0], "peaks": peaks,
+                      "bases": bases, "chains": chains[0]}))
+
+
+def write_mem_rows(path, n: int, T: int, vocab: int, seed: int = 1) -> None:
+    """``n`` random rows of ``T`` tokens (8 prompt tokens) for the memory runs; content does not matter there."""
+    g = torch.Generator().manual_seed(seed)
+    with open(path, "w") as f:
+        for _ in range(n):
+            ids = torch.randint(0, vocab, (T,), generator=g).tolist()
+            f.write(json.dumps({"input_ids": ids, "n_prompt_tokens": 8}) + "\n")
+
+
+def memory_scaling(target_path, draft_path, spec, *, vocab: int, device: str = "cpu", K: int = 7,
+                   n_small: int = 8, mem_T: int = 256, repeats: int = 1, threads: int = 1) -> dict:
+    """(c): peak memory of ``simulate`` on ``10 * n_small`` vs ``n_small`` rows, one fresh process each."""
+    res = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = os.path.join(tmp, "rows.jsonl")
+        write_mem_rows(rows, 10 * n_small, mem_T, vocab)
+        for n in (n_small, 10 * n_small):
+            cmd = [sys.executable, os.path.abspath(__file__), "--child-mem", str(n), "--target-path", str(target_path),
+                   "--draft-path", str(draft_path), "--rows-path", rows, "--spec", spec, "--device", device,
+                   "--K", str(K), "--threads", str(threads), "--mem-repeats", str(repeats)]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode:
+                raise RuntimeError(f"(c) memory child failed: "
+                                   f"{p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
+            res[n] = json.loads(p.stdout.strip().splitlines()[-1])
+    small, big = res[n_small], res[10 * n_small]
+    inc = lambda r: r["peak_bytes"] - r["after_load_bytes"]  # noqa: E731
+    return {"small": small, "big": big, "ratio": big["peak_bytes"] / small["peak_bytes"],
+            "ratios": [b / s for b, s in zip(big["peaks"], small["peaks"])],
+            "increment_ratio": inc(big) / inc(small) if inc(small) > 0 else None}
 
 
 def bench_c(args, target, draft, spec):
@@ -158,29 +246,91 @@ def bench_c(args, target, draft, spec):
     with tempfile.TemporaryDirectory() as tmp:
         target.model.save_pretrained(os.path.join(tmp, "target"))
         save_draft(draft, os.path.join(tmp, "draft"))
-        g = torch.Generator().manual_seed(1)
-        with open(os.path.join(tmp, "rows.jsonl"), "w") as f:
-            for i in range(10 * n_small):
-                ids = torch.randint(0, args.vocab, (args.mem_T,), generator=g).tolist()
-                f.write(json.dumps({"input_ids": ids, "n_prompt_tokens": 8}) + "\n")
-        res = {}
-        for n in (n_small, 10 * n_small):
-            cmd = [sys.executable, os.path.abspath(__file__), "--child-mem", str(n), "--artifacts", tmp, "--spec", spec,
-                   "--device", args.device, "--K", str(args.K), "--threads", str(args.threads)]
-            p = subprocess.run(cmd, capture_output=True, text=True)
-            if p.returncode:
-                raise SystemExit(f"(c) child failed: {p.stderr.strip().splitlines()[-1] if p.stderr else p.returncode}")
-            res[n] = json.loads(p.stdout.strip().splitlines()[-1])
-    small, big = res[n_small], res[10 * n_small]
-    ratio = big["peak_bytes"] / small["peak_bytes"]
+        out = memory_scaling(os.path.join(tmp, "target"), os.path.join(tmp, "draft"), spec, vocab=args.vocab,
+                             device=args.device, K=args.K, n_small=n_small, mem_T=args.mem_T,
+                             repeats=args.mem_repeats, threads=args.threads)
+    small, big, ratio = out["small"], out["big"], out["ratio"]
     inc = lambda r: r["peak_bytes"] - r["after_load_bytes"]  # noqa: E731
-    out = {"small": small, "big": big, "ratio": ratio,
-           "increment_ratio": inc(big) / inc(small) if inc(small) > 0 else None}
     what = "CUDA max allocated" if args.device.startswith("cuda") else "peak RSS"
     print(f"(c) {what}: {n_small} samples {small['peak_bytes'] / 2**20:.1f} MiB, {10 * n_small} samples "
           f"{big['peak_bytes'] / 2**20:.1f} MiB: {ratio:.3f}x (goal <= 1.1x); above the loaded models: "
           f"{inc(small) / 2**20:.1f} vs {inc(big) / 2**20:.1f} MiB")
     return out
+
+
+def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, label: str | None = None,
+            device: str = "cpu", repeats: int = 5, K: int = 7, exact_samples: int = 1, T: int = 512,
+            samples: int = 8, hidden: int = 64, layers: int = 4, vocab: int = 256, prompt: int = 16,
+            train_epochs: int = 8, mem_samples: int = 8, mem_T: int = 256, threads: int = 1,
+            seed: int = 0) -> list[dict]:
+    """Figures (a), (b), (c) as dicts for ``bench/run.py`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
+
+        >>> # figs = measure("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl", "L1,L3,L4")
+        >>> # [f["key"] for f in figs]     # ['fast_vs_exact', 'pipeline_vs_bare', 'memory_scaling']
+
+    With ``target_path=None`` a random Llama (``layers`` x ``hidden``, init 0.1) is built here, its greedy
+    rows of length ``T`` generated and a draft trained briefly on L1,L{N//2-1},L{N-4}; (c) then saves
+    both to a temporary folder for its child processes.
+    """
+    import statistics
+
+    from workbench import capture, data, draft as dmod
+    from workbench.acceptance import simulate
+    from workbench.errors import resolve_device
+
+    device = resolve_device(device)
+    torch.set_num_threads(threads)
+    tmp = tempfile.TemporaryDirectory()
+    try:
+        if target_path is not None:
+            target = capture.load_target(target_path, device=device)
+            draft = dmod.load_draft(draft_path, target, device=device, dtype=target.dtype)
+            rows = data.load(data_path).rows()
+            vocab = target.vocab_size
+        else:
+            args = argparse.Namespace(vocab=vocab, hidden=hidden, layers=layers, T=T, samples=samples, prompt=prompt,
+                                      K=K, train_epochs=train_epochs, seed=seed)
+            target, draft, rows, spec = build(args, device)
+            target_path, draft_path = os.path.join(tmp.name, "target"), os.path.join(tmp.name, "draft")
+            target.model.save_pretrained(target_path)
+            dmod.save_draft(draft, draft_path)
+        label = label or f"synthetic Llama N={target.n_layers} H={target.hidden_size}"
+        T_max = max(len(r["input_ids"]) for r in rows)
+
+        fast_vs_exact(target, draft, rows[:1], spec, K)                                         # warm-up
+        a_runs = [fast_vs_exact(target, draft, rows[:exact_samples], spec, K) for _ in range(repeats)]
+        same = all(r["identical_A"] for r in a_runs)
+        a = {"key": "fast_vs_exact", "figure": "fast simulate vs exact speculative loop (speed-up)", "target": label,
+             "unit": "x", "values": [r["speedup"] for r in a_runs], "goal": ">= 30", "requires": same,
+             "detail": {"fast_s": statistics.median(r["fast_s"] for r in a_runs),
+                        "exact_s": statistics.median(r["exact_s"] for r in a_runs), "identical_A": same,
+                        "verify_steps": a_runs[0]["verify_steps"], "samples": len(rows[:exact_samples]),
+                        "T": a_runs[0]["T"], "K": K},
+             "note": f"A identical: {'yes' if same else 'NO'} ({a_runs[0]['matching_steps']}/{a_runs[0]['verify_steps']}"
+                     f" steps); {len(rows[:exact_samples])} sample(s), T={a_runs[0]['T']}, K={K}"}
+
+        simulate(target, draft, rows[:4], [spec], K=K, batch_size=4, progress=False)           # warm-up
+        b_runs = [pipeline_vs_bare(target, draft, rows, spec, K) for _ in range(repeats)]
+        b = {"key": "pipeline_vs_bare", "figure": "pipeline vs bare target + K draft forwards (time)", "target": label,
+             "unit": "x", "values": [r["ratio"] for r in b_runs], "goal": "<= 1.25",
+             "detail": {k: statistics.median(r[k] for r in b_runs)
+                        for k in ("pipeline_s", "bare_target_s", "bare_draft_Kx_s")},
+             "note": f"{len(rows)} samples, T<={T_max}, K={K}"}
+
+        mem = memory_scaling(target_path, draft_path, spec, vocab=vocab, device=device, K=K, n_small=mem_samples,
+                             mem_T=mem_T, repeats=repeats, threads=threads)
+        what = "CUDA max allocated" if device.startswith("cuda") else "whole-process peak RSS"
+        c = {"key": "memory_scaling", "figure": "peak memory, 10x samples vs 1x", "target": label, "unit": "x",
+             "values": mem["ratios"], "goal": "<= 1.1",
+             "detail": {"small_MiB": statistics.median(mem["small"]["peaks"]) / 2**20,
+                        "big_MiB": statistics.median(mem["big"]["peaks"]) / 2**20,
+                        "above_models_small_MiB": (mem["small"]["peak_bytes"] - mem["small"]["after_load_bytes"]) / 2**20,
+                        "above_models_big_MiB": (mem["big"]["peak_bytes"] - mem["big"]["after_load_bytes"]) / 2**20,
+                        "samples": [mem_samples, 10 * mem_samples], "T": mem_T},
+             "note": f"{what}; {mem_samples} vs {10 * mem_samples} samples of T={mem_T}"}
+        return [a, b, c]
+    finally:
+        tmp.cleanup()
 
 
 def main(argv=None):
@@ -201,7 +351,11 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", default="abc", help="subset of benchmarks to run, e.g. 'ab'")
     p.add_argument("--json", help="write the measurements here")
+    p.add_argument("--mem-repeats", type=int, default=1, help="(c) runs per sample count, in one process each")
     p.add_argument("--child-mem", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--target-path", help=argparse.SUPPRESS)
+    p.add_argument("--draft-path", help=argparse.SUPPRESS)
+    p.add_argument("--rows-path", help=argparse.SUPPRESS)
     p.add_argument("--artifacts", help=argparse.SUPPRESS)
     p.add_argument("--spec", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -57,6 +57,13 @@ def sync(device):
 
 
 def time_ratio(target, rows, wirings, repeats: int):
+    t_bare, t_cap = paired_runs(target, rows, wirings, repeats)
+    paired = statistics.median(c / b for b, c in zip(t_bare, t_cap))
+    return statistics.median(t_bare), statistics.median(t_cap), paired, min(t_cap) / min(t_bare)
+
+
+def paired_runs(target, rows, wirings, repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds of a bare forward and of a 4-wiring capture, ``repeats`` interleaved pairs after a warm-up."""
     ids = torch.tensor([r["input_ids"] for r in rows], device=target.device)
     att = torch.ones_like(ids)
 
@@ -77,8 +84,7 @@ def time_ratio(target, rows, wirings, repeats: int):
             fn()
             sync(target.device)
             acc.append(time.perf_counter() - t0)
-    paired = statistics.median(c / b for b, c in zip(t_bare, t_cap))
-    return statistics.median(t_bare), statistics.median(t_cap), paired, min(t_cap) / min(t_bare)
+    return t_bare, t_cap
 
 
 def _rss_bytes() -> int:
@@ -89,7 +95,8 @@ def _rss_bytes() -> int:
 def mem_child(mode: str, args) -> dict:
     """One forward in this (fresh) process; returns the peak bytes above the pre-forward level."""
     device = resolve_device(args.device)
-    target = load_target(args.target, device=device) if args.target else tiny_target(device, layers=args.layers)
+    target = (load_target(args.target, device=device) if args.target
+              else tiny_target(device, layers=args.layers, hidden=args.hidden, vocab=args.vocab))
     rows = make_rows(target, args.mem_batch, args.mem_seq)
     wirings = four_wirings(target.n_layers)
     ids = torch.tensor([r["input_ids"] for r in rows], device=target.device)
@@ -103,35 +110,49 @@ def mem_child(mode: str, args) -> dict:
                                output_hidden_states=True)
         return out.hidden_states, out.logits.argmax(-1)
 
+    peaks = []
+    for _ in range(max(1, args.mem_repeats)):           # each run: release everything, new baseline, one forward
+        kept = None
+        peak, kept = _peak_of(run, device)
+        peaks.append(int(peak))
+        n_states = len(kept[0])
+        del kept
+    return {"mode": mode, "peak_bytes": peaks[0], "peaks": peaks, "states_kept": n_states,
+            "n_layers": target.n_layers}
+
+
+def _peak_of(run, device: str):
+    """(peak bytes above the level before ``run()``, what it returned)."""
+    import gc
+
     if device.startswith("cuda"):
+        gc.collect()
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
         kept = run()
         torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - before
-    else:
-        import ctypes
-        import gc
+        return torch.cuda.max_memory_allocated() - before, kept
+    import ctypes
 
-        gc.collect()
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        before = _rss_bytes()
-        state = {"peak": before, "stop": False}
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    before = _rss_bytes()
+    state = {"peak": before, "stop": False}
 
-        def sample():
-            while not state["stop"]:
-                state["peak"] = max(state["peak"], _rss_bytes())
-                time.sleep(0.0002)
+    def sample():
+        while not state["stop"]:
+            state["peak"] = max(state["peak"], _rss_bytes())
+            time.sleep(0.0002)
 
-        th = threading.Thread(target=sample, daemon=True)
-        th.start()
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    try:
         kept = run()
+    finally:
         state["stop"] = True
         th.join()
-        peak = max(state["peak"], _rss_bytes()) - before
-    n_states = len(kept[0])
-    return {"mode": mode, "peak_bytes": int(peak), "states_kept": n_states, "n_layers": target.n_layers}
+    return max(state["peak"], _rss_bytes()) - before, kept
 
 
 def measure_memory(args) -> dict:
@@ -139,15 +160,68 @@ def measure_memory(args) -> dict:
     out = {}
     for mode in ("hooks", "ohs"):
         cmd = [sys.executable, os.path.abspath(__file__), "--mem-child", mode, "--device", args.device,
-               "--layers", str(args.layers), "--threads", str(args.threads),
-               "--mem-batch", str(args.mem_batch), "--mem-seq", str(args.mem_seq)]
+               "--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab", str(args.vocab),
+               "--threads", str(args.threads), "--mem-batch", str(args.mem_batch), "--mem-seq", str(args.mem_seq),
+               "--mem-repeats", str(getattr(args, "mem_repeats", 1))]
         if args.target:
             cmd += ["--target", args.target]
         res = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if res.returncode != 0:
-            raise SystemExit(f"memory child failed:\n{res.stderr[-2000:]}")
+            raise RuntimeError(f"capture memory child ({mode}) failed: "
+                               f"{(res.stderr.strip().splitlines() or ['exit %d' % res.returncode])[-1]}")
         out[mode] = json.loads(res.stdout.strip().splitlines()[-1])
     return out
+
+
+def measure(target_path=None, *, label: str | None = None, device: str = "cpu", repeats: int = 5,
+            layers: int = 16, hidden: int = 256, vocab: int = 4096, batch: int = 4, seq: int = 64,
+            mem_batch: int = 8, mem_seq: int = 512, threads: int = 1) -> list[dict]:
+    """Figures (a), (b), (c) as dicts for ``bench/run.py`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
+
+        >>> # figs = measure("data/demo/target", label="demo", repeats=5)
+        >>> # figs[0]["key"], figs[0]["values"]          # 'capture_overhead', [1.04, 1.07, ...]
+
+    ``target_path=None`` builds a random Llama (``layers`` x ``hidden``) here and in the memory child
+    processes. Every timing is per run; the memory runs happen in one fresh child per mode.
+    """
+    device = resolve_device(device)
+    if device == "cpu" and threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    target = (load_target(target_path, device=device) if target_path
+              else tiny_target(device, layers, hidden, vocab))
+    n = target.n_layers
+    label = label or f"synthetic Llama N={n} H={target.hidden_size}"
+    wirings = four_wirings(n)
+    rows = make_rows(target, batch, seq)
+    t_bare, t_cap = paired_runs(target, rows, wirings, repeats)
+    a = {"key": "capture_overhead", "figure": "capture of 4 wirings vs bare forward (time)", "target": label,
+         "unit": "x", "values": [c / b for b, c in zip(t_bare, t_cap)], "goal": "<= 1.10",
+         "detail": {"bare_ms": statistics.median(t_bare) * 1e3, "capture_ms": statistics.median(t_cap) * 1e3,
+                    "batch": batch, "seq": seq, "wirings": wirings},
+         "note": f"batch {batch}x{seq}; paired runs"}
+
+    many = make_rows(target, 3 * batch, 16, seed=1)
+    per_sample = []
+    for _ in range(repeats):
+        with count_forwards(target.model) as c:
+            sum(1 for _ in extract(target, many, wirings, batch_size=batch, progress=False))
+        per_sample.append(c["samples"] / len(many))
+    b = {"key": "forwards_per_sample", "figure": "target forwards per sample, W=4 wirings", "target": label,
+         "unit": "", "values": per_sample, "goal": "== 1", "detail": {"samples": len(many)}}
+
+    args = argparse.Namespace(device=device, layers=layers, hidden=hidden, vocab=vocab, threads=threads,
+                              mem_batch=mem_batch, mem_seq=mem_seq, mem_repeats=repeats, target=target_path)
+    mem = measure_memory(args)
+    h, o = mem["hooks"], mem["ohs"]
+    what = "CUDA allocator peak" if device.startswith("cuda") else "peak RSS above baseline"
+    c_ = {"key": "capture_memory", "figure": "hook capture vs output_hidden_states (peak memory)", "target": label,
+          "unit": "x", "values": [x / max(y, 1) for x, y in zip(h["peaks"], o["peaks"])], "goal": "<= 1.00",
+          "detail": {"hooks_MiB": statistics.median(h["peaks"]) / 2**20, "ohs_MiB": statistics.median(o["peaks"]) / 2**20,
+                     "taps_kept": h["states_kept"], "states_kept_ohs": o["states_kept"], "batch": mem_batch,
+                     "seq": mem_seq},
+          "note": f"{what}, batch {mem_batch}x{mem_seq}; {h['states_kept']} taps vs {o['states_kept']} states"}
+    return [a, b, c_]
 
 
 def main(argv=None) -> int:
@@ -155,12 +229,15 @@ def main(argv=None) -> int:
     p.add_argument("--target", help="HF model folder (default: a tiny random 16-layer Llama built here)")
     p.add_argument("--device", default="auto")
     p.add_argument("--layers", type=int, default=16)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--repeats", type=int, default=11)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 = least sensitive to a busy machine)")
     p.add_argument("--mem-batch", type=int, default=8)
     p.add_argument("--mem-seq", type=int, default=512)
+    p.add_argument("--mem-repeats", type=int, default=1, help="memory runs per mode (each after a full release)")
     p.add_argument("--mem-child", choices=["hooks", "ohs"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.device = resolve_device(args.device)
@@ -172,7 +249,8 @@ def main(argv=None) -> int:
     if args.repeats < 5:
         p.error("--repeats must be >= 5 (the ratio is a median)")
     torch.manual_seed(0)
-    target = load_target(args.target, device=args.device) if args.target else tiny_target(args.device, args.layers)
+    target = (load_target(args.target, device=args.device) if args.target
+              else tiny_target(args.device, args.layers, args.hidden, args.vocab))
     wirings = four_wirings(target.n_layers)
     taps = union_taps(wirings, target.n_layers)
     print(f"target: {type(target.model).__name__} N={target.n_layers} H={target.hidden_size} V={target.vocab_size} "

@@ -1,0 +1,105 @@
+"""The benchmark runner: runs at --quick sizes and writes the results schema. Never asserts timings."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench import benchmark
+from workbench.cli import main as cli_main
+from workbench.errors import WorkbenchError
+
+ROOT = Path(__file__).resolve().parents[1]
+ROW_KEYS = {"key", "figure", "target", "unit", "runs", "median", "min", "max", "ratio", "ratio_unit", "goal",
+            "goal_met", "status", "values", "detail", "note"}
+
+
+def test_summarize_median_min_max_and_goal():
+    fig = benchmark.summarize({"key": "k", "figure": "f", "target": "t", "unit": "x",
+                               "values": [3.0, 1.0, 2.0, 5.0, 4.0], "goal": ">= 30"})
+    assert (fig.runs, fig.median, fig.min, fig.max, fig.ratio) == (5, 3.0, 1.0, 5.0, 3.0)
+    assert fig.goal_met is False
+    # a required condition (identical A values) fails the figure even when the ratio meets the goal
+    fig = benchmark.summarize({"key": "k", "figure": "f", "target": "t", "values": [40.0] * 5, "goal": ">= 30",
+                               "requires": False})
+    assert fig.goal_met is False
+    # an explicit judged ratio (tokens/s judged against a bare forward) is kept apart from the median
+    fig = benchmark.summarize({"key": "k", "figure": "f", "target": "t", "values": [100.0] * 5, "ratio": 0.5})
+    assert (fig.median, fig.ratio, fig.goal_met) == (100.0, 0.5, None)
+
+
+@pytest.mark.parametrize("raw, words", [
+    ({"figure": "f", "target": "t", "values": [1.0]}, "no key 'key'"),
+    ({"key": "k", "figure": "f", "target": "t", "values": []}, "non-empty list of numbers"),
+    ({"key": "k", "figure": "f", "target": "t", "values": [1.0], "goal": "about 2"}, "'about 2'"),
+])
+def test_malformed_figure_is_a_one_line_error(raw, words):
+    with pytest.raises(WorkbenchError, match=words) as e:
+        benchmark.summarize(raw, source="bench/x.py measure()")
+    assert "\n" not in str(e.value) and str(e.value).startswith("bench/x.py measure(): ")
+
+
+def test_quick_run_writes_results_schema(smoke_demo, tmp_path, capsys):
+    out = tmp_path / "results.json"
+    rc = cli_main(["bench", "--quick", "--demo", str(smoke_demo), "--out", str(out),
+                   "--only", "pipeline"])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == benchmark.SCHEMA
+    for k in ("cpu", "cores", "torch", "transformers", "device", "dtype"):
+        assert doc["machine"][k], k
+    assert doc["machine"]["device"] == "cpu" and doc["machine"]["dtype"] == "fp32"
+    rows = {r["key"]: r for r in doc["table"]}
+    for r in doc["table"]:
+        assert set(r) == ROW_KEYS
+    tps = rows["pipeline_tokens_per_second"]
+    assert tps["status"] == "ok" and tps["runs"] == len(tps["values"]) >= 5
+    assert tps["min"] <= tps["median"] <= tps["max"] and tps["median"] > 0 and tps["ratio"] > 0
+    assert tps["detail"]["tokens"] == sum(len(json.loads(ln)["input_ids"])
+                                          for ln in (smoke_demo / "val.jsonl").read_text().splitlines())
+    printed = capsys.readouterr().out
+    assert doc["markdown"] in printed and "| tokens/s, whole pipeline" in printed
+
+
+def _runner():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wb_bench_run_test", ROOT / "bench" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    return run
+
+
+def test_missing_or_measureless_benchmarks_are_not_run_rows(smoke_demo, tmp_path, monkeypatch, capsys):
+    run = _runner()
+    fake = tmp_path / "bench"
+    fake.mkdir()
+    (fake / "rewire.py").write_text("def main():\n    return 0\n")       # exists, but no measure()
+    monkeypatch.setattr(run, "BENCH", fake)                                 # and no distributed.py at all
+    out = tmp_path / "r.json"
+    assert run.main(["--quick", "--demo", str(smoke_demo), "--out", str(out), "--only", "distributed,rewire"]) == 0
+    rows = {r["key"]: r for r in json.loads(out.read_text())["table"]}
+    assert rows["distributed"]["status"] == "not run" and "does not exist" in rows["distributed"]["note"]
+    assert rows["rewire"]["status"] == "not run" and "no measure()" in rows["rewire"]["note"]
+    assert "| not run | bench/rewire.py has no measure()" in capsys.readouterr().out
+
+
+def test_a_failing_benchmark_is_a_failed_row_and_exit_1(tmp_path, monkeypatch):
+    run = _runner()
+    fake = tmp_path / "bench"
+    fake.mkdir()
+    (fake / "capture.py").write_text("def measure(*a, **k):\n    raise RuntimeError('memory child died')\n")
+    monkeypatch.setattr(run, "BENCH", fake)
+    out = tmp_path / "r.json"
+    assert run.main(["--quick", "--out", str(out), "--only", "capture", "--targets", "synthetic"]) == 1
+    (row,) = json.loads(out.read_text())["table"]
+    assert row["status"] == "failed" and "RuntimeError: memory child died" in row["note"]
+
+
+def test_bad_options_exit_2_with_one_line(tmp_path, capsys):
+    assert cli_main(["bench", "--quick", "--only", "capture,gpu", "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --only 'capture,gpu'") and err.count("\n") == 1
+    assert cli_main(["bench", "--quick", "--demo", str(tmp_path), "--out", str(tmp_path / "r.json")]) == 2
+    assert "no demo manifest" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
