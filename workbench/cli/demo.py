@@ -1,10 +1,15 @@
-"""`workbench demo`: build the built-in demo (if needed) into data/demo/ and show what it holds.
+"""`workbench demo`: the main job on the built-in demo.
 
-    $ workbench demo --size smoke --out /tmp/wb-demo --build-only
+Builds (or reuses) ``data/demo/``, diagnoses both demo drafts under SGLang's wiring, executes the
+notebooks into HTML reports and prints where they are. No network, no GPU, no model hub.
+
+    $ workbench demo                                   # default size, reports in reports/
+    $ workbench demo --size smoke --out /tmp/wb-demo --reports /tmp/wb-reports
+    $ workbench demo --build-only
 """
 
 NAME = "demo"
-HELP = "build the built-in demo (tokenizer, target, data, two drafts) offline, then show it"
+HELP = "the main job: build the built-in demo offline, diagnose both drafts, write HTML reports"
 
 
 def add_arguments(parser):
@@ -16,16 +21,40 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     parser.add_argument("--force", action="store_true", help="rebuild even when a matching demo exists")
     parser.add_argument("--build-only", action="store_true", help="build (or reuse) the demo and stop")
+    parser.add_argument("--reports", default="reports", help="where the HTML reports go (default: reports/)")
+    parser.add_argument("--no-report", action="store_true", help="diagnose but do not execute the notebooks")
+    parser.add_argument("--steps", type=int, default=4, help="K, draft tokens per chain (default: 4)")
+    parser.add_argument("--engine", default="sglang", help="the serving engine to diagnose for (default: sglang)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def run(args) -> int:
-    from workbench import demo
+    from pathlib import Path
 
-    out = demo.build_demo(args.out, size=args.size, seed=args.seed, force=args.force,
-                          progress=not args.quiet)
+    from workbench import demo
+    from workbench.diagnose import diagnose_files
+
+    progress = not args.quiet
+    out = demo.build_demo(args.out, size=args.size, seed=args.seed, force=args.force, progress=progress)
     print(demo.summary(demo.read_manifest(out)))
-    if not args.build_only:
-        print(f"next: workbench inspect {out}/val.jsonl ; the draft folders are {out}/draft-mismatched "
-              f"and {out}/draft-aligned (target {out}/target)")
-    return 0
+    if args.build_only:
+        return 0
+
+    reports = Path(args.reports)
+    reports.mkdir(parents=True, exist_ok=True)
+    for name in ("draft-mismatched", "draft-aligned"):
+        dx = diagnose_files(out / "target", out / name, out / "val.jsonl", engine=args.engine, K=args.steps,
+                            progress=progress)
+        dx.to_json(reports / f"diagnosis-{name}.json")
+        print(f"\n== {name}: {args.engine} diagnosis (K={args.steps}, val.jsonl)\n{dx.summary()}")
+
+    if args.no_report:
+        print(f"\ndiagnoses written to {reports}/diagnosis-*.json")
+        return 0
+    from workbench.report import run_report
+
+    rep = run_report(reports, parameters={"demo": str(out), "size": args.size}, no_code=True, progress=progress)
+    for page in rep.pages:
+        print(f"  {page.status:7s} {page.html or page.name}")
+    print(f"\nreports: {Path(rep.index).resolve()}")
+    return 1 if rep.failed else 0
