@@ -35,6 +35,9 @@ limit = 0            # rows to evaluate (0: all)
 device = "cpu"       # cpu, cuda, cuda:N
 ratio = 0.0          # draft-step / target-forward cost for the speed-up projection (0: measured here)
 sample = 0           # which evaluated sample to colour
+engine = "sglang"    # engine whose wiring the diagnosis judges: sglang, vllm, eagle, specforge, modelopt, hf
+train_data = ""      # training data for the rewire refit, empty: <demo>/train.jsonl (only with the demo's target)
+rewire_limit = 64    # training rows the rewire refit reads (0: all)
 
 # %%
 from workbench.report import record_headline, setup_notebook
@@ -53,7 +56,7 @@ if demo and not (target and draft and data):
 target = target or f"{demo}/target"
 draft = draft or f"{demo}/draft-mismatched"
 data = data or f"{demo}/val.jsonl"
-tgt = capture.load_target(target, device=device)
+tgt = capture.load_target(target, device=device, progress=False)
 drf = load_draft(draft, tgt, device=device)
 ds = wb_data.load(data)
 
@@ -118,6 +121,48 @@ ranking = pd.DataFrame([{
 ranking
 
 # %% [markdown]
+# ## Diagnosis
+# Every candidate wiring (engine presets, the trained wiring, their off-by-one neighbours) screened by
+# step-1 acceptance α1, the best few with full K-step curves; `*` marks what the engine feeds.
+# The verdict says whether that is (within the 95% intervals) as good as the best wiring found,
+# and what to change when it is not. The same as `workbench diagnose`.
+
+# %%
+from workbench.diagnose import diagnose
+
+dx = diagnose(tgt, drf, ds, engine=engine, K=steps, limit=limit or None, progress=False)
+print(dx.summary())
+
+# %% [markdown]
+# ## Rewire
+# When the engine feeds worse taps than the draft was trained on, the draft's `fc` can be refitted
+# (closed-form ridge regression, one target pass over training data) so the served taps stand in for
+# the trained ones, without retraining: `workbench rewire`. Before: the draft fed what the engine
+# feeds; after: the rewired draft fed the same; reference: the draft fed the taps it was trained on.
+# Accept lengths on the evaluation data above.
+
+# %%
+from IPython.display import display
+
+from workbench.rewire import rewire
+
+train_data = train_data or (f"{demo}/train.jsonl" if target == f"{demo}/target" else "")
+rw = None
+if dx.engine_ok:
+    print(f"nothing to rewire: {dx.verdict}")
+elif dx.engine_wiring is None:
+    print(f"cannot rewire for {engine}: it cannot feed this draft as configured ({dx.engine_explanation})")
+elif dx.trained_wiring is None:
+    print("cannot rewire: the draft config does not say which taps it was trained on (workbench.trained_taps)")
+elif not train_data:
+    print("set train_data (the draft's training data) to rewire it")
+else:
+    rw = rewire(tgt, drf, train_data, engine=engine, eval_data=ds, K=steps, limit=rewire_limit or None,
+                eval_limit=limit or None, progress=False)
+    print(rw.summary())
+    display(plots.rewire_bars(rw))
+
+# %% [markdown]
 # ## Speed-up projection
 # Tokens per verify step with K' drafted = E[min(A, K')]+1, divided by the cost of one verify step
 # (1 target forward + K' draft steps, each costing `ratio` of a target forward).
@@ -142,4 +187,9 @@ record_headline("03_acceptance", {
     **{f"accept length · {spec}": r.accept_length for spec, r in results.items()},
     "best wiring": best["wiring"],
     "trained wiring": trained.spec if trained is not None else "unknown",
+    f"{dx.engine} wiring": dx.engine_wiring or "none",
+    "verdict": dx.verdict,
+    **({"rewired accept length (before → after, reference)":
+        f"{rw.before.accept_length:.2f} → {rw.after.accept_length:.2f} ({rw.reference.accept_length:.2f})"}
+       if rw is not None else {}),
 });

@@ -149,3 +149,26 @@ def test_widget_updates_and_report_mode_shows_static_views(results, monkeypatch)
         widgets.acceptance_explorer(results, rows, _Tok(), K=7)
     with pytest.raises(WorkbenchError, match="wiring 'L9'"):
         widgets.acceptance_explorer(results, rows, _Tok(), wiring="L9")
+
+
+def test_rewire_bars_show_before_after_reference_and_the_recovered_share():
+    from workbench.rewire import RewireResult
+
+    before, after, ref = _result("L1,L3,L4", 0.2), _result("L1,L3,L4", 0.6, seed=1), _result("embed,L1,L3", 0.8, seed=2)
+    res = RewireResult(from_taps=("embed", "L1", "L3"), to_taps=("L1", "L3", "L4"), engine="sglang", resolution="",
+                       out=None, ridge=None, refit_info={}, K=3, before=before, after=after, reference=ref)
+    fig = plots.rewire_bars(res)
+    _labelled(fig)
+    (ax,) = fig.axes
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx([before.accept_length, after.accept_length, ref.accept_length])
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[0].startswith("before") and "fed L1,L3,L4" in labels[0] and labels[2].startswith("reference")
+    share = (after.accept_length - before.accept_length) / (ref.accept_length - before.accept_length)
+    assert f"recovered {share:.0%} of the accept-length gap" in ax.get_title()
+    res.after_closed_form = _result("L1,L3,L4", 0.4, seed=3)           # fine-tuned: the closed form shows too
+    assert [t.get_text().split("\n")[0] for t in plots.rewire_bars(res).axes[0].get_xticklabels()] == \
+        ["before", "closed form", "after", "reference"]
+    res.before = None                                                   # not evaluated: a clear error
+    with pytest.raises(WorkbenchError, match="eval_data"):
+        plots.rewire_bars(res)

@@ -149,7 +149,28 @@ def target_from_model(model, tokenizer=None, *, path: str | None = None) -> Targ
                   max_positions=int(max_pos) if max_pos else None)
 
 
-def load_target(path, *, device: str = "cpu", dtype=None, device_map=None, trust_remote_code: bool = False) -> Target:
+@contextlib.contextmanager
+def hf_progress(enabled: bool):
+    """Within the block, transformers' own progress bars ("Loading weights") follow ``enabled``.
+
+        >>> with hf_progress(False):          # no "Loading weights" bar; the setting is restored after
+        ...     pass
+    """
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    if bool(enabled) == was:
+        yield
+        return
+    (hf_logging.enable_progress_bar if enabled else hf_logging.disable_progress_bar)()
+    try:
+        yield
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+
+
+def load_target(path, *, device: str = "cpu", dtype=None, device_map=None, trust_remote_code: bool = False,
+                progress: bool = True) -> Target:
     """Load an HF decoder-only causal LM (and its tokenizer, if the folder has one).
 
         >>> # t = load_target("data/demo/target")                      # CPU fp32
@@ -157,7 +178,8 @@ def load_target(path, *, device: str = "cpu", dtype=None, device_map=None, trust
 
     ``dtype`` defaults to fp32 on CPU and bf16 on CUDA; ``device_map="auto"`` shards a target that
     is larger than one GPU (inputs then go to the embedding's device). Safetensors weights are
-    preferred; ``.bin`` files are read by transformers with ``weights_only=True``.
+    preferred; ``.bin`` files are read by transformers with ``weights_only=True``. ``progress=False``
+    silences transformers' "Loading weights" bar for this call only.
     """
     import transformers
 
@@ -186,7 +208,8 @@ def load_target(path, *, device: str = "cpu", dtype=None, device_map=None, trust
     if device_map is not None:
         kwargs["device_map"] = device_map
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(path, config=config, **kwargs)
+        with hf_progress(progress):
+            model = transformers.AutoModelForCausalLM.from_pretrained(path, config=config, **kwargs)
     except ValueError as e:
         raise WorkbenchError(f"target {path!r}: {type(config).__name__} is not a causal LM "
                              f"({str(e).splitlines()[0]})") from None
@@ -622,5 +645,5 @@ def count_forwards(model):
         handle.remove()
 
 
-__all__ = ["Target", "Batch", "load_target", "target_from_model", "find_layers", "tap_hooks", "extract",
+__all__ = ["Target", "Batch", "load_target", "hf_progress", "target_from_model", "find_layers", "tap_hooks", "extract",
            "union_taps", "check_width", "target_fingerprint", "count_forwards"]

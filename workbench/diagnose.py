@@ -347,7 +347,7 @@ def _stats(res, stage: int) -> dict:
 
 def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, screen_chains: int = 300,
              top: int = 4, limit: int | None = None, progress: bool = True, sglang_rule: str = "classic",
-             batch_size: int = 8) -> Diagnosis:
+             batch_size: int = 8, ctx=None, shard_dir=None) -> Diagnosis | None:
     """Rank candidate wirings of ``draft`` on ``target`` over ``dataset`` and say what ``engine`` does.
 
         >>> # dx = diagnose(target, draft, ds, engine="sglang", K=4, limit=200)
@@ -357,11 +357,17 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     ``screen_chains`` chains; stage 2 runs K-step curves for the best ``top``, the best feasible
     one, the engine's wiring and the trained wiring on all samples (``limit``). Each stage is ONE
     target forward per sample, however many wirings (``acceptance.simulate``).
+
+    Under torchrun pass ``ctx`` (:func:`workbench.distributed.init`): each stage's samples are
+    sharded over the ranks and merged exactly (every rank gets the stage-1 screen, so all pick the
+    same stage-2 wirings); rank 0 returns the Diagnosis, the other ranks None. ``shard_dir`` keeps
+    each rank's results (``screen.rank-R-of-W.npz``, ``curves.rank-R-of-W.npz``) for resuming.
     """
     import pandas as pd
 
+    from workbench import distributed as wd
     from workbench import wiring as wm
-    from workbench.acceptance import _fc_width, simulate
+    from workbench.acceptance import _fc_width
 
     engine = str(engine).lower()
     if engine not in wm.ENGINES:
@@ -392,8 +398,10 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
 
     # stage 1: α1 of every candidate, one pass over the screening samples
     screen_rows = _rows_for_screen(dataset, limit, int(screen_chains))
-    screen = simulate(target, draft, screen_rows, [c.wiring for c in cands], K=1, batch_size=batch_size,
-                      progress=progress, topk=0)
+    progress = bool(progress) and (ctx is None or ctx.is_main)
+    screen = wd.simulate_sharded(target, draft, screen_rows, [c.wiring for c in cands], K=1, batch_size=batch_size,
+                                 progress=progress, topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
+                                 everywhere=True)
     s1 = {spec: _stats(r, 1) for spec, r in screen.items()}
     order = sorted(range(len(cands)), key=lambda i: (-_key(s1[cands[i].spec]["alpha1"]), i))
     ranked1 = [cands[i].spec for i in order]
@@ -404,8 +412,11 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     for s in (feas[:1] + [eng_spec, trained]):
         if s is not None and s not in chosen:
             chosen.append(s)
-    results = simulate(target, draft, dataset, [by_spec[s].wiring for s in chosen], K=K, limit=limit,
-                       batch_size=batch_size, progress=progress)
+    results = wd.simulate_sharded(target, draft, dataset, [by_spec[s].wiring for s in chosen], K=K, limit=limit,
+                                  batch_size=batch_size, progress=progress, ctx=ctx, out_dir=shard_dir,
+                                  name="curves")
+    if results is None:                      # not rank 0: rank 0 reports for everyone
+        return None
     s2 = {spec: _stats(r, 2) for spec, r in results.items()}
     n_samples = next(iter(results.values())).n_samples
 
@@ -482,21 +493,28 @@ def _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok,
 def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang", K: int = 4, limit=None,
                    device: str | None = "cpu", dtype=None, batch_size: int = 8, screen_chains: int = 300,
                    top: int = 4, sglang_rule: str = "classic", trust_remote_code: bool = False,
-                   progress: bool = True) -> Diagnosis:
+                   progress: bool = True, ctx=None, shard_dir=None, device_map=None) -> Diagnosis | None:
     """Everything behind ``workbench diagnose``: load target, draft and data, then :func:`diagnose`.
 
         >>> # dx = diagnose_files("data/demo/target", "data/demo/draft-mismatched", "data/demo/val.jsonl")
+
+    With ``ctx`` (torchrun) the target goes to ``ctx.device`` (``device`` is ignored) and only rank 0
+    gets the Diagnosis (None elsewhere); ``device_map`` (e.g. "auto") spreads a large target over the
+    visible GPUs, the draft then sits on the device of the target's embedding.
     """
     from workbench import capture, data
     from workbench import draft as dmod
     from workbench.errors import resolve_device
 
-    device = resolve_device(device)
-    target = capture.load_target(target_path, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
-    d = dmod.load_draft(draft_path, target, device=device, dtype=target.dtype)
+    device = ctx.device if ctx is not None else resolve_device(device)
+    target = capture.load_target(target_path, device=device, dtype=dtype, device_map=device_map,
+                                 trust_remote_code=trust_remote_code,
+                                 progress=progress and (ctx is None or ctx.is_main))
+    d = dmod.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
     return diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
-                    progress=progress, sglang_rule=sglang_rule, batch_size=batch_size)
+                    progress=progress, sglang_rule=sglang_rule, batch_size=batch_size, ctx=ctx,
+                    shard_dir=shard_dir)
 
 
 __all__ = ["Candidate", "Diagnosis", "candidates", "cannot_feed", "config_ids", "diagnose", "diagnose_files"]

@@ -429,6 +429,49 @@ def sample_tokens_html(result, row: dict, tokenizer, *, K: int | None = None) ->
 
 # ------------------------------------------------------------------------------ data
 
+def rewire_bars(result, *, title: str | None = None):
+    """Accept length (E[A]+1) before / after a rewire and the reference, 95% bootstrap bars.
+
+        >>> # fig = plots.rewire_bars(workbench.rewire.rewire(target, draft, "train.jsonl", engine="sglang",
+        >>> #                                                 eval_data="val.jsonl"))
+
+    ``result`` is a :class:`workbench.rewire.RewireResult` evaluated on held-out data: "before" is the
+    old draft fed the served taps B, "after" the rewired draft fed B (and "closed form" the ridge
+    refit alone, when it was also fine-tuned), "reference" the old draft fed the taps A it was
+    trained on. The gap the rewire should close is the dashed line at the reference.
+    """
+    parts = [(name, getattr(result, attr, None)) for name, attr in
+             (("before", "before"), ("closed form", "after_closed_form"), ("after", "after"),
+              ("reference", "reference"))]
+    if not hasattr(result, "to_taps") or any(getattr(result, a, None) is None for a in ("before", "after", "reference")):
+        raise WorkbenchError(f"rewire_bars: expected a RewireResult evaluated on held-out data (rewire(..., "
+                             f"eval_data=...)), got {type(result).__name__} without before/after/reference")
+    parts = [(n, r) for n, r in parts if r is not None]
+    A, B = ",".join(result.from_taps), ",".join(result.to_taps)
+    feeds = {"before": f"trained on {A}\nfed {B}", "closed form": f"ridge refit only\nfed {B}",
+             "after": f"rewired\nfed {B}", "reference": f"trained on {A}\nfed {A}"}
+    colors = {"before": "#e45756", "closed form": "#f2cf5b", "after": "#54a24b", "reference": "#4c78a8"}
+    fig, (ax,) = _figure(1, height=3.6, width=WIDTH * 0.7)
+    vals = [r.accept_length for _, r in parts]
+    ivs = [r.intervals(n_boot=200)["accept_length"] for _, r in parts]
+    x = np.arange(len(parts))
+    ax.bar(x, vals, 0.6, yerr=_errs(vals, ivs), capsize=4, color=[colors[n] for n, _ in parts])
+    for xi, v in enumerate(vals):
+        if v is not None and not math.isnan(v):
+            ax.annotate(f"{v:.2f}", (xi, v), ha="left", va="bottom", fontsize="small", xytext=(8, 2),
+                        textcoords="offset points")               # beside the error bar, not on it
+    ax.axhline(result.reference.accept_length, color="#4c78a8", linestyle="--", linewidth=1)
+    ax.set_xticks(x, [f"{n}\n{feeds[n]}" for n, _ in parts], fontsize="small")
+    ax.set_xlabel(f"draft (K={result.K}, chain, greedy, held-out data)")
+    ax.set_ylabel("accept length E[A]+1")
+    ax.set_ylim(0, int(result.K) + 1.3)
+    rec = result.recovered
+    ax.set_title(title or (f"Rewire {A} → {B}: recovered {rec:.0%} of the accept-length gap"
+                           if not math.isnan(rec) else f"Rewire {A} → {B}: no gap to recover"))
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
 def lengths_by_source(rows: list[dict], *, title: str | None = None):
     """Prompt and response length distributions (tokens) per data source, from dataset rows."""
     if not rows:

@@ -165,7 +165,7 @@ def train_draft(draft, target, dataset, taps, *, K: int = 4, epochs: int = 1, lr
     with deterministic(seed):
         opt = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad], lr=lr)
         for epoch in range(epochs):
-            batches = capture.extract(target, dataset, taps, batch_size=batch_size, progress=progress)
+            batches = capture.extract(target, dataset, taps, batch_size=batch_size, progress=False)  # one line/epoch
             e = train_on_batches(draft, batches, taps, K=K, optimizer=opt, deadline=deadline)
             log.steps += e.steps
             log.losses += e.losses

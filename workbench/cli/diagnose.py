@@ -2,9 +2,12 @@
 
     $ workbench diagnose --target data/demo/target --draft data/demo/draft-mismatched \\
         --data data/demo/val.jsonl --engine sglang --steps 4 --json diagnosis.json
+    $ torchrun --standalone --nproc-per-node 8 -m workbench diagnose ... --device auto --json diagnosis.json
 
 Exit 0 when the engine's wiring is (within the 95% intervals) the best, 1 when it is clearly worse
-than the best candidate (a CI gate), 2 on bad input.
+than the best candidate (a CI gate), 2 on bad input. Under torchrun both stages are sharded over the
+ranks (workbench.distributed), rank 0 prints and writes the same diagnosis as one process, and each
+rank keeps its shards in <json>.shards/ so a re-run resumes.
 """
 
 NAME = "diagnose"
@@ -30,19 +33,30 @@ def add_arguments(parser):
     parser.add_argument("--json", metavar="OUT", help="write the diagnosis as JSON")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16")
+    parser.add_argument("--device-map", default=None, metavar="MAP",
+                        help="e.g. auto: spread a target larger than one GPU over the visible GPUs "
+                             "(under torchrun: one process per node)")
+    parser.add_argument("--shard-dir", default=None, metavar="DIR",
+                        help="per-rank result files for resuming (default under torchrun: <json>.shards)")
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def run(args) -> int:
+    from workbench import distributed as wd
     from workbench.diagnose import diagnose_files
-    from workbench.errors import parse_dtype, resolve_device
+    from workbench.errors import parse_dtype
 
-    device = resolve_device(args.device)
-    dx = diagnose_files(args.target, args.draft, args.data, engine=args.engine, K=args.steps, limit=args.limit,
-                        device=device, dtype=parse_dtype(args.dtype, device), batch_size=args.batch_size,
-                        screen_chains=args.screen_chains, top=args.top, sglang_rule=args.sglang_rule,
-                        trust_remote_code=args.trust_remote_code, progress=not args.quiet)
+    with wd.init(args.device, device_map=args.device_map) as ctx:
+        dx = diagnose_files(args.target, args.draft, args.data, engine=args.engine, K=args.steps, limit=args.limit,
+                            dtype=parse_dtype(args.dtype, ctx.device), batch_size=args.batch_size,
+                            screen_chains=args.screen_chains, top=args.top, sglang_rule=args.sglang_rule,
+                            trust_remote_code=args.trust_remote_code, progress=not args.quiet, ctx=ctx,
+                            device_map=args.device_map,
+                            shard_dir=args.shard_dir or (wd.default_shard_dir(args.json) if ctx.distributed
+                                                         else None))
+    if dx is None:                               # not rank 0: rank 0 reports for everyone
+        return 0
     print(dx.summary(max_rows=args.rows))
     if args.json:
         dx.to_json(args.json)
