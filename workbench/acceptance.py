@@ -840,7 +840,8 @@ def accept(target_path, draft_path, data_path, *, wiring=None, engine=None, K: i
     from workbench.errors import resolve_device
 
     device = resolve_device(device)
-    target = capture.load_target(target_path, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
+    target = capture.load_target(target_path, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                                 progress=progress)
     d = dmod.load_draft(draft_path, target, device=device, dtype=target.dtype)
     w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)

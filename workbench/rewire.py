@@ -461,21 +461,27 @@ class RewireResult:
                       f"  before    (draft trained on {A}, fed {B}): {fmt(self.before)}"]
             if self.after_closed_form is not None:
                 lines.append(f"  closed form only (fed {B}):               {fmt(self.after_closed_form)}  "
-                             f"recovered {self.recovered_closed_form:.1%}")
+                             f"{_share(self.recovered_closed_form)}")
             lines += [f"  after     (rewired checkpoint, fed {B}):     {fmt(self.after)}  "
-                      f"recovered {self.recovered:.1%} of the gap",
+                      f"{_share(self.recovered)}",
                       f"  reference (draft fed {A}):                 {fmt(self.reference)}"]
         if self.out:
             lines.append(f"wrote {self.out}")
         return "\n".join(lines)
 
 
-def _load(target, draft, device, dtype, trust_remote_code):
+def _share(x) -> str:
+    """'recovered 57.0% of the gap', or why there is no share to report."""
+    return "no gap to recover (before >= reference)" if x is None or x != x else f"recovered {x:.1%} of the gap"
+
+
+def _load(target, draft, device, dtype, trust_remote_code, progress=True):
     from workbench import capture
     from workbench import draft as dmod
 
     if isinstance(target, (str, os.PathLike)):
-        target = capture.load_target(target, device=device or "cpu", dtype=dtype, trust_remote_code=trust_remote_code)
+        target = capture.load_target(target, device=device or "cpu", dtype=dtype, trust_remote_code=trust_remote_code,
+                                     progress=progress)
     if isinstance(draft, (str, os.PathLike)):
         draft = dmod.load_draft(draft, target, device=target.device, dtype=target.dtype)
     return target, draft
@@ -557,7 +563,7 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
         raise WorkbenchError(f"--finetune {finetune_part!r}: expected one of {', '.join(FINETUNE_PARTS)}")
     if not isinstance(finetune_steps, int) or finetune_steps < 0:
         raise WorkbenchError(f"finetune steps must be a non-negative integer, got {finetune_steps!r}")
-    target, old = _load(target, draft, device, dtype, trust_remote_code)
+    target, old = _load(target, draft, device, dtype, trust_remote_code, progress)
     A, B, export_engine = resolve_taps(target, old, taps=taps, engine=engine, from_taps=from_taps,
                                        sglang_rule=sglang_rule)
     cfg, res = config_for_taps(old.config, export_engine, B, target.n_layers, sglang_rule=sglang_rule)

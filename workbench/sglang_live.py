@@ -616,13 +616,13 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _load_inputs(target, draft, data, device, dtype, trust_remote_code):
+def _load_inputs(target, draft, data, device, dtype, trust_remote_code, progress=True):
     from workbench import capture, data as dmod, draft as drmod
     from workbench.errors import resolve_device
 
     if not hasattr(target, "model"):
         target = capture.load_target(target, device=resolve_device(device), dtype=dtype,
-                                     trust_remote_code=trust_remote_code)
+                                     trust_remote_code=trust_remote_code, progress=progress)
     if not hasattr(draft, "fc"):
         draft = drmod.load_draft(draft, target, device=target.device, dtype=target.dtype)
     if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
@@ -667,7 +667,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     if isinstance(topk, int) and topk > 1:
         notes.append(f"the server drafts a tree (topk {topk}); the offline estimate is a chain (topk 1): a lower bound")
 
-    target, draft, data = _load_inputs(target, draft, data, device, dtype, trust_remote_code)
+    target, draft, data = _load_inputs(target, draft, data, device, dtype, trust_remote_code, progress)
     rows = list(data.rows(limit) if hasattr(data, "rows") else (list(data)[:limit] if limit else list(data)))
     if not rows:
         raise WorkbenchError("compare: the data has no rows")

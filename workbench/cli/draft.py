@@ -46,7 +46,7 @@ def run(args):
     if args.target:
         from workbench import capture
         target = capture.load_target(args.target, device=device, dtype=dtype,
-                                     trust_remote_code=args.trust_remote_code)
+                                     trust_remote_code=args.trust_remote_code, progress=False)
     d = draft_mod.load_draft(args.path, target, device=device, dtype=dtype)
     info = draft_mod.describe_draft(d)
     print(json.dumps(info, indent=2) if args.json else format_report(info))
