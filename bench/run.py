@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
-import json
-import os
 import statistics
 import sys
 import time

@@ -38,7 +38,7 @@ def tiny(tmp_path_factory):
 
 def test_load_target_progress_off_prints_no_loading_bar_and_restores_the_setting(tiny, capsys):
     folder = tiny[0]
-    assert hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()                                # the user's setting: bars on
     capture.load_target(folder / "target", progress=True)
     assert "Loading weights" in capsys.readouterr().err            # the bar exists when asked for ...
     t = capture.load_target(folder / "target", progress=False)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError, atomic_write, jsonable, write_json
 
 Z95 = 1.959963984540054
 CONVENTION = "chain drafting (topk 1), greedy (temperature 0)"
@@ -150,17 +150,6 @@ def _stats(A: np.ndarray, K: int) -> dict:
             "accept_length": mean + 1, "accept_length_no_bonus": mean, "at_least": at_least}
 
 
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple, np.ndarray)):
-        return [_jsonable(v) for v in (x.tolist() if isinstance(x, np.ndarray) else x)]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        return None if math.isnan(x) or math.isinf(x) else x
-    return x
 
 
 # --------------------------------------------------------------------------------------------------
@@ -446,7 +435,7 @@ class AcceptanceResult:
                "top1": self.top1, "top5": self.top5, "coverage": self.coverage}
         if intervals:
             out["intervals"] = self.intervals()
-        return _jsonable(out)
+        return jsonable(out)
 
     def by_source(self) -> dict[str, dict]:
         """{source: statistics} (same keys as the top level of :meth:`to_json`)."""
@@ -462,11 +451,9 @@ class AcceptanceResult:
         r = ratio if ratio is not None else self.cost_ratio
         if r is not None:
             out["cost_ratio"] = float(r)
-            out["speedup"] = _jsonable(self.speedup(r))
+            out["speedup"] = jsonable(self.speedup(r))
         if path is not None:
-            with atomic_write(path) as f:
-                json.dump(out, f, indent=2)
-                f.write("\n")
+            write_json(path, out, indent=2)
         return out
 
     def to_frame(self):

@@ -38,7 +38,7 @@ from typing import Iterator
 
 import torch
 
-from workbench.errors import WorkbenchError, atomic_write, default_dtype, resolve_device
+from workbench.errors import WorkbenchError, atomic_write, default_dtype, resolve_device, write_json
 from workbench.wiring import Wiring, parse_tap, tap_sort_key
 
 CACHE_VERSION = 1
@@ -534,8 +534,7 @@ def _load_shard(path, device, expect_rows: list[int], taps) -> Batch:
 
 
 def _write_manifest(path, manifest: dict) -> None:
-    with atomic_write(path) as f:
-        json.dump(manifest, f, indent=1)
+    write_json(path, manifest, indent=1)
 
 
 def _read_manifest(path, key: str) -> dict | None:

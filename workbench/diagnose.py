@@ -24,11 +24,10 @@ samples) lies entirely below the interval of the best wiring; that is what ``exi
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError, jsonable, write_json
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "eagle": "EAGLE", "specforge": "SpecForge",
                 "modelopt": "ModelOpt", "hf": "HF"}
@@ -270,8 +269,6 @@ class Diagnosis:
         """JSON-ready dict (written atomically when ``path``): engine, steps, verdict, exit_code,
         best / best_feasible / engine_wiring / trained_wiring, ``table`` (rows), ``results``
         (spec → ``AcceptanceResult.to_json()`` for the fully evaluated wirings)."""
-        from workbench.acceptance import _jsonable
-
         rows = []
         for r in self.table.to_dict("records"):
             r = dict(r)
@@ -285,11 +282,9 @@ class Diagnosis:
                "trained_wiring": self.trained_wiring, "n_screen_samples": self.n_screen_samples,
                "n_samples": self.n_samples, "table": rows,
                "results": {k: v.to_json() for k, v in self.results.items()}}
-        out = _jsonable(out)
+        out = jsonable(out)
         if path is not None:
-            with atomic_write(path) as f:
-                json.dump(out, f, indent=2)
-                f.write("\n")
+            write_json(path, out, indent=2)
         return out
 
     def summary(self, max_rows: int = 12) -> str:

@@ -46,6 +46,37 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
         raise
 
 
+def jsonable(x):
+    """Plain JSON types from numpy/torch values and tuples; NaN and inf become null.
+
+        >>> import numpy as np
+        >>> jsonable({"a": np.arange(2), "b": float("nan"), 3: (np.int64(4),)})
+        {'a': [0, 1], 'b': None, '3': [4]}
+    """
+    import math
+
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if hasattr(x, "tolist"):  # numpy scalars and arrays, torch tensors
+        return jsonable(x.tolist())
+    if isinstance(x, float):
+        return None if math.isnan(x) or math.isinf(x) else x
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    return str(x)
+
+
+def write_json(path, obj, *, indent: int = 2) -> None:
+    """Write ``jsonable(obj)`` to ``path`` atomically (see :func:`atomic_write`), newline-terminated."""
+    import json
+
+    with atomic_write(path) as f:
+        json.dump(jsonable(obj), f, indent=indent)
+        f.write("\n")
+
+
 def resolve_device(device: str | None = None) -> str:
     """``None``/"auto" → "cuda" when available, else "cpu". Anything else is checked and returned."""
     import torch

@@ -268,7 +268,7 @@ def tap_statistics(batches, taps=None) -> TapStats:
     from workbench.wiring import tap_sort_key
 
     norms: dict = {}
-    dot = sq = None
+    dot = None
     n_tok = 0
     for b in batches:
         feats = b.features

@@ -27,7 +27,6 @@ import ast
 import contextlib
 import html
 import json
-import math
 import os
 import re
 import sys
@@ -35,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError, atomic_write, jsonable, write_json
 
 ENV_MODE = "WORKBENCH_REPORT"
 ENV_OUT = "WORKBENCH_REPORT_OUT"
@@ -122,18 +121,6 @@ def plain_progress_bars() -> None:
             mod.tqdm = PlainTqdm
 
 
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if hasattr(x, "tolist"):  # numpy scalars and arrays, torch tensors
-        return _jsonable(x.tolist())
-    if isinstance(x, float):
-        return None if math.isnan(x) or math.isinf(x) else x
-    if x is None or isinstance(x, (bool, int, str)):
-        return x
-    return str(x)
 
 
 def record_headline(name: str, values: dict, *, out=None) -> Path | None:
@@ -156,7 +143,7 @@ def record_headline(name: str, values: dict, *, out=None) -> Path | None:
         return None
     path = Path(out) / f"{name}.headline.json"
     with atomic_write(path) as f:
-        json.dump({"name": name, "values": _jsonable(values)}, f, indent=1)
+        json.dump({"name": name, "values": jsonable(values)}, f, indent=1)
         f.write("\n")
     return path
 
@@ -484,11 +471,9 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
     with atomic_write(index) as f:
         f.write("\n".join(parts) + "\n")
     _readable(index)
-    summary = {"parameters": _jsonable(parameters or {}), "pages": [
+    summary = {"parameters": jsonable(parameters or {}), "pages": [
         {"name": p.name, "title": p.title, "status": p.status, "html": p.html.name if p.html else None,
-         "headline": _jsonable(p.headline), "error": p.error, "seconds": round(p.seconds, 2)} for p in pages]}
-    with atomic_write(out / "report.json") as f:
-        json.dump(summary, f, indent=1)
-        f.write("\n")
+         "headline": jsonable(p.headline), "error": p.error, "seconds": round(p.seconds, 2)} for p in pages]}
+    write_json(out / "report.json", summary, indent=1)
     _readable(out / "report.json")
     return index

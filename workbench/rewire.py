@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError, write_json
 
 #: λ grid, relative to tr(XᵀX)/d (the mean feature energy): scale free.
 ALPHAS = (1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
@@ -441,9 +441,7 @@ class RewireResult:
     def to_json(self, path=None) -> dict:
         out = self.to_dict()
         if path is not None:
-            with atomic_write(path) as f:
-                json.dump(out, f, indent=2)
-                f.write("\n")
+            write_json(path, out, indent=2)
         return out
 
     def summary(self) -> str:

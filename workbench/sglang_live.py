@@ -39,7 +39,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError, jsonable, write_json
 
 # meta_info keys of speculative runs, by SGLang generation (facts page, section 4)
 SPEC_KEYS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_accept_token_num",
@@ -580,9 +580,7 @@ class Comparison:
         return out
 
     def to_dict(self) -> dict:
-        from workbench.acceptance import _jsonable
-
-        return _jsonable({
+        return jsonable({
             "url": self.url, "K": self.K, "convention": "chain (topk 1), greedy; accept length = mean A + 1 "
             "(bonus counted); offline = decode-path estimator on prompt + the server's output",
             "settings": self.settings, "trained": self.trained, "tolerance": self.tolerance,
@@ -593,9 +591,7 @@ class Comparison:
     def to_json(self, path=None) -> dict:
         out = self.to_dict()
         if path is not None:
-            with atomic_write(path) as f:
-                json.dump(out, f, indent=2)
-                f.write("\n")
+            write_json(path, out, indent=2)
         return out
 
     def summary(self) -> str:
