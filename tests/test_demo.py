@@ -191,3 +191,59 @@ def test_a_killed_builds_leftover_folder_is_removed_by_the_next_build(tmp_path, 
     with pytest.raises(RuntimeError):
         demo.build_demo(tmp_path / "demo", size="smoke", progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ the story (issue 6 "Sizes")
+
+def test_realistic_init_makes_a_small_embedding_and_depth_growing_writes():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    m = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                     num_hidden_layers=3, num_attention_heads=4))
+    demo.realistic_init(m, 0.005, 0.05, growth=1.0)
+    assert abs(float(m.model.embed_tokens.weight.detach().std()) - 0.005) < 0.001
+    stds = [float(layer.mlp.down_proj.weight.detach().std()) for layer in m.model.layers]
+    assert [round(s / 0.05) for s in stds] == [1, 2, 3]
+
+
+def test_response_stats_flags_degenerate_responses():
+    rows = [{"input_ids": [1, 2, 7, 7, 7, 7], "n_prompt_tokens": 2},
+            {"input_ids": [1, 2, 3, 4, 5, 5], "n_prompt_tokens": 2}]
+    st = demo.response_stats(rows)
+    assert st["single_token_rows"] == 1 and st["longest_run"] == 3.0 and st["distinct_share"] == 0.5
+
+
+def test_smoke_responses_are_not_one_repeated_token(smoke_demo):
+    m = demo.read_manifest(smoke_demo)
+    for split in ("train", "val"):
+        rows = _rows(smoke_demo / f"{split}.jsonl")
+        resp = [r["input_ids"][r["n_prompt_tokens"]:] for r in rows]
+        assert all(len(set(x)) > 1 for x in resp)
+        assert m["data"]["responses"][split] == demo.response_stats(rows)
+        assert m["data"]["responses"][split]["distinct_share"] > 0.3
+
+
+def test_smoke_manifest_story_numbers_are_the_measured_ones(smoke_demo):
+    m = demo.read_manifest(smoke_demo)
+    story = m["story"]
+    assert (story["K"], story["seed"], story["data"]) == (4, 0, "val.jsonl")
+    assert (story["trained"], story["sglang"]) == ("embed,L1,L3", "L1,L3,L4")
+    fresh = demo.measure_story(smoke_demo, K=story["K"], seed=0)
+    for name in ("draft-mismatched", "draft-aligned"):
+        assert fresh[name]["accept_length"] == story[name]["accept_length"]
+        assert 1.0 <= story[name]["own_taps"] <= 5.0
+    assert story["draft-aligned"]["own_taps"] >= 1.5            # the healthy draft does accept tokens
+    ts = m["tap_stats"]
+    assert list(ts["norm"]) == ["embed"] + [f"L{i}" for i in range(8)]
+    assert ts["norm"]["embed"] < ts["norm"]["L1"] / 5            # small embedding, as in real LLMs
+    assert set(ts["slots"]) == set(ts["slots_centered"]) == {"embed->L1", "L1->L3", "L3->L4"}
+    assert "story (val.jsonl, K=4" in demo.summary(m)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 6 goal not reached at size smoke: its 8-layer target's taps "
+                                       "L1/L3/L4 are near-identical after brief training (centered cosine 0.99), "
+                                       "so SGLang's taps cost the mismatched draft only ~3%")
+def test_smoke_mismatched_draft_loses_a_fifth_of_its_accept_length_on_sglangs_taps(smoke_demo):
+    st = demo.read_manifest(smoke_demo)["story"]["draft-mismatched"]
+    assert st["sglang_taps"] <= 0.8 * st["own_taps"]

@@ -16,7 +16,10 @@ What gets built into ``out`` (every piece with the library's own code paths):
 - ``draft-mismatched/``: an EAGLE-3 draft trained on ``embed,L1,L{N//2-1}`` whose config says ids
   ``[1, N//2-1, N-4]`` (SGLang serves ``L1,L{N//2-1},L{N-4}``): the classic bug.
 - ``draft-aligned/``: the same recipe trained on ``L1,L{N//2-1},L{N-4}``: the healthy reference.
-- ``manifest.json``: sizes, seeds, taps, losses, per-step accuracy, timings, versions.
+- ``manifest.json``: sizes, seeds, taps, losses, per-step accuracy, timings (wall and CPU), versions,
+  ``tap_stats`` (norm per tap, cosines between taps), ``data.responses`` (how varied the responses
+  are) and ``story``: each draft's decode-path accept length on ``val.jsonl`` under its training taps
+  and under SGLang's (:func:`measure_story`).
 
 The build happens in a temporary sibling folder that is renamed into place at the end, so an
 interrupted build never leaves a demo that looks finished. Deterministic given ``seed``.
@@ -42,7 +45,7 @@ from pathlib import Path
 from workbench.errors import WorkbenchError, atomic_write
 
 MANIFEST = "manifest.json"
-FORMAT = 1  # bump when the layout of the demo changes: older builds are then rebuilt
+FORMAT = 2  # bump when the layout of the demo changes: older builds are then rebuilt
 
 # A fixed selection of standard-library modules (present as a .py file or a package __init__ in
 # every CPython >= 3.10). Every 4th one (index % 4 == 3) is held out of the target's training text
@@ -86,18 +89,25 @@ class DemoSize:
     draft_epochs: int
     draft_lr: float
     draft_batch: int
+    embed_std: float = 0.02   # init std of the target's token embedding (small, as in real LLMs)
+    resid_std: float = 0.02   # init std of o_proj/down_proj (what each layer writes into the residual)
+    resid_growth: float = 0.0 # layer l's o_proj/down_proj init std = resid_std * (1 + resid_growth * l)
+    embed_lr_mult: float = 1.0  # learning-rate multiplier of the embedding (kept small, as in real LLMs)
+    resid_lr_mult: float = 1.0  # learning-rate multiplier of o_proj/down_proj (large writes, growing stream)
+    story_K: int = 4          # draft depth of the story numbers measured on val.jsonl
 
 
 SIZES = {
     "smoke": DemoSize("smoke", n_modules=16, vocab_size=320, n_layers=8, hidden_size=32,
-                      intermediate_size=64, n_heads=4, target_steps=30, target_seq_len=48,
-                      target_batch=16, target_lr=3e-3, n_train=32, n_val=16, prompt_len=12,
-                      response_len=16, draft_K=3, draft_epochs=1, draft_lr=3e-3, draft_batch=16),
+                      intermediate_size=64, n_heads=4, target_steps=240, target_seq_len=48,
+                      target_batch=16, target_lr=6e-3, n_train=64, n_val=16, prompt_len=12,
+                      response_len=16, draft_K=4, draft_epochs=10, draft_lr=3e-3, draft_batch=16,
+                      embed_std=0.005),
     "default": DemoSize("default", n_modules=len(STDLIB_MODULES), vocab_size=1024, n_layers=16,
-                        hidden_size=48, intermediate_size=144, n_heads=4, target_steps=400,
-                        target_seq_len=96, target_batch=16, target_lr=3e-3, n_train=512, n_val=128,
+                        hidden_size=48, intermediate_size=144, n_heads=4, target_steps=700,
+                        target_seq_len=96, target_batch=16, target_lr=6e-3, n_train=512, n_val=128,
                         prompt_len=24, response_len=32, draft_K=4, draft_epochs=6, draft_lr=3e-3,
-                        draft_batch=16),
+                        draft_batch=16, embed_std=0.005),
 }
 
 
@@ -257,6 +267,31 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
+def realistic_init(model, embed_std: float, resid_std: float, growth: float = 0.0) -> None:
+    """Re-initialise a Llama's token embedding (std ``embed_std``) and the projections that write into
+    the residual stream (``o_proj``/``down_proj``, std ``resid_std * (1 + growth * layer)``).
+
+    A small embedding keeps ``embed`` far smaller than ``L1`` after training, as in real LLMs (the
+    demo's manifest records the measured norms and cosines per tap, ``tap_stats``).
+
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> m = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
+        ...                                  num_hidden_layers=2, num_attention_heads=2))
+        >>> realistic_init(m, 0.01, 0.2)
+        >>> round(float(m.model.embed_tokens.weight.detach().std()), 2)
+        0.01
+
+    Uses the torch generator's current state (seed it first). HF's default is 0.02 everywhere.
+    """
+    import torch
+
+    with torch.no_grad():
+        model.get_input_embeddings().weight.normal_(0.0, embed_std)
+        for i, layer in enumerate(model.model.layers):
+            layer.self_attn.o_proj.weight.normal_(0.0, resid_std * (1 + growth * i))
+            layer.mlp.down_proj.weight.normal_(0.0, resid_std * (1 + growth * i))
+
+
 def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed: int, path, *,
                  eos_id: int, progress: bool = True) -> dict:
     """Train a ``LlamaForCausalLM`` on random windows of ``token_stream``; save it to ``path``."""
@@ -275,14 +310,20 @@ def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed:
     losses = []
     with _deterministic(seed):
         model = LlamaForCausalLM(config)
+        realistic_init(model, size.embed_std, size.resid_std, size.resid_growth)
         model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=size.target_lr, weight_decay=0.0)
+        embed = model.get_input_embeddings().weight
+        resid = [p for layer in model.model.layers for p in (layer.self_attn.o_proj.weight, layer.mlp.down_proj.weight)]
+        special = {id(embed)} | {id(p) for p in resid}
+        groups = [{"params": [embed], "mult": size.embed_lr_mult}, {"params": resid, "mult": size.resid_lr_mult},
+                  {"params": [p for p in model.parameters() if id(p) not in special], "mult": 1.0}]
+        opt = torch.optim.AdamW(groups, lr=size.target_lr, weight_decay=0.0)
         gen = torch.Generator().manual_seed(seed)
         warm = max(1, size.target_steps // 20)
         for step in range(size.target_steps):
             lr = size.target_lr * min(1.0, (step + 1) / warm) * (0.1 + 0.9 * (1 - step / size.target_steps))
             for g in opt.param_groups:
-                g["lr"] = lr
+                g["lr"] = lr * g["mult"]
             starts = torch.randint(0, data.numel() - L - 1, (size.target_batch,), generator=gen)
             x = torch.stack([data[s:s + L] for s in starts.tolist()])
             out = model(input_ids=x, labels=x)
@@ -410,7 +451,98 @@ def summary(manifest: dict) -> str:
         lines.append(f"  {name}: trained on {','.join(d.get('trained_taps', []))}, config ids "
                      f"{d.get('layer_ids')} (SGLang serves {','.join(d.get('sglang_taps', []))}); "
                      f"final loss {d.get('final_loss')}, train acc per step [{acc}]")
+    story = manifest.get("story")
+    if story:
+        for name in ("draft-mismatched", "draft-aligned"):
+            st = story.get(name, {})
+            lines.append(f"  story ({story.get('data')}, K={story.get('K')}, decode-path accept length): {name} "
+                         f"{st.get('own_taps', float('nan')):.2f} on its training taps, "
+                         f"{st.get('sglang_taps', float('nan')):.2f} on SGLang's {story.get('sglang')}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- story
+
+def tap_stats(target, rows, taps) -> dict:
+    """Per-tap mean L2 norm and mean cosines between taps over the real tokens of ``rows``.
+
+        >>> tap_stats(target, val_rows, ["embed", "L1", "L3", "L4"])["norm"]   # doctest: +SKIP
+        {'embed': 0.14, 'L1': 2.9, 'L3': 4.1, 'L4': 4.6}
+
+    ``cos_next[tap]``: cosine with the next tap in the given order; ``slots``: cosine between each
+    tap the mismatched draft was trained on and the tap SGLang feeds in that slot; ``slots_centered``:
+    the same after subtracting each tap's mean vector (the part that varies with the context; a
+    large shared component makes raw cosines look close to 1). Meant for demo-sized data (held in memory).
+    """
+    import torch
+
+    from workbench import capture
+
+    taps = list(taps)
+    story = demo_taps(target.n_layers)
+    pairs = list(zip(story["mismatched"], story["aligned"]))
+    wanted = list(dict.fromkeys(taps + story["mismatched"] + story["aligned"]))
+    feats = {t: [] for t in wanted}
+    for batch in capture.extract(target, rows, wanted, batch_size=32, progress=False):
+        m = batch.attention_mask.bool()
+        for t in wanted:
+            feats[t].append(batch.features[t][m].float())
+    f = {t: torch.cat(v) for t, v in feats.items()}
+    c = {t: v - v.mean(0, keepdim=True) for t, v in f.items()}
+
+    def cos(x, a, b):
+        return round(float(torch.nn.functional.cosine_similarity(x[a], x[b], dim=-1).mean()), 3)
+
+    return {"norm": {t: round(float(f[t].norm(dim=-1).mean()), 3) for t in taps},
+            "cos_next": {a: cos(f, a, b) for a, b in zip(taps, taps[1:])},
+            "slots": {f"{a}->{b}": cos(f, a, b) for a, b in pairs},
+            "slots_centered": {f"{a}->{b}": cos(c, a, b) for a, b in pairs},
+            "n_tokens": int(next(iter(f.values())).shape[0])}
+
+
+def response_stats(rows) -> dict:
+    """How varied the target's greedy responses are: mean share of distinct tokens per response,
+    mean longest run of one repeated token, and rows whose response is a single token repeated."""
+    distinct, runs, single = [], [], 0
+    for row in rows:
+        resp = row["input_ids"][row["n_prompt_tokens"]:]
+        distinct.append(len(set(resp)) / max(1, len(resp)))
+        best = cur = 1
+        for a, b in zip(resp, resp[1:]):
+            cur = cur + 1 if a == b else 1
+            best = max(best, cur)
+        runs.append(best)
+        single += len(set(resp)) == 1
+    return {"distinct_share": round(sum(distinct) / len(rows), 3), "longest_run": round(sum(runs) / len(rows), 2),
+            "single_token_rows": single}
+
+
+def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
+    """Decode-path accept length of each demo draft under its training taps and SGLang's taps on
+    ``val.jsonl`` (``acceptance.simulate``, chain, greedy, bonus token counted).
+
+        >>> measure_story("data/demo", K=4)["draft-mismatched"]["loss"]   # doctest: +SKIP
+        0.41
+    """
+    from workbench import acceptance, capture, data, draft
+
+    out = Path(out)
+    target = target if target is not None else capture.load_target(out / "target", device="cpu")
+    taps = demo_taps(target.n_layers)
+    ds = data.load(out / "val.jsonl")
+    story = {"K": int(K), "seed": int(seed), "data": "val.jsonl",
+             "metric": "decode-path accept length (chain, greedy, bonus counted)",
+             "trained": ",".join(taps["mismatched"]), "sglang": ",".join(taps["aligned"])}
+    for name in ("draft-mismatched", "draft-aligned"):
+        d = draft.load_draft(out / name, target)
+        res = acceptance.simulate(target, d, ds, [",".join(taps["mismatched"]), ",".join(taps["aligned"])],
+                                  K=int(K), progress=False, topk=0, seed=seed)
+        acc = {spec: round(float(r.decode_path["accept_length"]), 4) for spec, r in res.items()}
+        own = acc[",".join(taps["mismatched" if name == "draft-mismatched" else "aligned"])]
+        served = acc[",".join(taps["aligned"])]
+        story[name] = {"accept_length": acc, "own_taps": own, "sglang_taps": served,
+                       "loss": round(1 - served / own, 4) if own else None}
+    return story
 
 
 # ---------------------------------------------------------------------------------------- build
@@ -447,7 +579,7 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
     from workbench import capture
 
     cfg = SIZES[size]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     timings = {}
 
     def say(msg):
@@ -488,7 +620,18 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
     drafts = _train_drafts(target, tmp, cfg, seed, progress)
     timings["drafts"] = round(time.perf_counter() - t, 2)
     say(f"drafts: trained ({timings['drafts']} s)")
+
+    t = time.perf_counter()
+    with _deterministic(seed):
+        taps_info = tap_stats(target, val_rows, ["embed"] + [f"L{i}" for i in range(cfg.n_layers)])
+        story = measure_story(tmp, K=cfg.story_K, seed=seed, target=target)
+    timings["story"] = round(time.perf_counter() - t, 2)
+    for name in ("draft-mismatched", "draft-aligned"):
+        st = story[name]
+        say(f"story: {name} accept length {st['own_taps']:.2f} on its training taps, "
+            f"{st['sglang_taps']:.2f} on SGLang's {story['sglang']} (K={story['K']}, val.jsonl)")
     timings["total"] = round(time.perf_counter() - t0, 2)
+    timings["cpu_total"] = round(time.process_time() - c0, 2)   # CPU seconds (wall / CPU ≈ machine load)
     return {
         "format": FORMAT, "size": size, "seed": seed, "config": asdict(cfg),
         "files": ["tokenizer", "target", "train.jsonl", "val.jsonl", "draft-mismatched", "draft-aligned"],
@@ -497,8 +640,9 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
                    "n_params": tinfo["n_params"], "n_tokens": tinfo["n_tokens"], "steps": cfg.target_steps,
                    "losses": tinfo["losses"], "final_loss": tinfo["losses"][-1]},
         "data": {"n_train": len(train_rows), "n_val": len(val_rows), "prompt_len": cfg.prompt_len,
-                 "response_len": cfg.response_len, "sources": list(SOURCES)},
-        "taps": demo_taps(cfg.n_layers), "drafts": drafts, "timings": timings, "versions": _versions(),
+                 "response_len": cfg.response_len, "sources": list(SOURCES),
+                 "responses": {"train": response_stats(train_rows), "val": response_stats(val_rows)}},
+        "taps": demo_taps(cfg.n_layers), "tap_stats": taps_info, "story": story, "drafts": drafts, "timings": timings, "versions": _versions(),
     }
 
 
