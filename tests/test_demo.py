@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from workbench import demo
+from workbench import capture, demo
 from workbench.errors import WorkbenchError
 
 SCHEMA = ["input_ids", "loss_mask", "seq_len", "n_prompt_tokens", "n_response_tokens", "source"]
@@ -56,7 +56,7 @@ def test_tokenizer_and_target_training_are_deterministic(tmp_path):
     size = demo.SIZES["smoke"].__class__(**{**demo.SIZES["smoke"].__dict__, "target_steps": 3})
     stream = tok("\n".join(texts[:4]))["input_ids"]
     eos = tok.convert_tokens_to_ids(demo.EOS)
-    with demo._quiet_transformers():
+    with capture.hf_progress(False):
         demo.train_target(stream, size, len(tok), 7, tmp_path / "m1", eos_id=eos, progress=False)
         demo.train_target(stream, size, len(tok), 7, tmp_path / "m2", eos_id=eos, progress=False)
         demo.train_target(stream, size, len(tok), 8, tmp_path / "m3", eos_id=eos, progress=False)

@@ -35,14 +35,13 @@ import os
 import platform
 import random
 import shutil
-import sys
 import sysconfig
 import time
 import tokenize
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError, atomic_write, write_json
 
 MANIFEST = "manifest.json"
 FORMAT = 2  # bump when the layout of the demo changes: older builds are then rebuilt
@@ -251,20 +250,6 @@ def _deterministic(seed: int, threads: int = 1):
     finally:
         torch.set_num_threads(old_threads)
         torch.use_deterministic_algorithms(old_det)
-
-
-@contextlib.contextmanager
-def _quiet_transformers():
-    """No transformers progress bars while saving/loading the demo's small models; restored after."""
-    from transformers.utils import logging as hf_logging
-
-    was = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was:
-            hf_logging.enable_progress_bar()
 
 
 def realistic_init(model, embed_std: float, resid_std: float, growth: float = 0.0) -> None:
@@ -669,10 +654,11 @@ def build_demo(out="data/demo", size: str = "default", seed: int = 0, force: boo
     try:
         if progress:
             print(f"[demo {size}] building into {out} (temporary folder {tmp.name})", flush=True)
-        with _quiet_transformers():
+        from workbench.capture import hf_progress
+
+        with hf_progress(False):   # no transformers bars while saving/loading the demo's small models
             manifest = _build(tmp, size, seed, progress)
-        with atomic_write(tmp / MANIFEST) as f:
-            json.dump(manifest, f, indent=1)
+        write_json(tmp / MANIFEST, manifest, indent=1)
         _swap_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
