@@ -33,14 +33,10 @@ from workbench.report import record_headline, setup_notebook
 
 setup_notebook()
 from workbench import data as wb_data
+from workbench.demo import fill_paths
 from workbench import plots, widgets
 
-if demo and not (data and tokenizer):
-    from workbench.demo import ensure_demo
-
-    ensure_demo(demo, size=size)
-data = data or f"{demo}/val.jsonl"
-tokenizer = tokenizer or f"{demo}/tokenizer"
+data, tokenizer = fill_paths(demo, size, data=data, tokenizer=tokenizer).values()
 ds = wb_data.load(data, tokenizer=tokenizer, on_error="skip")
 inspection = ds.inspect()
 print(f"{data}: {len(ds)} rows")

@@ -49,18 +49,13 @@ setup_notebook()
 import contextlib
 
 from workbench import capture
+from workbench.demo import fill_paths
 from workbench import data as wb_data
 from workbench.draft import load_draft
 from workbench.fake_sglang import serve
 from workbench.sglang_live import compare, plot_comparison, plot_histograms
 
-if demo and not (target and draft and data):
-    from workbench.demo import ensure_demo
-
-    ensure_demo(demo, size=size)
-target = target or f"{demo}/target"
-draft = draft or f"{demo}/draft-mismatched"
-data = data or f"{demo}/val.jsonl"
+target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
 tgt = capture.load_target(target, device=device)
 drf = load_draft(draft, tgt, device=device)
 ds = wb_data.load(data)

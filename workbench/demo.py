@@ -699,3 +699,26 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
 def ensure_demo(out="data/demo", size: str = "default", seed: int = 0, progress: bool = True) -> Path:
     """The demo folder, built first if it is missing or was built with another size or seed."""
     return build_demo(out, size=size, seed=seed, force=False, progress=progress)
+
+
+# What each notebook parameter means inside a demo folder.
+DEMO_PATHS = {"target": "target", "draft": "draft-mismatched", "data": "val.jsonl",
+              "tokenizer": "tokenizer", "train_data": "train.jsonl"}
+
+
+def fill_paths(demo, size: str = "default", **given) -> dict:
+    """The paths a notebook was given, each empty one taken from the demo folder (built on first use).
+
+        >>> fill_paths("", target="/models/llama", data="eval.jsonl")
+        {'target': '/models/llama', 'data': 'eval.jsonl'}
+    """
+    missing = [k for k, v in given.items() if not v]
+    unknown = [k for k in given if k not in DEMO_PATHS]
+    if unknown:
+        raise WorkbenchError(f"fill_paths: unknown path name(s) {unknown} (expected some of {sorted(DEMO_PATHS)})")
+    if missing and not demo:
+        raise WorkbenchError(f"no {', '.join(missing)} given and no demo folder: set the parameter(s) "
+                             f"or demo (e.g. demo = \"data/demo\")")
+    if missing:
+        ensure_demo(demo, size=size)
+    return {k: str(v) if v else f"{demo}/{DEMO_PATHS[k]}" for k, v in given.items()}
