@@ -103,7 +103,7 @@ SIZES = {
                       response_len=16, draft_K=4, draft_epochs=10, draft_lr=3e-3, draft_batch=16,
                       embed_std=0.005),
     "default": DemoSize("default", n_modules=len(STDLIB_MODULES), vocab_size=1024, n_layers=16,
-                        hidden_size=48, intermediate_size=144, n_heads=4, target_steps=700,
+                        hidden_size=48, intermediate_size=144, n_heads=4, target_steps=1000,
                         target_seq_len=96, target_batch=16, target_lr=6e-3, n_train=512, n_val=128,
                         prompt_len=24, response_len=32, draft_K=4, draft_epochs=6, draft_lr=3e-3,
                         draft_batch=16, embed_std=0.005),
@@ -402,13 +402,15 @@ def read_manifest(out) -> dict:
 
 
 def is_built(out, size: str = "default", seed: int = 0) -> bool:
-    """True when ``out`` holds a finished demo of this size and seed (every listed file present)."""
+    """True when ``out`` holds a finished demo of this size, seed and recipe (every listed file present)."""
     try:
         m = read_manifest(out)
     except WorkbenchError:
         return False
     if m.get("format") != FORMAT or m.get("size") != size or m.get("seed") != seed:
         return False
+    if size in SIZES and m.get("config") != json.loads(json.dumps(asdict(SIZES[size]))):
+        return False   # the recipe of this size changed since it was built
     return all((Path(out) / rel).exists() for rel in m.get("files", []))
 
 
