@@ -819,7 +819,7 @@ def accept(target_path, draft_path, data_path, *, wiring=None, engine=None, K: i
            trust_remote_code: bool = False, progress: bool = True):
     """Everything behind ``workbench accept``: returns (AcceptanceResult, wiring note).
 
-        >>> # result, note = accept("data/demo/target", "data/demo/draft-good", "data/demo/val.jsonl",
+        >>> # result, note = accept("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl",
         >>> #                       engine="sglang", K=4, limit=100)
     """
     from workbench import capture, data

@@ -18,6 +18,24 @@ from workbench.errors import WorkbenchError
 COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "demo", "report", "sglang", "rewire", "bench"]
 
 
+def add_device_arguments(parser) -> None:
+    """The flags every command that loads models shares: --device, --dtype, --trust-remote-code, --quiet."""
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow the target's own Python code from its folder (off unless asked)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_torchrun_arguments(parser) -> None:
+    """--device-map and --shard-dir: for targets larger than one GPU and resumable runs under torchrun."""
+    parser.add_argument("--device-map", default=None, metavar="MAP",
+                        help="e.g. auto: spread a target larger than one GPU over the visible GPUs "
+                             "(under torchrun: one process per node)")
+    parser.add_argument("--shard-dir", default=None, metavar="DIR",
+                        help="per-rank result files for resuming (default under torchrun: <json>.shards)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from workbench import __version__
 

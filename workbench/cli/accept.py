@@ -1,12 +1,14 @@
 """`workbench accept`: offline acceptance of a draft on a target and data, for one wiring.
 
-    $ workbench accept --target data/demo/target --draft data/demo/draft-good --data data/demo/val.jsonl \\
+    $ workbench accept --target data/demo/target --draft data/demo/draft-aligned --data data/demo/val.jsonl \\
         --engine sglang --steps 4 --json acc.json --min-accept-length 1.8
     $ torchrun --standalone --nproc-per-node 8 -m workbench accept ... --device auto --json acc.json
 
 Under torchrun the samples are sharded over the ranks (workbench.distributed), rank 0 writes the same
 JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run resumes.
 """
+
+from workbench.cli import add_device_arguments, add_torchrun_arguments
 
 NAME = "accept"
 HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one wiring"
@@ -30,15 +32,8 @@ def add_arguments(parser):
                         help="exit 1 when the decode-path accept length is below X (CI gate)")
     parser.add_argument("--cost-ratio", type=float, default=None,
                         help="draft-step/target-forward cost ratio for the speed-up projection (default: measured)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16")
-    parser.add_argument("--device-map", default=None, metavar="MAP",
-                        help="e.g. auto: spread a target larger than one GPU over the visible GPUs "
-                             "(under torchrun: one process per node)")
-    parser.add_argument("--shard-dir", default=None, metavar="DIR",
-                        help="per-rank result files for resuming (default under torchrun: <json>.shards)")
-    parser.add_argument("--trust-remote-code", action="store_true")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_device_arguments(parser)
+    add_torchrun_arguments(parser)
 
 
 def run(args) -> int:

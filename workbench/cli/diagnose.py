@@ -10,6 +10,8 @@ ranks (workbench.distributed), rank 0 prints and writes the same diagnosis as on
 rank keeps its shards in <json>.shards/ so a re-run resumes.
 """
 
+from workbench.cli import add_device_arguments, add_torchrun_arguments
+
 NAME = "diagnose"
 HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict on the engine's wiring"
 
@@ -31,15 +33,8 @@ def add_arguments(parser):
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--rows", type=int, default=12, help="table rows to print")
     parser.add_argument("--json", metavar="OUT", help="write the diagnosis as JSON")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16")
-    parser.add_argument("--device-map", default=None, metavar="MAP",
-                        help="e.g. auto: spread a target larger than one GPU over the visible GPUs "
-                             "(under torchrun: one process per node)")
-    parser.add_argument("--shard-dir", default=None, metavar="DIR",
-                        help="per-rank result files for resuming (default under torchrun: <json>.shards)")
-    parser.add_argument("--trust-remote-code", action="store_true")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_device_arguments(parser)
+    add_torchrun_arguments(parser)
 
 
 def run(args) -> int:

@@ -5,6 +5,8 @@
         --out out/draft-rewired --finetune-steps 200 --json rewire.json
 """
 
+from workbench.cli import add_device_arguments
+
 NAME = "rewire"
 HELP = "make a mis-wired draft work with the engine's taps (closed-form fc refit, optional fine-tune)"
 
@@ -34,10 +36,7 @@ def add_arguments(parser):
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT", help="write the result as JSON")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16")
-    parser.add_argument("--trust-remote-code", action="store_true")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_device_arguments(parser)
 
 
 def run(args) -> int:
