@@ -102,6 +102,7 @@ def test_every_notebook_runs_on_the_smoke_demo(report_dir, smoke_demo):
     for name in PRESENT:
         assert status[name] == ("ok", ""), f"{name}: {status[name]}"
         assert (report_dir / f"{name}.html").stat().st_size > 10_000
+        assert "Loading weights" not in (report_dir / f"{name}.html").read_text(), f"{name}: loading-bar noise"
     manifest = json.loads((Path(smoke_demo) / "manifest.json").read_text())
     head = {p.name: p.headline for p in rep.pages}
     assert head["01_dataset"]["rows"] == _CACHE["n_rows"] and head["01_dataset"]["invalid rows"] == 0

@@ -208,7 +208,8 @@ def load_target(path, *, device: str = "cpu", dtype=None, device_map=None, trust
     if device_map is not None:
         kwargs["device_map"] = device_map
     try:
-        with hf_progress(progress):
+        # progress off silences transformers' bars for this call; on, the user's own setting stands
+        with hf_progress(False) if not progress else contextlib.nullcontext():
             model = transformers.AutoModelForCausalLM.from_pretrained(path, config=config, **kwargs)
     except ValueError as e:
         raise WorkbenchError(f"target {path!r}: {type(config).__name__} is not a causal LM "

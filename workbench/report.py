@@ -86,6 +86,9 @@ def setup_notebook(*, dpi: int = 100) -> None:
         matplotlib.rcParams["figure.dpi"] = dpi
     if in_report():
         plain_progress_bars()
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()   # model-loading bars are noise on a shared page
 
 
 def plain_progress_bars() -> None:
