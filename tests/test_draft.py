@@ -273,6 +273,15 @@ def test_unknown_and_missing_keys_are_listed(saved):
                     r"unknown keys: midlayer.extra.weight; missing keys: midlayer.hidden_norm.weight")
 
 
+def test_unflagged_fc_bias_in_the_eagle3_format_is_an_unknown_key(saved):
+    # SGLang would silently drop it and serve a draft without the bias: we say so instead of using it
+    d, folder = saved
+    sd = load_file(str(folder / "model.safetensors"))
+    sd["fc.bias"] = torch.zeros(sd["fc.weight"].shape[0])
+    _rewrite(folder, sd=sd)
+    _one_line_error(lambda: load_draft(folder), r"unknown keys: fc.bias")
+
+
 def test_shape_mismatch_names_key_expected_and_found(saved):
     d, folder = saved
     sd = load_file(str(folder / "model.safetensors"))

@@ -111,6 +111,17 @@ def test_top_level_ids_are_ignored_by_sglang(dirs):
     assert '"eagle_aux_hidden_state_layer_ids": [3, 15, 28]' in mismatch.fix
 
 
+def test_the_suggested_ids_follow_the_chosen_sglang_rule(dirs):
+    # after PR #25454 ids not starting at 1 are before-layer indices: [2,15,28] would feed L1,L14,L27
+    t, d = dirs
+    write_cfg(d, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 15, 28]})
+    res = lint_command(GOOD.format(t=t, d=d), trained_wiring="L2,L15,L28", sglang_rule="first-id-1")
+    fix = next(p for p in res.problems if p.code == "wiring-mismatch").fix
+    assert '"eagle_aux_hidden_state_layer_ids": [3, 16, 29]' in fix and "feeds L2,L15,L28" in fix
+    res = lint_command(GOOD.format(t=t, d=d), trained_wiring="L0,L15,L28", sglang_rule="first-id-1")
+    assert "cannot feed L0,L15,L28" in next(p for p in res.problems if p.code == "wiring-mismatch").fix
+
+
 def test_ids_past_the_last_layer(dirs):
     t, d = dirs
     write_cfg(d, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 15, 31]})

@@ -167,3 +167,11 @@ def test_docstring_examples_run():
     for mod in (workbench.wiring, workbench.sglang):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__
+
+
+def test_a_wrong_number_of_layer_ids_is_infeasible_for_every_engine():
+    # SGLang turns eagle_config ids [3, 28] into a two-state capture: the draft's fc expects three
+    for engine in ("sglang", "vllm", "specforge", "hf"):
+        r = resolve(engine, 32, {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [3, 28]}})
+        assert len(r.taps) == 2 and not r.feasible, engine
+        assert any("expects exactly 3" in w for w in r.warnings), (engine, r.warnings)

@@ -84,8 +84,9 @@ def config_ids(engine: str, taps, n_layers: int) -> list[int] | None:
     """
     if cannot_feed(engine, taps, n_layers) is not None or engine == "hf":
         return None
-    layers = [int(t[1:]) for t in taps]
-    return [k + 1 for k in layers] if engine == "vllm" else layers
+    from workbench.wiring import ids_for
+
+    return ids_for(engine, taps, n_layers)
 
 
 @dataclass

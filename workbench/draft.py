@@ -735,8 +735,9 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
     for k, v in sd_raw.items():
         sd[_rename(k)] = v
     wfile = folder / wname
-    # fc bias: speculators checkpoints carry one without a config flag
-    if "fc.bias" in sd and not draft.spec.fc_bias:
+    # fc bias: speculators checkpoints carry one without a config flag; in the EAGLE-3 format an
+    # unflagged fc.bias is an unknown key (SGLang would silently drop it), reported by the strict check
+    if "fc.bias" in sd and not draft.spec.fc_bias and fmt == "speculators":
         draft = Eagle3Draft(dict(cfg, bias=True), where=str(cfg_path))
         draft.source_format, draft.path = fmt, str(folder)
     draft.raw_config = raw            # config.json as written (engines' id rules read this one)

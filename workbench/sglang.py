@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
-from workbench.wiring import (Resolution, Wiring, draft_layer_ids, load_config, num_layers, resolve,
+from workbench.wiring import (Resolution, Wiring, draft_layer_ids, ids_for, load_config, num_layers, resolve,
                               trained_wiring_from_config)
 
 SEVERITIES = ("error", "warning", "info")
@@ -391,14 +391,15 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, sgl
             if not wiring.feasible:
                 add("wiring-infeasible", "error", "; ".join(x for x in wiring.warnings if x.startswith("sglang:")),
                     "SGLang captures the wrong number of states or crashes (cf. SGLang #32226: ids shifted past the "
-                    "last layer)", "fix eagle_config.eagle_aux_hidden_state_layer_ids (id k = output of layer k, "
-                    f"0..{n - 2} for N={n})")
+                    "last layer)", "fix eagle_config.eagle_aux_hidden_state_layer_ids: three ascending ids "
+                    + ("(id k = output of layer k, 0..%d for N=%d)" % (n - 2, n) if sglang_rule == "classic" else
+                       "(first id 1: +1 to each, output of layer k; otherwise before-layer indices)"))
             trained = (Wiring.parse(trained_wiring, n) if trained_wiring is not None
                        else trained_wiring_from_config(dcfg, n))
             if trained is not None and wiring.feasible and trained.taps != wiring.taps:
                 add("wiring-mismatch", "error", f"SGLang feeds {wiring.spec} but the draft was trained on {trained.spec}",
                     "the draft's fc sees features from different layers than in training: served acceptance "
-                    "collapses while offline validation looks fine", _fix_for(trained, n))
+                    "collapses while offline validation looks fine", _fix_for(trained, n, sglang_rule))
     elif trained_wiring is not None and (dcfg is None or n is None):
         add("wiring-unchecked", "info", "--trained-wiring given without both --draft and --target: cannot tell "
             "what SGLang feeds", "", "pass --target DIR and --draft DIR")
@@ -412,14 +413,15 @@ def _sglang_default_ids(n: int) -> list[int]:
     return [1, n // 2 - 1, n - 4]
 
 
-def _fix_for(trained: Wiring, n: int) -> str:
-    if all(t.startswith("L") and 0 <= int(t[1:]) <= n - 2 for t in trained.taps) and \
-            list(trained.taps) == sorted(trained.taps, key=lambda t: int(t[1:])):
-        ids = [int(t[1:]) for t in trained.taps]
+def _fix_for(trained: Wiring, n: int, sglang_rule: str = "classic") -> str:
+    ids = ids_for("sglang", trained.taps, n, sglang_rule=sglang_rule)
+    if ids is not None:
+        how = "adds +1 and captures before those layers" if sglang_rule == "classic" else \
+            "applies its first-id-is-1 rule (PR #25454)"
         return (f'set "eagle_config": {{"eagle_aux_hidden_state_layer_ids": {ids}}} in the draft config.json '
-                "(SGLang adds +1 and captures before those layers)")
-    return (f"SGLang cannot feed {trained.spec} (only L0..L{n - 2}, ascending): retrain the draft on taps SGLang "
-            "can feed (`workbench rewire`)")
+                f"(SGLang {how}; checked: it then feeds {trained.spec})")
+    return (f"SGLang cannot feed {trained.spec} under its {sglang_rule} id rule (only layer outputs, ascending): "
+            "rewire the draft for taps SGLang can feed (`workbench rewire`) or retrain")
 
 
 def lint_command(text: str, **kw) -> LintResult:

@@ -67,6 +67,7 @@ class SpecMeta:
     histogram: list[int] | None = None    # H[a] = verify steps that accepted exactly a drafts
     reported_accept_length: float | None = None   # the server's spec_accept_length
     reported_accept_rate: float | None = None
+    note: str | None = None               # why a field was set aside (e.g. an inconsistent histogram)
 
     @property
     def has_spec(self) -> bool:
@@ -152,8 +153,10 @@ def parse_meta_info(meta, *, where: str = "meta_info") -> SpecMeta:
     elif m.verify_ct is not None:
         m.variant = "old"
     if m.histogram is not None and m.verify_ct is not None and sum(m.histogram) not in (0, m.verify_ct):
-        raise WorkbenchError(f"{where}: spec accept histogram sums to {sum(m.histogram)} but spec_verify_ct is "
-                             f"{m.verify_ct}: expected equal (one entry per verify step)")
+        # some SGLang versions clamp spec_verify_ct; never require one field: keep the counts, drop the histogram
+        m.note = (f"{where}: spec accept histogram sums to {sum(m.histogram)} but spec_verify_ct is "
+                  f"{m.verify_ct} (expected equal): histogram set aside, accepted/verify counts used")
+        m.histogram = None
     return m
 
 
@@ -675,10 +678,17 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         notes.append(f"{sum(not s.meta.has_spec for s in samples)} replies without speculative fields were left "
                      "out of the live totals")
 
+    set_aside = [s.meta.note for s in samples if s.meta.note]
+    if set_aside:
+        notes.append(f"{len(set_aside)} replies had an inconsistent accept histogram, e.g. {set_aside[0]}")
+
     server_k = settings.get("speculative_num_steps")
     hist_k = {len(s.meta.histogram) - 1 for s in samples if s.meta.histogram}
     if K is None:
         K = server_k if isinstance(server_k, int) else (max(hist_k) if hist_k else None)
+        if not isinstance(server_k, int) and K is not None:
+            notes.append(f"K={K} guessed from the longest accept histogram: SGLang grows it only up to the largest "
+                         "count accepted, so this is a lower bound; pass --steps K for a firm comparison")
         if K is None:
             raise WorkbenchError(f"{client.url}: cannot tell the server's draft steps K (no speculative_num_steps in "
                                  "/get_server_info, no histogram in meta_info): pass --steps K")

@@ -396,7 +396,40 @@ def resolve(engine: str, target_config, draft_config=None, *, sglang_rule: str =
 
     if "embed" in taps and engine in ("specforge", "modelopt", "hf"):
         w.append(f"{engine}: feeds the embedding; no serving engine (sglang, vllm) can feed 'embed'")
+    if len(taps) != 3:   # an EAGLE-3 fc takes exactly three target states (low, mid, high)
+        w.append(f"{engine}: feeds {len(taps)} hidden states ({','.join(taps) or 'none'}); an EAGLE-3 draft's fc "
+                 f"expects exactly 3 (expected 3 layer ids)")
+        ok = False
     return Resolution(engine, taps, [tap_to_hf(t, n) for t in taps], expl, w, ok)
+
+
+def ids_for(engine: str, taps, n_layers: int, *, sglang_rule: str = "classic") -> list[int] | None:
+    """The ``eagle_aux_hidden_state_layer_ids`` that make ``engine`` feed exactly ``taps``, or None.
+
+    Tries layer-output ids (``L{k}`` → k), before-layer ids (k+1) and HF indices, and keeps the first
+    that :func:`resolve` confirms (written under ``eagle_config`` and, for vLLM, top-level too).
+
+        >>> ids_for("sglang", ["L1", "L3", "L4"], 8), ids_for("vllm", ["L1", "L3", "L4"], 8)
+        ([1, 3, 4], [2, 4, 5])
+        >>> ids_for("sglang", ["L2", "L3", "L4"], 8, sglang_rule="first-id-1")   # ids not starting at 1: as is
+        [3, 4, 5]
+        >>> ids_for("sglang", ["embed", "L3", "L4"], 8) is None                   # SGLang cannot feed embed
+        True
+    """
+    taps = tuple(parse_tap(t, n_layers) for t in taps)
+    cands = []
+    if all(t.startswith("L") for t in taps):
+        out = [int(t[1:]) for t in taps]
+        cands += [out, [k + 1 for k in out]]
+    hf = [tap_to_hf(t, n_layers) for t in taps]
+    if None not in hf:
+        cands.append(hf)
+    for ids in cands:
+        cfg = {"eagle_config": {_KEY: ids}} | ({_KEY: ids} if engine == "vllm" else {})
+        r = resolve(engine, n_layers, cfg, sglang_rule=sglang_rule)
+        if r.feasible and r.taps == taps:
+            return list(ids)
+    return None
 
 
 def table(target_config, draft_config=None, *, sglang_rule: str = "classic",
