@@ -275,36 +275,28 @@ def config_for_taps(config: dict, engine: str, taps, n_layers: int, *, sglang_ru
         >>> cfg["eagle_config"][_KEY], r.spec
         ([1, 3, 4], 'L1,L3,L4')
 
-    Candidates tried in order: the config as it is, layer-output ids (``L{k}`` → k), before-layer ids
-    (k+1), HF ``hidden_states`` indices; each is checked with :func:`workbench.wiring.resolve`. vLLM
-    gets the top-level key too (it reads that first). Raises WorkbenchError when none works.
+    The config's own ids are kept when the engine already feeds ``taps`` from them; otherwise the ids
+    come from :func:`workbench.wiring.ids_for` (rule-aware, checked with ``resolve``). vLLM gets the
+    top-level key too (it reads that first). Raises WorkbenchError when no ids work.
     """
-    from workbench.wiring import resolve, tap_to_hf
+    from workbench.wiring import ids_for, resolve
 
     taps = tuple(taps)
-    cands = [None]
-    if all(t.startswith("L") for t in taps):
-        out_ids = [int(t[1:]) for t in taps]
-        cands += [out_ids, [k + 1 for k in out_ids]]
-    hf = [tap_to_hf(t, n_layers) for t in taps]
-    if None not in hf:
-        cands.append(hf)
-    tried = []
-    for ids in cands:
-        cfg = json.loads(json.dumps(config))
-        if ids is not None:
-            eagle = dict(cfg.get("eagle_config") or {})
-            eagle.update({_KEY: list(ids), "use_aux_hidden_state": True})
-            cfg["eagle_config"] = eagle
-            if engine == "vllm" or _KEY in cfg:
-                cfg[_KEY] = list(ids)
-        r = resolve(engine, n_layers, cfg, sglang_rule=sglang_rule)
-        if r.feasible and r.taps == taps:
-            return cfg, r
-        tried.append(f"{'(current ids)' if ids is None else ids} → {r.spec or '(nothing)'}")
-    raise WorkbenchError(f"no eagle_aux_hidden_state_layer_ids make {engine} feed {','.join(taps)} "
-                         f"(tried {'; '.join(tried)}); {engine} cannot feed these taps, choose taps it can "
-                         f"(see `workbench wiring`)")
+    cfg = json.loads(json.dumps(config))
+    r = resolve(engine, n_layers, cfg, sglang_rule=sglang_rule)
+    if r.feasible and r.taps == taps:
+        return cfg, r
+    ids = ids_for(engine, taps, n_layers, sglang_rule=sglang_rule)
+    if ids is None:
+        raise WorkbenchError(f"no eagle_aux_hidden_state_layer_ids make {engine} feed {','.join(taps)} (the "
+                             f"config's ids give {r.spec or '(nothing)'}); {engine} cannot feed these taps, "
+                             f"choose taps it can (see `workbench wiring`)")
+    eagle = dict(cfg.get("eagle_config") or {})
+    eagle.update({_KEY: list(ids), "use_aux_hidden_state": True})
+    cfg["eagle_config"] = eagle
+    if engine == "vllm" or _KEY in cfg:
+        cfg[_KEY] = list(ids)
+    return cfg, resolve(engine, n_layers, cfg, sglang_rule=sglang_rule)
 
 
 # ─────────────────────────────── draft surgery, fine-tune ───────────────────────────────
