@@ -371,10 +371,9 @@ def main(argv=None):
     if "c" in args.only:
         out["c"] = bench_c(args, target, draft, spec)
     if args.json:
-        from workbench.errors import atomic_write
+        from workbench.errors import write_json
 
-        with atomic_write(args.json) as f:
-            json.dump(out, f, indent=2, default=str)
+        write_json(args.json, out, indent=2)
     return 0
 
 

@@ -100,10 +100,9 @@ def main(argv=None) -> int:
           f"{statistics.median(d[f'{args.nproc}_processes_s']):.1f} s -> wall-time ratio {fig['ratio']:.2f} "
           f"(same JSON; {os.cpu_count()} CPU cores)")
     if args.json:
-        from workbench.errors import atomic_write
+        from workbench.errors import write_json
 
-        with atomic_write(args.json) as f:
-            json.dump(fig, f, indent=2)
+        write_json(args.json, fig, indent=2)
     return 0
 
 

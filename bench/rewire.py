@@ -20,7 +20,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from workbench.demo import ensure_demo  # noqa: E402
-from workbench.errors import atomic_write  # noqa: E402
+from workbench.errors import write_json  # noqa: E402
 from workbench.rewire import rewire  # noqa: E402
 
 
@@ -52,8 +52,7 @@ def main(argv=None) -> int:
            "refit_seconds": ft.refit_info["seconds"]}
     print(json.dumps(out, indent=2))
     if args.json:
-        with atomic_write(args.json) as f:
-            json.dump(out, f, indent=2)
+        write_json(args.json, out, indent=2)
     return 0
 
 

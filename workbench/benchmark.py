@@ -24,14 +24,13 @@ A benchmark that could not run becomes a row with ``status="not run"`` and the r
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError, write_json
 
 SCHEMA = 1
 SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire")
@@ -181,7 +180,5 @@ def results(machine_info: dict, figures: list[Figure], settings: dict | None = N
 
 
 def write_results(path, doc: dict) -> None:
-    """Write the results document atomically (``atomic_write``)."""
-    with atomic_write(path) as f:
-        json.dump(doc, f, indent=1, default=str)
-        f.write("\n")
+    """Write the results document atomically (``write_json``)."""
+    write_json(path, doc, indent=1)

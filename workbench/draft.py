@@ -42,7 +42,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError, write_json
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 _ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")   # the second is vLLM's registry name
@@ -829,9 +829,7 @@ def save_draft(draft: Eagle3Draft, path, *, extra_config: dict | None = None) ->
     tmp = folder / ".model.safetensors.tmp"
     save_file(tensors, str(tmp), metadata={"format": "pt"})
     os.replace(tmp, folder / "model.safetensors")
-    with atomic_write(folder / "config.json") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
+    write_json(folder / "config.json", cfg, indent=2)
     return folder
 
 

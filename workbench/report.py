@@ -145,9 +145,7 @@ def record_headline(name: str, values: dict, *, out=None) -> Path | None:
     if not out:
         return None
     path = Path(out) / f"{name}.headline.json"
-    with atomic_write(path) as f:
-        json.dump({"name": name, "values": jsonable(values)}, f, indent=1)
-        f.write("\n")
+    write_json(path, {"name": name, "values": values}, indent=1)
     return path
 
 
@@ -320,15 +318,7 @@ def export_html(nb, html_path, *, title: str, no_code: bool = False) -> Path:
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     with atomic_write(html_path) as f:
         f.write(body)
-    _readable(html_path)
     return Path(html_path)
-
-
-def _readable(path) -> None:
-    """Pages are meant to be shared: give them the usual permissions (atomic_write's temp file is 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
 
 
 def _read_headline(path: Path) -> dict:
@@ -473,10 +463,8 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
     index = out / "index.html"
     with atomic_write(index) as f:
         f.write("\n".join(parts) + "\n")
-    _readable(index)
     summary = {"parameters": jsonable(parameters or {}), "pages": [
         {"name": p.name, "title": p.title, "status": p.status, "html": p.html.name if p.html else None,
          "headline": jsonable(p.headline), "error": p.error, "seconds": round(p.seconds, 2)} for p in pages]}
     write_json(out / "report.json", summary, indent=1)
-    _readable(out / "report.json")
     return index
