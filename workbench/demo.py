@@ -240,16 +240,16 @@ def _deterministic(seed: int, threads: int = 1):
     """
     import torch
 
-    old_threads, old_det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    from workbench.train import deterministic   # torch seed + deterministic algorithms, restored after
+
+    old_threads = torch.get_num_threads()
     torch.set_num_threads(max(1, min(threads, os.cpu_count() or 1)))
-    torch.use_deterministic_algorithms(True, warn_only=True)
     random.seed(seed)
-    torch.manual_seed(seed)
     try:
-        yield
+        with deterministic(seed):
+            yield
     finally:
         torch.set_num_threads(old_threads)
-        torch.use_deterministic_algorithms(old_det)
 
 
 def realistic_init(model, embed_std: float, resid_std: float, growth: float = 0.0) -> None:
