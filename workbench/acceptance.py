@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.errors import WorkbenchError, atomic_write, jsonable, write_json
+from workbench.setting import SCHEMA_VERSION, Setting
 
 Z95 = 1.959963984540054
 CONVENTION = "chain drafting (topk 1), greedy (temperature 0)"
@@ -198,11 +199,19 @@ class AcceptanceResult:
     samples: dict = field(default_factory=_empty_samples, repr=False)
     cost_ratio: float | None = None          # measured draft-step / target-forward time, if any
     seed: int = 0                            # bootstrap seed
+    setting: Setting | None = None           # what was measured (default: chain K=steps, greedy)
+
+    def __post_init__(self):
+        if self.setting is None:
+            self.setting = Setting(steps=int(self.steps))
+        elif int(self.setting.steps) != int(self.steps):
+            raise WorkbenchError(f"result of K={self.steps} carries a setting of K={self.setting.steps}")
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
     def from_arrays(cls, spec, K: int, *, sample, t, accepted, source=None, on_path=None,
-                    top1=None, top5=None, samples: dict | None = None, taps=None) -> "AcceptanceResult":
+                    top1=None, top5=None, samples: dict | None = None, taps=None,
+                    setting: Setting | None = None) -> "AcceptanceResult":
         """Build from per-chain columns (the inverse of :meth:`to_frame`)."""
         n = len(accepted)
         cols = {"sample": np.asarray(sample, np.int64).reshape(-1), "t": np.asarray(t, np.int64).reshape(-1),
@@ -227,11 +236,11 @@ class AcceptanceResult:
                            n_coverable=np.full(len(uniq), -1, np.int64))
         spec = spec.spec if hasattr(spec, "spec") else str(spec)
         taps = tuple(taps) if taps is not None else tuple(x for x in spec.split(",") if x)
-        return cls(spec=spec, taps=taps, steps=int(K), chains=cols, samples=samples)
+        return cls(spec=spec, taps=taps, steps=int(K), chains=cols, samples=samples, setting=setting)
 
     @classmethod
     def from_counts(cls, A, *, K: int, spec, rows, n_prompt_tokens, sources=None, top_hits=None,
-                    coverage=None, taps=None) -> "AcceptanceResult":
+                    coverage=None, taps=None, setting: Setting | None = None) -> "AcceptanceResult":
         """Build from ``accepted_counts`` output ``A[B, T]`` (-1 = not counted) of one batch.
 
         ``top_hits``: optional LongTensor/array [B, T, 2] with step-1 (top1, top5) hits;
@@ -263,7 +272,8 @@ class AcceptanceResult:
             samples["n_coverable"] = np.full(len(rows), -1, np.int64)
         return cls.from_arrays(spec, K, sample=np.asarray(rows, np.int64)[b_idx], t=t_idx,
                                accepted=A[b_idx, t_idx], source=np.asarray(sources, dtype=object)[b_idx],
-                               on_path=on_path, top1=top1, top5=top5, samples=samples, taps=taps)
+                               on_path=on_path, top1=top1, top5=top5, samples=samples, taps=taps,
+                               setting=setting)
 
     @classmethod
     def concat(cls, results: list["AcceptanceResult"]) -> "AcceptanceResult":
@@ -275,6 +285,9 @@ class AcceptanceResult:
             if r.spec != first.spec or r.steps != first.steps:
                 raise WorkbenchError(f"cannot merge results of wiring {r.spec!r} K={r.steps} into "
                                      f"{first.spec!r} K={first.steps}: expected the same wiring and steps")
+            if r.setting != first.setting:
+                raise WorkbenchError(f"cannot merge a result of setting ({r.setting.describe()}) into one of "
+                                     f"({first.setting.describe()}): expected the same setting")
         samples = {k: np.concatenate([r.samples[k] for r in results]) for k in _SAMPLE_COLS}
         if len(np.unique(samples["sample"])) != len(samples["sample"]):
             uniq, counts = np.unique(samples["sample"], return_counts=True)
@@ -284,7 +297,7 @@ class AcceptanceResult:
         chains = {k: np.concatenate([r.chains[k] for r in results]) for k in _CHAIN_COLS}
         ratios = [r.cost_ratio for r in results if r.cost_ratio is not None]
         return cls(spec=first.spec, taps=first.taps, steps=first.steps, chains=chains, samples=samples,
-                   cost_ratio=float(np.mean(ratios)) if ratios else None, seed=first.seed)
+                   cost_ratio=float(np.mean(ratios)) if ratios else None, seed=first.seed, setting=first.setting)
 
     def merge(self, other: "AcceptanceResult") -> "AcceptanceResult":
         """Exact merge with a result over other samples (e.g. another torchrun shard)."""
@@ -299,7 +312,7 @@ class AcceptanceResult:
         return AcceptanceResult(spec=self.spec, taps=self.taps, steps=self.steps,
                                 chains={k: v[cm] for k, v in self.chains.items()},
                                 samples={k: v[sm] for k, v in self.samples.items()},
-                                cost_ratio=self.cost_ratio, seed=self.seed)
+                                cost_ratio=self.cost_ratio, seed=self.seed, setting=self.setting)
 
     # ---- statistics ---------------------------------------------------------------------------
     @property
@@ -443,7 +456,8 @@ class AcceptanceResult:
 
     def to_json(self, path=None, *, ratio: float | None = None) -> dict:
         """JSON-ready dict (keys of the issue's `accept --json`); written atomically when ``path``."""
-        out = {"wiring": {"spec": self.spec, "taps": list(self.taps)}, "steps": self.steps,
+        out = {"schema_version": SCHEMA_VERSION, "wiring": {"spec": self.spec, "taps": list(self.taps)},
+               "steps": self.steps, "setting": self.setting.to_dict(),
                "convention": CONVENTION + "; accept_length = E[A]+1 (bonus counted), "
                                           "accept_length_no_bonus = E[A]"}
         out.update(self.statistics(intervals=True))
@@ -480,7 +494,8 @@ class AcceptanceResult:
         fmt = lambda xs: "[" + ", ".join("—" if x is None else f"{x:.3f}" for x in xs) + "]"  # noqa: E731
         dp = s["decode_path"]
         lines = [
-            f"wiring {self.spec}  K={self.steps}  {CONVENTION}",
+            f"wiring {self.spec}",
+            f"setting: {self.setting.describe()}",
             f"samples {s['n_samples']}  chains {s['n_chains']}  decode-path verify steps {dp['n_verify_steps']}",
             f"accept length (E[A]+1, bonus counted): {_f(s['accept_length'])} "
             f"[95% {_f(iv['accept_length'][0])}–{_f(iv['accept_length'][1])}]   "
@@ -576,6 +591,21 @@ def coverage_counts(next_token, loss_mask, lengths, t2d):
     return resp.sum(1).cpu().numpy(), ok.sum(1).cpu().numpy()
 
 
+def resolve_setting(K=None, setting: Setting | None = None) -> Setting:
+    """The setting of a run given ``K`` and/or ``setting`` (default: chain K=4, greedy).
+
+        >>> resolve_setting(3).steps, resolve_setting(None, Setting(steps=2)).steps
+        (3, 2)
+    """
+    if setting is None:
+        if K is not None and (isinstance(K, bool) or not isinstance(K, (int, np.integer)) or int(K) < 1):
+            raise WorkbenchError(f"steps K={K!r}: expected an integer K >= 1")
+        return Setting(steps=4 if K is None else int(K))
+    if K is not None and int(K) != setting.steps:
+        raise WorkbenchError(f"steps K={K} differs from the setting's K={setting.steps}: give one of them")
+    return setting
+
+
 def _sync(device) -> None:
     import torch
 
@@ -583,8 +613,9 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def simulate(target, draft, dataset, wirings, *, K: int = 4, limit: int | None = None, batch_size: int = 8,
-             progress: bool = True, topk: int = 5, cache_dir=None, seed: int = 0) -> dict[str, "AcceptanceResult"]:
+def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: int | None = None, batch_size: int = 8,
+             progress: bool = True, topk: int = 5, cache_dir=None, seed: int = 0,
+             setting: Setting | None = None) -> dict[str, "AcceptanceResult"]:
     """Acceptance of ``draft`` on ``target`` for each wiring, from ONE target pass over ``dataset``.
 
         >>> # res = simulate(target, draft, ds, ["embed,L1,L3", "L1,L3,L4"], K=4, limit=200)
@@ -595,14 +626,18 @@ def simulate(target, draft, dataset, wirings, *, K: int = 4, limit: int | None =
     per-chain counts are kept (never features across batches). Also measured: step-1 top-1/top-5
     accuracy (``topk`` > 0), the draft-vocab coverage ceiling and the draft-step/target-forward time
     ratio used by :meth:`AcceptanceResult.speedup`.
+
+    ``setting`` (:class:`~workbench.setting.Setting`, default chain drafting of depth ``K`` = 4,
+    greedy) is what the results carry; ``K`` and ``setting.steps`` must agree when both are given.
     """
     import torch
 
     from workbench import capture
     from workbench.draft import run_chains
 
-    if int(K) < 1:
-        raise WorkbenchError(f"steps K={K}: expected K >= 1")
+    setting = resolve_setting(K, setting)
+    setting.check_simulable()
+    K = setting.steps
     wl = _as_wirings(wirings, target.n_layers)
     width = _fc_width(draft)
     for w in wl:
@@ -649,7 +684,7 @@ def simulate(target, draft, dataset, wirings, *, K: int = 4, limit: int | None =
                                          f"prompt of at least 1 token (check the data's prompt/response split)")
             parts[w.spec].append(AcceptanceResult.from_counts(
                 A, K=K, spec=w.spec, taps=w.taps, rows=batch.rows, n_prompt_tokens=batch.n_prompt_tokens,
-                sources=batch.sources, top_hits=hits, coverage=cov))
+                sources=batch.sources, top_hits=hits, coverage=cov, setting=setting))
             del out
         del batch
     results = {}
@@ -748,6 +783,7 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
     from tqdm.auto import tqdm
 
     w = _as_wirings(wiring, target.n_layers)[0]
+    setting = Setting(steps=int(K), estimator="decode-path")
     rows = list(dataset.rows(limit) if hasattr(dataset, "rows") else list(dataset)[:limit] if limit else dataset)
     parts = []
     for i, row in enumerate(tqdm(rows, desc="exact", unit="sample", disable=not progress)):
@@ -767,7 +803,8 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
             t += a + 1
         src = str(row.get("source", "") or "")
         r = AcceptanceResult.from_arrays(w.spec, K, sample=[int(row.get("_row", i))] * len(ts), t=ts, accepted=As,
-                                         source=[src] * len(ts), on_path=[True] * len(ts), taps=w.taps)
+                                         source=[src] * len(ts), on_path=[True] * len(ts), taps=w.taps,
+                                         setting=setting)
         r.samples.update(sample=np.asarray([int(row.get("_row", i))]), source=np.asarray([src], dtype=object),
                          n_prompt_tokens=np.asarray([n_prompt]), n_response_tokens=np.asarray([-1]),
                          n_coverable=np.asarray([-1]))
@@ -832,5 +869,6 @@ def accept(target_path, draft_path, data_path, *, wiring=None, engine=None, K: i
     d = dmod.load_draft(draft_path, target, device=device, dtype=target.dtype)
     w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-    res = simulate(target, d, ds, [w], K=K, limit=limit, batch_size=batch_size, progress=progress)[w.spec]
+    setting = resolve_setting(K).replace(engine=engine)
+    res = simulate(target, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting)[w.spec]
     return res, note

@@ -178,7 +178,10 @@ class Inspection:
 
     def to_dict(self) -> dict:
         s = self.summary.reset_index().to_dict(orient="records")
-        return {"description": self.description.to_dict(), "validation": self.validation.to_dict(), "summary": s}
+        from workbench.setting import SCHEMA_VERSION
+
+        return {"schema_version": SCHEMA_VERSION, "description": self.description.to_dict(),
+                "validation": self.validation.to_dict(), "summary": s}
 
     def __str__(self) -> str:
         out = [str(self.description), "summary by source (valid rows):"]

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError, jsonable, write_json
+from workbench.setting import SCHEMA_VERSION, Setting
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "eagle": "EAGLE", "specforge": "SpecForge",
                 "modelopt": "ModelOpt", "hf": "HF"}
@@ -248,6 +249,11 @@ class Diagnosis:
     n_screen_samples: int = 0
     n_samples: int = 0
     candidates: list = field(default_factory=list, repr=False)
+    setting: Setting | None = None      # chain K=steps, greedy, the engine judged (default)
+
+    def __post_init__(self):
+        if self.setting is None:
+            self.setting = Setting(steps=int(self.steps), engine=self.engine)
 
     @property
     def exit_code(self) -> int:
@@ -275,7 +281,8 @@ class Diagnosis:
             r = dict(r)
             r["reasons"] = list(r["reasons"])
             rows.append(r)
-        out = {"engine": self.engine, "steps": self.steps,
+        out = {"schema_version": SCHEMA_VERSION, "engine": self.engine, "steps": self.steps,
+               "setting": self.setting.to_dict(),
                "convention": "chain drafting (topk 1), greedy; accept_length = E[A]+1 (bonus counted)",
                "verdict": self.verdict, "exit_code": self.exit_code, "engine_ok": self.engine_ok,
                "best": self.best, "best_feasible": self.best_feasible, "engine_wiring": self.engine_wiring,
@@ -292,8 +299,9 @@ class Diagnosis:
         """The ranked table as text, then the verdict."""
         t = self.table.head(max_rows)
         w = max([len("wiring")] + [len(s) for s in t["spec"]])
-        lines = [f"wiring diagnosis for {engine_name(self.engine)}, K={self.steps}, chain drafting, greedy; "
-                 f"screened on {self.n_screen_samples} samples, full curves on {self.n_samples}",
+        lines = [f"wiring diagnosis for {engine_name(self.engine)}: screened on {self.n_screen_samples} samples, "
+                 f"full curves on {self.n_samples}",
+                 f"setting: {self.setting.describe()}",
                  f"{'#':>2}  {'wiring'.ljust(w)}  {'α1':>5}  {'accept':>6}  {'95% interval':>13}  "
                  f"{'path':>5}  {'chains':>6}  feasible  reasons"]
         for r in t.to_dict("records"):
@@ -343,7 +351,7 @@ def _stats(res, stage: int) -> dict:
 
 def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, screen_chains: int = 300,
              top: int = 4, limit: int | None = None, progress: bool = True, sglang_rule: str = "classic",
-             batch_size: int = 8, ctx=None, shard_dir=None) -> Diagnosis | None:
+             batch_size: int = 8, ctx=None, shard_dir=None, cost_ratio: float | None = None) -> Diagnosis | None:
     """Rank candidate wirings of ``draft`` on ``target`` over ``dataset`` and say what ``engine`` does.
 
         >>> # dx = diagnose(target, draft, ds, engine="sglang", K=4, limit=200)
@@ -358,6 +366,8 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     sharded over the ranks and merged exactly (every rank gets the stage-1 screen, so all pick the
     same stage-2 wirings); rank 0 returns the Diagnosis, the other ranks None. ``shard_dir`` keeps
     each rank's results (``screen.rank-R-of-W.npz``, ``curves.rank-R-of-W.npz``) for resuming.
+    ``cost_ratio``: a fixed draft-step/target-forward cost ratio for the results' speed-up projection
+    instead of the measured one (reproducible output).
     """
     import pandas as pd
 
@@ -374,6 +384,9 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
         raise WorkbenchError(f"limit={limit!r}: expected a positive number of samples (or None for all)")
     if int(top) < 1 or int(screen_chains) < 1:
         raise WorkbenchError(f"top={top}, screen_chains={screen_chains}: expected both >= 1")
+    if cost_ratio is not None and not (isinstance(cost_ratio, (int, float)) and cost_ratio >= 0):
+        raise WorkbenchError(f"cost_ratio={cost_ratio!r}: expected a number >= 0 (draft step / target forward)")
+    setting = Setting(steps=K, engine=engine)
     n = target.n_layers
     H = int(target.hidden_size)
     width = _fc_width(draft)
@@ -395,9 +408,9 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     # stage 1: α1 of every candidate, one pass over the screening samples
     screen_rows = _rows_for_screen(dataset, limit, int(screen_chains))
     progress = bool(progress) and (ctx is None or ctx.is_main)
-    screen = wd.simulate_sharded(target, draft, screen_rows, [c.wiring for c in cands], K=1, batch_size=batch_size,
+    screen = wd.simulate_sharded(target, draft, screen_rows, [c.wiring for c in cands], batch_size=batch_size,
                                  progress=progress, topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
-                                 everywhere=True)
+                                 everywhere=True, setting=setting.replace(steps=1))
     s1 = {spec: _stats(r, 1) for spec, r in screen.items()}
     order = sorted(range(len(cands)), key=lambda i: (-_key(s1[cands[i].spec]["alpha1"]), i))
     ranked1 = [cands[i].spec for i in order]
@@ -408,11 +421,14 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     for s in (feas[:1] + [eng_spec, trained]):
         if s is not None and s not in chosen:
             chosen.append(s)
-    results = wd.simulate_sharded(target, draft, dataset, [by_spec[s].wiring for s in chosen], K=K, limit=limit,
+    results = wd.simulate_sharded(target, draft, dataset, [by_spec[s].wiring for s in chosen], limit=limit,
                                   batch_size=batch_size, progress=progress, ctx=ctx, out_dir=shard_dir,
-                                  name="curves")
+                                  name="curves", setting=setting)
     if results is None:                      # not rank 0: rank 0 reports for everyone
         return None
+    if cost_ratio is not None:
+        for r in list(results.values()) + list(screen.values()):
+            r.cost_ratio = float(cost_ratio)
     s2 = {spec: _stats(r, 2) for spec, r in results.items()}
     n_samples = next(iter(results.values())).n_samples
 
@@ -441,7 +457,8 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     return Diagnosis(engine=engine, steps=K, table=table, results=results, screen=screen, best=best,
                      best_feasible=best_feasible, engine_wiring=eng_spec, engine_explanation=eng.explanation,
                      engine_warnings=list(eng.warnings), trained_wiring=trained, engine_ok=engine_ok,
-                     verdict=verdict, n_screen_samples=len(screen_rows), n_samples=n_samples, candidates=cands)
+                     verdict=verdict, n_screen_samples=len(screen_rows), n_samples=n_samples, candidates=cands,
+                     setting=setting)
 
 
 def _key(x) -> float:
@@ -489,7 +506,8 @@ def _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok,
 def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang", K: int = 4, limit=None,
                    device: str | None = "cpu", dtype=None, batch_size: int = 8, screen_chains: int = 300,
                    top: int = 4, sglang_rule: str = "classic", trust_remote_code: bool = False,
-                   progress: bool = True, ctx=None, shard_dir=None, device_map=None) -> Diagnosis | None:
+                   progress: bool = True, ctx=None, shard_dir=None, device_map=None,
+                   cost_ratio: float | None = None) -> Diagnosis | None:
     """Everything behind ``workbench diagnose``: load target, draft and data, then :func:`diagnose`.
 
         >>> # dx = diagnose_files("data/demo/target", "data/demo/draft-mismatched", "data/demo/val.jsonl")
@@ -510,7 +528,7 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
     return diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
                     progress=progress, sglang_rule=sglang_rule, batch_size=batch_size, ctx=ctx,
-                    shard_dir=shard_dir)
+                    shard_dir=shard_dir, cost_ratio=cost_ratio)
 
 
 __all__ = ["Candidate", "Diagnosis", "candidates", "cannot_feed", "config_ids", "diagnose", "diagnose_files"]

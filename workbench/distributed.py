@@ -41,7 +41,7 @@ import numpy as np
 
 from workbench.errors import WorkbenchError, atomic_write
 
-SHARD_VERSION = 1
+SHARD_VERSION = 2
 FAIL_ENV = "WORKBENCH_FAIL_RANK"
 TIMEOUT_ENV = "WORKBENCH_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 6 * 3600      # ranks wait at the gather for the slowest shard
@@ -300,7 +300,8 @@ def encode_results(results: dict, key: dict | None = None) -> bytes:
                     v = np.asarray([code[str(s)] for s in v.tolist()], np.int32)
                 arrays[f"{i}.{prefix}.{col}"] = np.asarray(v)
         meta["results"].append({"key": spec, "spec": r.spec, "taps": list(r.taps), "steps": int(r.steps),
-                                "cost_ratio": r.cost_ratio, "seed": int(r.seed), "sources": names})
+                                "cost_ratio": r.cost_ratio, "seed": int(r.seed), "sources": names,
+                                "setting": r.setting.to_dict()})
     arrays["meta"] = np.asarray(json.dumps(meta))
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -310,6 +311,7 @@ def encode_results(results: dict, key: dict | None = None) -> bytes:
 def decode_results(data: bytes) -> tuple[dict, dict]:
     """Inverse of :func:`encode_results`: ``({spec: AcceptanceResult}, key)``."""
     from workbench.acceptance import AcceptanceResult
+    from workbench.setting import Setting
 
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
@@ -325,7 +327,7 @@ def decode_results(data: bytes) -> tuple[dict, dict]:
                 tables.append(t)
             out[m["key"]] = AcceptanceResult(spec=m["spec"], taps=tuple(m["taps"]), steps=m["steps"],
                                              chains=tables[0], samples=tables[1], cost_ratio=m["cost_ratio"],
-                                             seed=m["seed"])
+                                             seed=m["seed"], setting=Setting.from_dict(m["setting"]))
     return out, meta["key"]
 
 
@@ -397,7 +399,8 @@ def _reorder(r, position: dict):
     so = np.argsort(pos(r.samples["sample"]), kind="stable")
     co = np.lexsort((r.chains["t"], pos(r.chains["sample"]))) if len(r.chains["t"]) else np.zeros(0, np.int64)
     return AcceptanceResult(spec=r.spec, taps=r.taps, steps=r.steps, chains={k: v[co] for k, v in r.chains.items()},
-                            samples={k: v[so] for k, v in r.samples.items()}, cost_ratio=r.cost_ratio, seed=r.seed)
+                            samples={k: v[so] for k, v in r.samples.items()}, cost_ratio=r.cost_ratio, seed=r.seed,
+                            setting=r.setting)
 
 
 def gather_results(parts: list[dict], order: list[int] | None = None) -> dict:
@@ -486,9 +489,9 @@ def sharded(rows: list[dict], fn, *, ctx: Context | None = None, batch_size: int
     return gather_results(parts, [int(rows[i]["_row"]) for i in single])   # single-process order
 
 
-def simulate_sharded(target, draft, dataset, wirings, *, K: int = 4, limit: int | None = None, batch_size: int = 8,
-                     ctx: Context | None = None, out_dir=None, name: str | None = None, progress: bool = True,
-                     topk: int = 5, seed: int = 0, everywhere: bool = False) -> dict | None:
+def simulate_sharded(target, draft, dataset, wirings, *, K: int | None = None, limit: int | None = None,
+                     batch_size: int = 8, ctx: Context | None = None, out_dir=None, name: str | None = None, progress: bool = True,
+                     topk: int = 5, seed: int = 0, everywhere: bool = False, setting=None) -> dict | None:
     """:func:`workbench.acceptance.simulate` over this rank's shard; merged ``{spec: result}`` on rank 0.
 
         >>> # with init("auto") as ctx:
@@ -500,27 +503,31 @@ def simulate_sharded(target, draft, dataset, wirings, *, K: int = 4, limit: int 
     ``everywhere=True``: every rank gets the merged results (see :func:`sharded`).
     """
     from workbench import capture
-    from workbench.acceptance import AcceptanceResult, _as_wirings, simulate
+    from workbench.acceptance import AcceptanceResult, _as_wirings, resolve_setting, simulate
 
     ctx = ctx or Context()
+    setting = resolve_setting(K, setting)
+    K = setting.steps
     wl = _as_wirings(wirings, target.n_layers)
     rows = global_rows(dataset, limit)
     if not rows:
         raise WorkbenchError("the dataset has no rows")
     key = {"target": capture.target_fingerprint(target),
            "draft": module_fingerprint(draft, getattr(draft, "config", None)),
-           "wirings": [w.spec for w in wl], "K": int(K), "limit": limit, "topk": int(topk), "seed": int(seed),
+           "wirings": [w.spec for w in wl], "K": int(K),
+           "setting": {k: v for k, v in setting.to_dict().items() if k != "steps"}, "limit": limit,
+           "topk": int(topk), "seed": int(seed),
            "device": str(target.device).split(":")[0], "dtype": str(target.dtype)}
 
     def fn(shard):
         if not shard:
             out = {}
             for w in wl:
-                out[w.spec] = AcceptanceResult(spec=w.spec, taps=tuple(w.taps), steps=int(K))
+                out[w.spec] = AcceptanceResult(spec=w.spec, taps=tuple(w.taps), steps=int(K), setting=setting)
                 out[w.spec].seed = seed
             return out
-        return simulate(target, draft, shard, wl, K=K, batch_size=batch_size, progress=progress, topk=topk,
-                        seed=seed)
+        return simulate(target, draft, shard, wl, batch_size=batch_size, progress=progress, topk=topk,
+                        seed=seed, setting=setting)
 
     return sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
                    max_positions=target.max_positions, everywhere=everywhere)
@@ -549,8 +556,10 @@ def accept_sharded(target_path, draft_path, data_path, *, wiring=None, engine=No
     d = dmod.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
     w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-    res = simulate_sharded(target, d, ds, [w], K=K, limit=limit, batch_size=batch_size, ctx=ctx, out_dir=out_dir,
-                           progress=progress and ctx.is_main)
+    from workbench.acceptance import resolve_setting
+
+    res = simulate_sharded(target, d, ds, [w], limit=limit, batch_size=batch_size, ctx=ctx, out_dir=out_dir,
+                           progress=progress and ctx.is_main, setting=resolve_setting(K).replace(engine=engine))
     return (None if res is None else res[w.spec]), note
 
 

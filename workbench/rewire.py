@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import torch
 
 from workbench.errors import WorkbenchError, write_json
+from workbench.setting import SCHEMA_VERSION, Setting
 
 #: λ grid, relative to tr(XᵀX)/d (the mean feature energy): scale free.
 ALPHAS = (1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
@@ -397,6 +398,11 @@ class RewireResult:
     reference: object = None              # old draft fed A
     after_closed_form: object = None      # the closed form alone (only when fine-tuned)
     seconds: float = 0.0
+    setting: Setting | None = None        # of the before/after/reference acceptance (chain K, greedy)
+
+    def __post_init__(self):
+        if self.setting is None:
+            self.setting = Setting(steps=int(self.K), engine=self.engine)
 
     @property
     def recovered(self) -> float:
@@ -420,7 +426,8 @@ class RewireResult:
                                            "conditional": [float(x) for x in r.conditional],
                                            "n_chains": r.n_chains}
         nan = lambda x: None if isinstance(x, float) and math.isnan(x) else x  # noqa: E731
-        return {"from_taps": list(self.from_taps), "to_taps": list(self.to_taps), "engine": self.engine,
+        return {"schema_version": SCHEMA_VERSION, "from_taps": list(self.from_taps), "to_taps": list(self.to_taps),
+                "engine": self.engine, "setting": self.setting.to_dict(),
                 "resolution": self.resolution, "out": self.out, "K": self.K, "ridge": self.ridge.to_dict(),
                 "refit": {k: nan(v) for k, v in self.refit_info.items()}, "finetune": self.finetune,
                 "acceptance": {"before": acc(self.before), "after": acc(self.after),
@@ -447,7 +454,7 @@ class RewireResult:
             lines.append(f"fine-tune ({f['part']}): {f['steps']} steps in {f['seconds']:.1f} s")
         if self.before is not None:
             fmt = lambda x: f"{x.accept_length:.3f} (decode path {x.decode_path['accept_length']:.3f})"  # noqa: E731
-            lines += [f"accept length, K={self.K} (E[A]+1, chain, greedy):",
+            lines += [f"accept length (E[A]+1), setting: {self.setting.describe()}",
                       f"  before    (draft trained on {A}, fed {B}): {fmt(self.before)}"]
             if self.after_closed_form is not None:
                 lines.append(f"  closed form only (fed {B}):               {fmt(self.after_closed_form)}  "
@@ -584,7 +591,8 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
                           ridge=ridge, refit_info=info, finetune=ft, K=K)
     if eval_ds is not None:
         a_spec, b_spec = Wiring(A).spec, Wiring(B).spec
-        sim = dict(K=K, limit=eval_limit, batch_size=batch_size, progress=progress, topk=0, seed=seed)
+        sim = dict(limit=eval_limit, batch_size=batch_size, progress=progress, topk=0, seed=seed,
+                   setting=result.setting)
         base = simulate(target, old, eval_ds, [b_spec, a_spec], **sim)
         result.before, result.reference = base[b_spec], base[a_spec]
         result.after = simulate(target, new, eval_ds, [b_spec], **sim)[b_spec]

@@ -67,7 +67,9 @@ class LintResult:
         return not self.errors
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "settings": dict(self.settings),
+        from workbench.setting import SCHEMA_VERSION
+
+        return {"schema_version": SCHEMA_VERSION, "source": self.source, "settings": dict(self.settings),
                 "wiring": self.wiring.to_dict() if self.wiring else None,
                 "trained_wiring": self.trained.spec if self.trained else None,
                 "problems": [p.to_dict() for p in self.problems], "ok": self.ok}

@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError, jsonable, write_json
+from workbench.setting import SCHEMA_VERSION, Setting
 
 # meta_info keys of speculative runs, by SGLang generation (facts page, section 4)
 SPEC_KEYS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_accept_token_num",
@@ -459,6 +460,11 @@ class Comparison:
     settings: dict = field(default_factory=dict)
     tolerance: float = 0.25
     notes: list[str] = field(default_factory=list)
+    setting: Setting | None = None        # chain K, greedy, engine sglang, decode-path estimator (default)
+
+    def __post_init__(self):
+        if self.setting is None:
+            self.setting = Setting(steps=int(self.K), engine="sglang", estimator="decode-path")
 
     # ---- live totals ----
     @property
@@ -584,7 +590,8 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return jsonable({
-            "url": self.url, "K": self.K, "convention": "chain (topk 1), greedy; accept length = mean A + 1 "
+"schema_version": SCHEMA_VERSION, "url": self.url, "K": self.K, "setting": self.setting.to_dict(),
+            "convention": "chain (topk 1), greedy; accept length = mean A + 1 "
             "(bonus counted); offline = decode-path estimator on prompt + the server's output",
             "settings": self.settings, "trained": self.trained, "tolerance": self.tolerance,
             "verdict": {"code": self.verdict_code, "wiring": self.matched, "text": self.verdict},
@@ -601,6 +608,7 @@ class Comparison:
         f = lambda x: "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
         lines = [f"live server {self.url}: {len(self.samples)} samples, K={self.K}, "
                  f"meta_info variant(s) {', '.join(sorted({s.meta.variant for s in self.samples}))}",
+                 f"setting: {self.setting.describe()}",
                  f"{'':46s} {'accept len':>10s}  {'verify steps':>12s}  histogram H[0..K]"]
         for t in self.totals():
             name = t["what"] + (" (trained)" if t.get("trained") else "") + \
@@ -708,10 +716,11 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         notes.append(f"trained taps unknown (no workbench.trained_taps in the draft config): assumed {tw.spec} "
                      f"({r.explanation}); pass --trained-wiring")
     cands = candidates(target.config, dcfg, tw, wirings, sglang_rule=sglang_rule)
-    offline = acceptance.simulate(target, draft, [s.as_row() for s in samples], [c.spec for c in cands], K=K,
-                                  batch_size=batch_size, progress=progress, topk=0)
+    setting = Setting(steps=K, engine="sglang", estimator="decode-path")
+    offline = acceptance.simulate(target, draft, [s.as_row() for s in samples], [c.spec for c in cands],
+                                  batch_size=batch_size, progress=progress, topk=0, setting=setting)
     return Comparison(url=client.url, K=K, samples=samples, offline=offline, candidates=cands, trained=tw.spec,
-                      settings=settings, tolerance=float(tolerance), notes=notes)
+                      settings=settings, tolerance=float(tolerance), notes=notes, setting=setting)
 
 
 def plot_comparison(cmp: Comparison, ax=None):

@@ -39,6 +39,7 @@ def format_report(info: dict) -> str:
 def run(args):
     from workbench import draft as draft_mod
     from workbench.errors import parse_dtype, resolve_device
+    from workbench.setting import SCHEMA_VERSION
 
     device = resolve_device(args.device)
     dtype = parse_dtype(args.dtype, device)
@@ -49,5 +50,5 @@ def run(args):
                                      trust_remote_code=args.trust_remote_code, progress=False)
     d = draft_mod.load_draft(args.path, target, device=device, dtype=dtype)
     info = draft_mod.describe_draft(d)
-    print(json.dumps(info, indent=2) if args.json else format_report(info))
+    print(json.dumps({"schema_version": SCHEMA_VERSION, **info}, indent=2) if args.json else format_report(info))
     return 0
