@@ -41,7 +41,7 @@ def build(args, device):
     cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=2 * args.hidden,
                                    num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=4,
                                    max_position_embeddings=max(1024, args.T), initializer_range=0.1)
-    from workbench.errors import default_dtype
+    from workbench.devices import default_dtype
 
     model = transformers.LlamaForCausalLM(cfg).to(device=device, dtype=default_dtype(device))
     target = capture.target_from_model(model)
@@ -276,7 +276,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
 
     from workbench import capture, data, draft as dmod
     from workbench.acceptance import simulate
-    from workbench.errors import resolve_device
+    from workbench.devices import resolve_device
 
     device = resolve_device(device)
     torch.set_num_threads(threads)
@@ -371,7 +371,7 @@ def main(argv=None):
     if "c" in args.only:
         out["c"] = bench_c(args, target, draft, spec)
     if args.json:
-        from workbench.errors import write_json
+        from workbench.files import write_json
 
         write_json(args.json, out, indent=2)
     return 0

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from workbench.capture import count_forwards, extract, load_target, target_from_model, union_taps  # noqa: E402
-from workbench.errors import resolve_device  # noqa: E402
+from workbench.devices import resolve_device  # noqa: E402
 
 
 def tiny_target(device: str, layers: int = 16, hidden: int = 256, vocab: int = 4096):

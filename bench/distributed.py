@@ -100,7 +100,7 @@ def main(argv=None) -> int:
           f"{statistics.median(d[f'{args.nproc}_processes_s']):.1f} s -> wall-time ratio {fig['ratio']:.2f} "
           f"(same JSON; {os.cpu_count()} CPU cores)")
     if args.json:
-        from workbench.errors import write_json
+        from workbench.files import write_json
 
         write_json(args.json, fig, indent=2)
     return 0

@@ -20,7 +20,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from workbench.demo import ensure_demo  # noqa: E402
-from workbench.errors import write_json  # noqa: E402
+from workbench.files import write_json  # noqa: E402
 from workbench.rewire import rewire  # noqa: E402
 
 

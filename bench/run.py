@@ -142,7 +142,7 @@ def _call_measure(mod, name: str, **offered):
 def run(args) -> int:
     import torch
 
-    from workbench.errors import resolve_device
+    from workbench.devices import resolve_device
 
     device = resolve_device(args.device)
     cfg = QUICK if args.quick else FULL

@@ -37,7 +37,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.errors import WorkbenchError, atomic_write, jsonable, write_json
+from workbench.errors import WorkbenchError
+
+from workbench.files import atomic_write, jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
 
 Z95 = 1.959963984540054
@@ -861,7 +863,7 @@ def accept(target_path, draft_path, data_path, *, wiring=None, engine=None, K: i
     """
     from workbench import capture, data
     from workbench import draft as dmod
-    from workbench.errors import resolve_device
+    from workbench.devices import resolve_device
 
     device = resolve_device(device)
     target = capture.load_target(target_path, device=device, dtype=dtype, trust_remote_code=trust_remote_code,

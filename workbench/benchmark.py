@@ -30,7 +30,9 @@ import re
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from workbench.errors import WorkbenchError, write_json
+from workbench.errors import WorkbenchError
+
+from workbench.files import write_json
 
 SCHEMA = 1
 SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire")

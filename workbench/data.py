@@ -45,7 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError
+
+from workbench.files import atomic_write
 
 CANONICAL = ("input_ids", "loss_mask", "seq_len", "n_prompt_tokens", "n_response_tokens", "source")
 

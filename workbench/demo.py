@@ -41,7 +41,9 @@ import tokenize
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from workbench.errors import WorkbenchError, atomic_write, write_json
+from workbench.errors import WorkbenchError
+
+from workbench.files import atomic_write, write_json
 
 MANIFEST = "manifest.json"
 FORMAT = 2  # bump when the layout of the demo changes: older builds are then rebuilt

@@ -27,7 +27,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from workbench.errors import WorkbenchError, jsonable, write_json
+from workbench.errors import WorkbenchError
+
+from workbench.files import jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "eagle": "EAGLE", "specforge": "SpecForge",
@@ -518,7 +520,7 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
     """
     from workbench import capture, data
     from workbench import draft as dmod
-    from workbench.errors import resolve_device
+    from workbench.devices import resolve_device
 
     device = ctx.device if ctx is not None else resolve_device(device)
     target = capture.load_target(target_path, device=device, dtype=dtype, device_map=device_map,

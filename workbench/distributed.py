@@ -39,7 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError
+
+from workbench.files import atomic_write
 
 SHARD_VERSION = 2
 FAIL_ENV = "WORKBENCH_FAIL_RANK"
@@ -96,7 +98,7 @@ def rank_device(device: str | None, local_rank: int, *, cuda_available: bool | N
         if device == "cuda":
             raise WorkbenchError("device 'cuda' requested but CUDA is not available (use --device cpu)")
         return "cpu"
-    from workbench.errors import resolve_device
+    from workbench.devices import resolve_device
 
     return resolve_device(device)
 

@@ -42,7 +42,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from workbench.errors import WorkbenchError, write_json
+from workbench.errors import WorkbenchError
+
+from workbench.files import write_json
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 _ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")   # the second is vLLM's registry name
@@ -696,7 +698,7 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
         >>> d = load_draft("data/demo/draft-aligned", target)          # doctest: +SKIP
         >>> describe_draft(d)["draft_vocab_size"]                        # doctest: +SKIP
     """
-    from workbench.errors import default_dtype, resolve_device
+    from workbench.devices import default_dtype, resolve_device
 
     folder = Path(path)
     if folder.is_file() and folder.name == "config.json":

@@ -39,7 +39,7 @@ def _figure(ncols: int = 1, height: float = 3.8, width: float = WIDTH):
 
 def save(fig, path, *, dpi: int = 110):
     """Write a figure (PNG/SVG/PDF by extension), atomically."""
-    from workbench.errors import atomic_write
+    from workbench.files import atomic_write
 
     fmt = str(path).rsplit(".", 1)[-1].lower()
     with atomic_write(path, "wb") as f:

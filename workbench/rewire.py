@@ -41,7 +41,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from workbench.errors import WorkbenchError, write_json
+from workbench.errors import WorkbenchError
+
+from workbench.files import write_json
 from workbench.setting import SCHEMA_VERSION, Setting
 
 #: λ grid, relative to tr(XᵀX)/d (the mean feature energy): scale free.

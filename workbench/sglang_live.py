@@ -39,7 +39,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from workbench.errors import WorkbenchError, jsonable, write_json
+from workbench.errors import WorkbenchError
+
+from workbench.files import jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
 
 # meta_info keys of speculative runs, by SGLang generation (facts page, section 4)
@@ -625,7 +627,7 @@ class Comparison:
 
 def _load_inputs(target, draft, data, device, dtype, trust_remote_code, progress=True):
     from workbench import capture, data as dmod, draft as drmod
-    from workbench.errors import resolve_device
+    from workbench.devices import resolve_device
 
     if not hasattr(target, "model"):
         target = capture.load_target(target, device=resolve_device(device), dtype=dtype,

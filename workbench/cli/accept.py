@@ -41,7 +41,7 @@ def run(args) -> int:
 
     from workbench import distributed
     from workbench.acceptance import accept
-    from workbench.errors import parse_dtype, resolve_device
+    from workbench.devices import parse_dtype, resolve_device
 
     if distributed.torchrun_env() is None and args.device_map is None and args.shard_dir is None:
         device = resolve_device(args.device)

@@ -43,7 +43,7 @@ def add_arguments(parser):
 def run(args) -> int:
     from workbench import distributed as wd
     from workbench.diagnose import diagnose_files
-    from workbench.errors import parse_dtype
+    from workbench.devices import parse_dtype
 
     with wd.init(args.device, device_map=args.device_map) as ctx:
         dx = diagnose_files(args.target, args.draft, args.data, engine=args.engine, K=args.steps, limit=args.limit,

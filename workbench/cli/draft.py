@@ -38,7 +38,7 @@ def format_report(info: dict) -> str:
 
 def run(args):
     from workbench import draft as draft_mod
-    from workbench.errors import parse_dtype, resolve_device
+    from workbench.devices import parse_dtype, resolve_device
     from workbench.setting import SCHEMA_VERSION
 
     device = resolve_device(args.device)
