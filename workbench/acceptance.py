@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.errors import WorkbenchError
-
 from workbench.files import atomic_write, jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
 

@@ -31,7 +31,6 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from workbench.errors import WorkbenchError
-
 from workbench.files import write_json
 
 SCHEMA = 1

@@ -39,9 +39,7 @@ from typing import Iterator
 import torch
 
 from workbench.devices import default_dtype, resolve_device
-
 from workbench.errors import WorkbenchError
-
 from workbench.files import atomic_write, write_json
 from workbench.wiring import Wiring, parse_tap, tap_sort_key
 

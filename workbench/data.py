@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from workbench.errors import WorkbenchError
-
 from workbench.files import atomic_write
 
 CANONICAL = ("input_ids", "loss_mask", "seq_len", "n_prompt_tokens", "n_response_tokens", "source")

@@ -42,7 +42,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-
 from workbench.files import atomic_write, write_json
 
 MANIFEST = "manifest.json"

@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
-
 from workbench.files import jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
 

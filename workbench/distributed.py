@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 
 from workbench.errors import WorkbenchError
-
 from workbench.files import atomic_write
 
 SHARD_VERSION = 2

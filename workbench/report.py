@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-
 from workbench.files import atomic_write, jsonable, write_json
 
 ENV_MODE = "WORKBENCH_REPORT"

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 import torch
 
 from workbench.errors import WorkbenchError
-
 from workbench.files import write_json
 from workbench.setting import SCHEMA_VERSION, Setting
 

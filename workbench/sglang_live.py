@@ -40,7 +40,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
-
 from workbench.files import jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
 
