@@ -176,12 +176,12 @@ def _peak_rss_during(fn):
 def _child_mem(args):
     """In a fresh process: load target, draft and rows, simulate on the first N rows --mem-repeats times,
     report the process's peak memory during each run (CPU: RSS incl. the loaded models; CUDA: max allocated)."""
-    from workbench import capture, data, draft as dmod
+    from workbench import capture, checkpoint, data
     from workbench.acceptance import simulate
 
     device = args.device
     target = capture.load_target(args.target_path or os.path.join(args.artifacts, "target"), device=device)
-    draft = dmod.load_draft(args.draft_path or os.path.join(args.artifacts, "draft"), target, device=device,
+    draft = checkpoint.load_draft(args.draft_path or os.path.join(args.artifacts, "draft"), target, device=device,
                             dtype=target.dtype)
     ds = data.load(args.rows_path or os.path.join(args.artifacts, "rows.jsonl"))
     chains = []
@@ -240,7 +240,7 @@ def memory_scaling(target_path, draft_path, spec, *, vocab: int, device: str = "
 
 
 def bench_c(args, target, draft, spec):
-    from workbench.draft import save_draft
+    from workbench.checkpoint import save_draft
 
     n_small = args.mem_samples
     with tempfile.TemporaryDirectory() as tmp:
@@ -274,7 +274,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
     """
     import statistics
 
-    from workbench import capture, data, draft as dmod
+    from workbench import capture, checkpoint, data
     from workbench.acceptance import simulate
     from workbench.devices import resolve_device
 
@@ -284,7 +284,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
     try:
         if target_path is not None:
             target = capture.load_target(target_path, device=device)
-            draft = dmod.load_draft(draft_path, target, device=device, dtype=target.dtype)
+            draft = checkpoint.load_draft(draft_path, target, device=device, dtype=target.dtype)
             rows = data.load(data_path).rows()
             vocab = target.vocab_size
         else:
@@ -293,7 +293,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
             target, draft, rows, spec = build(args, device)
             target_path, draft_path = os.path.join(tmp.name, "target"), os.path.join(tmp.name, "draft")
             target.model.save_pretrained(target_path)
-            dmod.save_draft(draft, draft_path)
+            checkpoint.save_draft(draft, draft_path)
         label = label or f"synthetic Llama N={target.n_layers} H={target.hidden_size}"
         T_max = max(len(r["input_ids"]) for r in rows)
 

@@ -41,7 +41,8 @@ import pandas as pd
 from workbench import capture, plots, wiring
 from workbench.demo import fill_paths
 from workbench import data as wb_data
-from workbench.draft import describe_draft, load_draft
+from workbench.checkpoint import load_draft
+from workbench.draft import describe_draft
 
 target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
 tgt = capture.load_target(target, device=device)

@@ -48,7 +48,7 @@ import pandas as pd
 from workbench import acceptance, capture, plots, widgets, wiring
 from workbench.demo import fill_paths
 from workbench import data as wb_data
-from workbench.draft import load_draft
+from workbench.checkpoint import load_draft
 
 target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
 tgt = capture.load_target(target, device=device, progress=False)

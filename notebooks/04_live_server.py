@@ -51,7 +51,7 @@ import contextlib
 from workbench import capture
 from workbench.demo import fill_paths
 from workbench import data as wb_data
-from workbench.draft import load_draft
+from workbench.checkpoint import load_draft
 from workbench.fake_sglang import serve
 from workbench.sglang_live import compare, plot_comparison, plot_histograms
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import transformers
 
-from workbench import capture, draft as dmod, train
+from workbench import capture, checkpoint, draft as dmod, train
 from workbench.acceptance import AcceptanceResult, exact_decode, exact_simulate, simulate
 from workbench.errors import WorkbenchError
 
@@ -132,7 +132,7 @@ def test_cli_accept(setup, tmp_path, capsys):
 
     target, draft, rows = setup
     target.model.save_pretrained(tmp_path / "target")
-    dmod.save_draft(draft, tmp_path / "draft", extra_config={"workbench": {"trained_taps": TRAINED.split(",")}})
+    checkpoint.save_draft(draft, tmp_path / "draft", extra_config={"workbench": {"trained_taps": TRAINED.split(",")}})
     with open(tmp_path / "data.jsonl", "w") as f:
         for row in rows:
             f.write(json.dumps({"input_ids": row["input_ids"], "loss_mask": row["loss_mask"],

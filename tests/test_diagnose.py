@@ -43,6 +43,7 @@ def wired(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from workbench import capture, train
+    from workbench import checkpoint
     from workbench import draft as dm
     from workbench.demo import write_jsonl
 
@@ -69,7 +70,7 @@ def wired(tmp_path_factory):
             log = train.train_on_batches(d, batches, taps, K=1, optimizer=opt)
         assert log.acc_per_step[0] > 0.8, f"draft-{name} did not learn its task: {log.acc_per_step}"
         folder = out / f"draft-{name}"
-        dm.save_draft(d, folder, extra_config={"workbench": {"trained_taps": taps}})
+        checkpoint.save_draft(d, folder, extra_config={"workbench": {"trained_taps": taps}})
         sd = load_file(str(folder / "model.safetensors"))
         sd["embed_tokens.weight"] = torch.zeros(V, H)          # the draft carries its own (zero) embedding
         save_file(sd, str(folder / "model.safetensors"))
@@ -78,10 +79,11 @@ def wired(tmp_path_factory):
 
 def _load(wired, name):
     from workbench import capture, data
+    from workbench import checkpoint
     from workbench import draft as dm
 
     target = capture.load_target(wired / "target")
-    return target, dm.load_draft(wired / name, target), data.load(wired / "val.jsonl")
+    return target, checkpoint.load_draft(wired / name, target), data.load(wired / "val.jsonl")
 
 
 # ---------------------------------------------------------------------------------------- candidates
@@ -169,11 +171,12 @@ def test_aligned_draft_gets_a_healthy_verdict(wired):
 
 def test_one_target_pass_per_stage_on_the_smoke_demo(smoke_demo):
     from workbench import capture, data
+    from workbench import checkpoint
     from workbench import draft as dm
     from workbench.diagnose import diagnose
 
     target = capture.load_target(smoke_demo / "target")
-    d = dm.load_draft(smoke_demo / "draft-mismatched", target)
+    d = checkpoint.load_draft(smoke_demo / "draft-mismatched", target)
     ds = data.load(smoke_demo / "val.jsonl", tokenizer=target.tokenizer)
     with capture.count_forwards(target.model) as c:
         dx = diagnose(target, d, ds, K=2, screen_chains=40, top=2, limit=6, batch_size=4, progress=False)

@@ -16,7 +16,7 @@ import pytest
 import torch
 import transformers
 
-from workbench import capture, distributed as wd, draft as dmod, train
+from workbench import capture, checkpoint, distributed as wd, draft as dmod, train
 from workbench.acceptance import AcceptanceResult, simulate
 from workbench.errors import WorkbenchError
 
@@ -51,7 +51,7 @@ def tiny(tmp_path_factory):
     draft.eval()
     folder = tmp_path_factory.mktemp("dist")
     target.model.save_pretrained(folder / "target")
-    dmod.save_draft(draft, folder / "draft", extra_config={"workbench": {"trained_taps": TAPS.split(",")}})
+    checkpoint.save_draft(draft, folder / "draft", extra_config={"workbench": {"trained_taps": TAPS.split(",")}})
     with open(folder / "data.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps({"input_ids": r["input_ids"], "loss_mask": r["loss_mask"], "source": r["source"]}) + "\n")

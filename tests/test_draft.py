@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from workbench.cli import main as cli_main
-from workbench.draft import (ChainOutput, Eagle3Draft, chain_reference, describe_draft, load_draft,
-                             new_draft_config, run_chains, save_draft)
+from workbench.checkpoint import load_draft, save_draft
+from workbench.draft import ChainOutput, Eagle3Draft, chain_reference, describe_draft, new_draft_config, run_chains
 from workbench.errors import WorkbenchError
 
 V, H = 60, 32

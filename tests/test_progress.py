@@ -10,6 +10,7 @@ import transformers
 from transformers.utils import logging as hf_logging
 
 from workbench import capture, train
+from workbench import checkpoint
 from workbench import draft as dmod
 
 V, H, N = 32, 32, 4
@@ -32,7 +33,7 @@ def tiny(tmp_path_factory):
             f.write(json.dumps(r) + "\n")
     draft = dmod.Eagle3Draft.from_config(dmod.new_draft_config(cfg.to_dict(), layer_ids=[0, 1, 2]),
                                          target.embed_weight())
-    dmod.save_draft(draft, folder / "draft")
+    checkpoint.save_draft(draft, folder / "draft")
     return folder, target, draft, rows
 
 

@@ -209,7 +209,7 @@ def test_cli_rewire_smoke_demo(smoke_demo, tmp_path, capsys):
 
     from workbench.capture import load_target
     from workbench.cli import main
-    from workbench.draft import load_draft
+    from workbench.checkpoint import load_draft
     from workbench.wiring import resolve
 
     d = smoke_demo

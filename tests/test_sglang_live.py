@@ -31,7 +31,8 @@ def _build(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from workbench import capture
-    from workbench.draft import Eagle3Draft, new_draft_config, save_draft
+    from workbench.checkpoint import save_draft
+    from workbench.draft import Eagle3Draft, new_draft_config
     from workbench.wiring import Wiring
 
     torch.manual_seed(0)

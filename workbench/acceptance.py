@@ -861,13 +861,13 @@ def accept(target_path, draft_path, data_path, *, wiring=None, engine=None, K: i
         >>> #                       engine="sglang", K=4, limit=100)
     """
     from workbench import capture, data
-    from workbench import draft as dmod
+    from workbench import checkpoint
     from workbench.devices import resolve_device
 
     device = resolve_device(device)
     target = capture.load_target(target_path, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                                  progress=progress)
-    d = dmod.load_draft(draft_path, target, device=device, dtype=target.dtype)
+    d = checkpoint.load_draft(draft_path, target, device=device, dtype=target.dtype)
     w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
     setting = resolve_setting(K).replace(engine=engine)

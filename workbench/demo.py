@@ -512,7 +512,7 @@ def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
         >>> measure_story("data/demo", K=4)["draft-mismatched"]["loss"]   # doctest: +SKIP
         0.41
     """
-    from workbench import acceptance, capture, data, draft
+    from workbench import acceptance, capture, checkpoint, data
 
     out = Path(out)
     target = target if target is not None else capture.load_target(out / "target", device="cpu")
@@ -522,7 +522,7 @@ def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
              "metric": "decode-path accept length (chain, greedy, bonus counted)",
              "trained": ",".join(taps["mismatched"]), "sglang": ",".join(taps["aligned"])}
     for name in ("draft-mismatched", "draft-aligned"):
-        d = draft.load_draft(out / name, target)
+        d = checkpoint.load_draft(out / name, target)
         res = acceptance.simulate(target, d, ds, [",".join(taps["mismatched"]), ",".join(taps["aligned"])],
                                   K=int(K), progress=False, topk=0, seed=seed)
         acc = {spec: round(float(r.decode_path["accept_length"]), 4) for spec, r in res.items()}
@@ -536,8 +536,8 @@ def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
 # ---------------------------------------------------------------------------------------- build
 
 def _train_drafts(target, tmp: Path, size: DemoSize, seed: int, progress: bool) -> dict:
-    """Both drafts through ``train.train_draft`` on ``train.jsonl``, saved with ``draft.save_draft``."""
-    from workbench import data, draft, train
+    """Both drafts through ``train.train_draft`` on ``train.jsonl``, saved with ``checkpoint.save_draft``."""
+    from workbench import checkpoint, data, draft, train
 
     dataset = data.load(tmp / "train.jsonl")
     taps = demo_taps(target.n_layers)
@@ -551,7 +551,7 @@ def _train_drafts(target, tmp: Path, size: DemoSize, seed: int, progress: bool) 
             log = train.train_draft(model, target, dataset, list(taps[name]), K=size.draft_K,
                                     epochs=size.draft_epochs, lr=size.draft_lr, batch_size=size.draft_batch,
                                     seed=seed, progress=progress)
-        draft.save_draft(model, tmp / f"draft-{name}",
+        checkpoint.save_draft(model, tmp / f"draft-{name}",
                          extra_config={"workbench": {"trained_taps": list(taps[name])}})
         out[f"draft-{name}"] = {
             "trained_taps": list(taps[name]), "layer_ids": list(taps["layer_ids"]),

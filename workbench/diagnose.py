@@ -1,9 +1,9 @@
 """Wiring diagnosis: which target taps does this draft really want, and what does the engine feed it?
 
-    >>> # from workbench import capture, data, draft
+    >>> # from workbench import capture, checkpoint, data
     >>> # from workbench.diagnose import diagnose
     >>> # target = capture.load_target("data/demo/target")
-    >>> # d = draft.load_draft("data/demo/draft-mismatched", target)
+    >>> # d = checkpoint.load_draft("data/demo/draft-mismatched", target)
     >>> # ds = data.load("data/demo/val.jsonl", tokenizer=target.tokenizer)
     >>> # dx = diagnose(target, d, ds, engine="sglang", K=4)
     >>> # print(dx.verdict)
@@ -518,14 +518,14 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
     visible GPUs, the draft then sits on the device of the target's embedding.
     """
     from workbench import capture, data
-    from workbench import draft as dmod
+    from workbench import checkpoint
     from workbench.devices import resolve_device
 
     device = ctx.device if ctx is not None else resolve_device(device)
     target = capture.load_target(target_path, device=device, dtype=dtype, device_map=device_map,
                                  trust_remote_code=trust_remote_code,
                                  progress=progress and (ctx is None or ctx.is_main))
-    d = dmod.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
+    d = checkpoint.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
     return diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
                     progress=progress, sglang_rule=sglang_rule, batch_size=batch_size, ctx=ctx,

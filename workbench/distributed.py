@@ -548,13 +548,13 @@ def accept_sharded(target_path, draft_path, data_path, *, wiring=None, engine=No
     larger than one GPU; the draft goes to the device of the target's embedding.
     """
     from workbench import capture, data
-    from workbench import draft as dmod
+    from workbench import checkpoint
     from workbench.acceptance import choose_wiring
 
     ctx = ctx or Context()
     target = capture.load_target(target_path, device=ctx.device, dtype=dtype, device_map=device_map,
                                  trust_remote_code=trust_remote_code, progress=progress and ctx.is_main)
-    d = dmod.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
+    d = checkpoint.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
     w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
     from workbench.acceptance import resolve_setting

@@ -186,7 +186,7 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
         if target is None or draft is None:
             raise WorkbenchError("fake server: give target and draft (or a generate callable)")
         from workbench import capture
-        from workbench import draft as dmod
+        from workbench import checkpoint
         from workbench import wiring as wmod
 
         if not hasattr(target, "model"):
@@ -194,7 +194,7 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
             target = capture.load_target(target, device="cpu")
         if not hasattr(draft, "fc"):
             extra.setdefault("draft_path", str(draft))
-            draft = dmod.load_draft(draft, target, device=target.device, dtype=target.dtype)
+            draft = checkpoint.load_draft(draft, target, device=target.device, dtype=target.dtype)
         if wiring is None:
             r = wmod.resolve("sglang", target.config, draft.config)
             wiring = r.spec

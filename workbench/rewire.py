@@ -21,7 +21,7 @@ split of the samples (every 5th ``_row`` by default) from a grid relative to ``t
 weight is refit on all samples. ``b`` is fitted only when the old ``fc`` has a bias (the checkpoint
 format does not change).
 
-Export: the same checkpoint format (:func:`workbench.draft.save_draft`) with the config's
+Export: the same checkpoint format (:func:`workbench.checkpoint.save_draft`) with the config's
 ``eagle_config`` ids set so that the chosen engine resolves to taps B (checked with
 :func:`workbench.wiring.resolve`; refused when no id list can do it, e.g. ``embed`` for SGLang) and a
 note ``"workbench": {"rewired_from": A, "trained_taps": B, "method": ...}``. Acceptance on held-out
@@ -475,13 +475,13 @@ def _share(x) -> str:
 
 def _load(target, draft, device, dtype, trust_remote_code, progress=True):
     from workbench import capture
-    from workbench import draft as dmod
+    from workbench import checkpoint
 
     if isinstance(target, (str, os.PathLike)):
         target = capture.load_target(target, device=device or "cpu", dtype=dtype, trust_remote_code=trust_remote_code,
                                      progress=progress)
     if isinstance(draft, (str, os.PathLike)):
-        draft = dmod.load_draft(draft, target, device=target.device, dtype=target.dtype)
+        draft = checkpoint.load_draft(draft, target, device=target.device, dtype=target.dtype)
     return target, draft
 
 
@@ -550,7 +550,7 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
     ``target``/``draft``/``data`` are loaded objects or paths. ``out`` None: nothing is written and
     "after" is measured on the in-memory draft.
     """
-    from workbench import draft as dmod
+    from workbench import checkpoint
     from workbench.acceptance import simulate
     from workbench.wiring import Wiring
 
@@ -586,8 +586,8 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
     new.config["workbench"] = dict(cfg.get("workbench") or {}, **note)
     out_path = None
     if out is not None:
-        out_path = str(dmod.save_draft(new, out, extra_config={"workbench": new.config["workbench"]}))
-        new = dmod.load_draft(out_path, target, device=str(old.fc.weight.device), dtype=old.fc.weight.dtype)
+        out_path = str(checkpoint.save_draft(new, out, extra_config={"workbench": new.config["workbench"]}))
+        new = checkpoint.load_draft(out_path, target, device=str(old.fc.weight.device), dtype=old.fc.weight.dtype)
     result = RewireResult(from_taps=A, to_taps=B, engine=export_engine, resolution=res.explanation, out=out_path,
                           ridge=ridge, refit_info=info, finetune=ft, K=K)
     if eval_ds is not None:

@@ -625,14 +625,14 @@ class Comparison:
 
 
 def _load_inputs(target, draft, data, device, dtype, trust_remote_code, progress=True):
-    from workbench import capture, data as dmod, draft as drmod
+    from workbench import capture, checkpoint, data as dmod
     from workbench.devices import resolve_device
 
     if not hasattr(target, "model"):
         target = capture.load_target(target, device=resolve_device(device), dtype=dtype,
                                      trust_remote_code=trust_remote_code, progress=progress)
     if not hasattr(draft, "fc"):
-        draft = drmod.load_draft(draft, target, device=target.device, dtype=target.dtype)
+        draft = checkpoint.load_draft(draft, target, device=target.device, dtype=target.dtype)
     if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
         data = dmod.load(data, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
     return target, draft, data

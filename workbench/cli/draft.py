@@ -37,6 +37,7 @@ def format_report(info: dict) -> str:
 
 
 def run(args):
+    from workbench import checkpoint
     from workbench import draft as draft_mod
     from workbench.devices import parse_dtype, resolve_device
     from workbench.setting import SCHEMA_VERSION
@@ -48,7 +49,7 @@ def run(args):
         from workbench import capture
         target = capture.load_target(args.target, device=device, dtype=dtype,
                                      trust_remote_code=args.trust_remote_code, progress=False)
-    d = draft_mod.load_draft(args.path, target, device=device, dtype=dtype)
+    d = checkpoint.load_draft(args.path, target, device=device, dtype=dtype)
     info = draft_mod.describe_draft(d)
     print(json.dumps({"schema_version": SCHEMA_VERSION, **info}, indent=2) if args.json else format_report(info))
     return 0
