@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from workbench.draft import Eagle3Draft, _unroll, new_draft_config, run_chains
+from workbench.draft import Eagle3Draft, new_draft_config, run_chains, unroll
 from workbench.errors import WorkbenchError
 from workbench.train import build_vocab_map, train_on_batches, ttt_targets
 
@@ -82,7 +82,7 @@ def test_training_layout_is_the_chain_layout():
     teacher[:, :-1, 0] = b.input_ids[:, 1:]
     teacher[:, :, 1:] = out.tokens[:, :, :3]
     with torch.no_grad():
-        logits = torch.stack(list(_unroll(d, feats, b.input_ids, b.attention_mask, 4, teacher=teacher)), 2)
+        logits = torch.stack(list(unroll(d, feats, b.input_ids, b.attention_mask, 4, teacher=teacher)), 2)
     torch.testing.assert_close(logits, out.logits, rtol=1e-5, atol=1e-5)
 
 

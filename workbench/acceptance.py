@@ -40,6 +40,7 @@ import numpy as np
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
+from workbench.wiring import as_wirings, choose_wiring
 
 Z95 = 1.959963984540054
 CONVENTION = "chain drafting (topk 1), greedy (temperature 0)"
@@ -533,48 +534,6 @@ def _f(x) -> str:
 # The fast simulation: one target pass, the parallel K-step draft for every chain
 # --------------------------------------------------------------------------------------------------
 
-def _as_wirings(wirings, n_layers: int) -> list:
-    """Wiring specs / Wiring / Resolution objects (or one of them) → list of unique Wiring."""
-    from workbench.wiring import Wiring
-
-    if isinstance(wirings, (str, Wiring)) or hasattr(wirings, "taps") and not isinstance(wirings, (list, tuple)):
-        wirings = [wirings]
-    out, seen = [], set()
-    for w in wirings:
-        w = Wiring.parse(tuple(w.taps) if hasattr(w, "taps") and not isinstance(w, Wiring) else w, n_layers)
-        if w.spec not in seen:
-            seen.add(w.spec)
-            out.append(w)
-    if not out:
-        raise WorkbenchError("no wiring given (expected e.g. ['embed,L1,L3'] or an engine's Resolution)")
-    return out
-
-
-def _draft_device_dtype(draft):
-    p = next(draft.parameters())
-    return p.device, p.dtype
-
-
-def _fc_width(draft) -> int:
-    fc = getattr(draft, "fc", None)
-    if fc is not None and hasattr(fc, "in_features"):
-        return int(fc.in_features)
-    return 3 * int(draft.target_hidden_size)
-
-
-def _t2d(draft):
-    """Bool [V_target]: target ids the draft vocab can emit (all True without a reduced vocab)."""
-    import torch
-
-    t2d = getattr(draft, "t2d", None)
-    if t2d is not None:
-        return torch.as_tensor(t2d).bool()
-    if int(getattr(draft, "draft_vocab_size", draft.vocab_size)) == int(draft.vocab_size):
-        return torch.ones(int(draft.vocab_size), dtype=torch.bool)
-    raise WorkbenchError(f"draft has draft_vocab_size={draft.draft_vocab_size} < vocab_size={draft.vocab_size} "
-                         f"but no t2d table: cannot tell which target tokens it can emit")
-
-
 def coverage_counts(next_token, loss_mask, lengths, t2d):
     """Per sample: (response tokens, those whose target greedy token the draft vocab can emit).
 
@@ -639,12 +598,12 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
     setting = resolve_setting(K, setting)
     setting.check_simulable()
     K = setting.steps
-    wl = _as_wirings(wirings, target.n_layers)
-    width = _fc_width(draft)
+    wl = as_wirings(wirings, target.n_layers)
+    width = draft.fc_width
     for w in wl:
         capture.check_width(w.taps, target, width, where="the draft's fc")
-    ddev, ddtype = _draft_device_dtype(draft)
-    t2d = _t2d(draft)
+    ddev, ddtype = draft.device, draft.dtype
+    t2d = draft.emittable
     if len(t2d) < target.vocab_size:
         raise WorkbenchError(f"draft t2d covers {len(t2d)} target ids but the target vocab has {target.vocab_size}: "
                              f"draft and target do not match")
@@ -718,11 +677,11 @@ def exact_decode(target, draft, prompt_ids, wiring, K: int, max_new_tokens: int)
     from workbench import capture
     from workbench.draft import chain_reference
 
-    w = _as_wirings(wiring, target.n_layers)
+    w = as_wirings(wiring, target.n_layers)
     if len(w) != 1:
         raise WorkbenchError(f"exact_decode takes one wiring, got {len(w)}")
     taps = list(w[0].taps)
-    capture.check_width(taps, target, _fc_width(draft), where="the draft's fc")
+    capture.check_width(taps, target, draft.fc_width, where="the draft's fc")
     if int(K) < 1 or int(max_new_tokens) < 1:
         raise WorkbenchError(f"exact_decode: expected K >= 1 and max_new_tokens >= 1 (got K={K}, "
                              f"max_new_tokens={max_new_tokens})")
@@ -732,7 +691,7 @@ def exact_decode(target, draft, prompt_ids, wiring, K: int, max_new_tokens: int)
     bad = [x for x in ids if not 0 <= x < target.vocab_size]
     if bad:
         raise WorkbenchError(f"exact_decode: prompt token id {bad[0]} is outside the target vocab 0..{target.vocab_size - 1}")
-    ddev, ddtype = _draft_device_dtype(draft)
+    ddev, ddtype = draft.device, draft.dtype
     model, dev = target.model, target.device
 
     import inspect
@@ -783,7 +742,7 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
     """
     from tqdm.auto import tqdm
 
-    w = _as_wirings(wiring, target.n_layers)[0]
+    w = as_wirings(wiring, target.n_layers)[0]
     setting = Setting(steps=int(K), estimator="decode-path")
     rows = list(dataset.rows(limit) if hasattr(dataset, "rows") else list(dataset)[:limit] if limit else dataset)
     parts = []
@@ -818,39 +777,6 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
 # --------------------------------------------------------------------------------------------------
 # `workbench accept`: load everything, pick the wiring, simulate
 # --------------------------------------------------------------------------------------------------
-
-def choose_wiring(target, draft, wiring=None, engine: str | None = None, *, sglang_rule: str = "classic"):
-    """The wiring to evaluate and a one-line note on where it came from.
-
-        >>> # choose_wiring(target, draft, engine="sglang")   # what SGLang would feed this draft
-        >>> # choose_wiring(target, draft)                     # what the draft was trained on
-
-    ``wiring`` (a spec) wins; else ``engine`` through ``wiring.resolve``; else the draft config's
-    ``workbench.trained_taps``; else SpecForge's reading of its layer ids (layer outputs).
-    """
-    from workbench import wiring as wmod
-
-    if wiring is not None and engine is not None:
-        raise WorkbenchError("give either a wiring spec or an engine, not both")
-    if wiring is not None:
-        w = wmod.Wiring.parse(wiring, target.n_layers)
-        return w, w.note or f"given: {w.spec}"
-    cfg = getattr(draft, "config", None)
-    if engine is not None:
-        r = wmod.resolve(engine, target.config, cfg, sglang_rule=sglang_rule)
-        if not r.taps or not getattr(r, "feasible", True):
-            raise WorkbenchError(f"engine {engine}: cannot feed this draft ({r.explanation}; "
-                                 f"{'; '.join(r.warnings) or 'no taps'})")
-        note = r.explanation + ("" if not r.warnings else " [" + "; ".join(r.warnings) + "]")
-        return wmod.Wiring.parse(r.taps, target.n_layers), note
-    trained = wmod.trained_wiring_from_config(cfg, target.n_layers) if cfg is not None else None
-    if trained is not None:
-        return trained, f"trained taps from the draft config: {trained.spec}"
-    r = wmod.resolve("specforge", target.config, cfg)
-    if not r.taps:
-        raise WorkbenchError(f"cannot tell which taps to feed the draft ({r.explanation}); pass --wiring or --engine")
-    return wmod.Wiring.parse(r.taps, target.n_layers), f"no --wiring/--engine: {r.explanation}"
-
 
 def accept(target_path, draft_path, data_path, *, wiring=None, engine=None, K: int = 4, limit=None,
            device: str | None = "cpu", dtype=None, batch_size: int = 8, sglang_rule: str = "classic",

@@ -374,7 +374,6 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
 
     from workbench import distributed as wd
     from workbench import wiring as wm
-    from workbench.acceptance import _fc_width
 
     engine = str(engine).lower()
     if engine not in wm.ENGINES:
@@ -390,12 +389,12 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     setting = Setting(steps=K, engine=engine)
     n = target.n_layers
     H = int(target.hidden_size)
-    width = _fc_width(draft)
+    width = draft.fc_width
     if H < 1 or width % H:
         raise WorkbenchError(f"the draft's fc reads {width} features, not a multiple of the target hidden size {H}: "
                              f"draft and target do not match")
     n_slots = width // H
-    cfg = getattr(draft, "raw_config", None) or getattr(draft, "config", None)
+    cfg = draft.raw_config
 
     cands = candidates(target.config, draft, engine=engine, sglang_rule=sglang_rule, n_slots=n_slots)
     if not cands:

@@ -504,17 +504,18 @@ def simulate_sharded(target, draft, dataset, wirings, *, K: int | None = None, l
     ``everywhere=True``: every rank gets the merged results (see :func:`sharded`).
     """
     from workbench import capture
-    from workbench.acceptance import AcceptanceResult, _as_wirings, resolve_setting, simulate
+    from workbench.acceptance import AcceptanceResult, resolve_setting, simulate
+    from workbench.wiring import as_wirings
 
     ctx = ctx or Context()
     setting = resolve_setting(K, setting)
     K = setting.steps
-    wl = _as_wirings(wirings, target.n_layers)
+    wl = as_wirings(wirings, target.n_layers)
     rows = global_rows(dataset, limit)
     if not rows:
         raise WorkbenchError("the dataset has no rows")
     key = {"target": capture.target_fingerprint(target),
-           "draft": module_fingerprint(draft, getattr(draft, "config", None)),
+           "draft": module_fingerprint(draft, draft.config),
            "wirings": [w.spec for w in wl], "K": int(K),
            "setting": {k: v for k, v in setting.to_dict().items() if k != "steps"}, "limit": limit,
            "topk": int(topk), "seed": int(seed),
@@ -549,7 +550,7 @@ def accept_sharded(target_path, draft_path, data_path, *, wiring=None, engine=No
     """
     from workbench import capture, data
     from workbench import checkpoint
-    from workbench.acceptance import choose_wiring
+    from workbench.wiring import choose_wiring
 
     ctx = ctx or Context()
     target = capture.load_target(target_path, device=ctx.device, dtype=dtype, device_map=device_map,

@@ -13,8 +13,8 @@
     >>> bool((out.tokens[0, 2] == chain_reference(draft, feats[0], ids[0], 2, 3)).all())
     True
 
-The computation is the one of SGLang ``llama_eagle3.py`` / SpecForge ``llama3_eagle.py`` (see
-``shared/eagle3-facts.md`` section 2). One draft step at position p:
+The computation is the one of SGLang ``python/sglang/srt/models/llama_eagle3.py`` / SpecForge
+``specforge/modeling/draft/llama3_eagle.py``. One draft step at position p:
 
     h = fc(concat(taps))            # first step only (fc_norm: one RMSNorm per tap first)
     x = concat(input_layernorm(embed(token_{p+1})), hidden_norm(h))     # embeds FIRST, width 2H
@@ -325,6 +325,24 @@ class Eagle3Draft(nn.Module):
     draft_vocab_size = property(lambda self: self.spec.draft_vocab_size)
     eagle_layer_ids = property(lambda self: list(self.spec.layer_ids) if self.spec.layer_ids is not None else None)
 
+    @property
+    def fc_width(self) -> int:
+        """Features the ``fc`` reads: (number of taps) x target hidden size."""
+        return int(self.fc.in_features)
+
+    @property
+    def emittable(self) -> torch.Tensor:
+        """Bool [vocab_size]: the target ids the draft vocab can emit (all True without a reduced vocab)."""
+        return self.t2d.bool()
+
+    @property
+    def device(self) -> torch.device:
+        return self.fc.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.weight.dtype
+
     @classmethod
     def from_config(cls, config: dict, embed_weight: torch.Tensor) -> "Eagle3Draft":
         """Fresh (random-init) draft for training; ``embed_weight`` [V, H] is the target's embedding."""
@@ -445,7 +463,7 @@ class ChainOutput:
     logits: torch.Tensor | None = None            # [B, T, K, draft_vocab] fp32, only if asked
 
 
-def _unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teacher=None):
+def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teacher=None):
     """The training-time-test layout, yielding step-k logits [B, T, Vd] for k = 0..K-1.
 
     Step k at position p: rotary position p+k; attends to step-0 keys at positions <= p (masked by
@@ -526,7 +544,7 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
         raise WorkbenchError(f"topk must be in 0..{draft.draft_vocab_size}, got {topk}")
     toks, tids, tlps, logs = [], [], [], []
     with torch.no_grad():
-        for logits in _unroll(draft, features, input_ids, attention_mask, K):
+        for logits in unroll(draft, features, input_ids, attention_mask, K):
             toks.append(draft.to_target(logits.argmax(-1)))
             if topk:
                 lp, ix = torch.log_softmax(logits.float(), dim=-1).topk(topk, dim=-1)

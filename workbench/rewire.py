@@ -506,7 +506,7 @@ def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglan
     n = target.n_layers
     if int(draft.target_hidden_size) != int(target.hidden_size):
         raise WorkbenchError(f"the draft's fc expects target hidden size {draft.target_hidden_size} (input "
-                             f"{draft.fc.in_features}) but the target has hidden size {target.hidden_size}: "
+                             f"{draft.fc_width}) but the target has hidden size {target.hidden_size}: "
                              f"a rewire cannot change widths")
     if from_taps is not None:
         A = Wiring.parse(from_taps, n)
@@ -526,7 +526,7 @@ def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglan
             raise WorkbenchError(f"{engine} cannot feed this draft as configured ({r.explanation}; "
                                  f"{'; '.join(r.warnings)}): pass --taps")
         B = Wiring.parse(r.taps, n)
-    width = int(draft.fc.in_features)
+    width = draft.fc_width
     capture.check_width(A.taps, target, width, where=f"the draft's fc (trained taps {A.spec})")
     capture.check_width(B.taps, target, width, where=f"the draft's fc (new taps {B.spec})")
     if A.taps == B.taps:
@@ -587,7 +587,7 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
     out_path = None
     if out is not None:
         out_path = str(checkpoint.save_draft(new, out, extra_config={"workbench": new.config["workbench"]}))
-        new = checkpoint.load_draft(out_path, target, device=str(old.fc.weight.device), dtype=old.fc.weight.dtype)
+        new = checkpoint.load_draft(out_path, target, device=str(old.device), dtype=old.dtype)
     result = RewireResult(from_taps=A, to_taps=B, engine=export_engine, resolution=res.explanation, out=out_path,
                           ridge=ridge, refit_info=info, finetune=ft, K=K)
     if eval_ds is not None:

@@ -7,7 +7,7 @@
     >>> res.settings["speculative_num_draft_tokens"], [p.code for p in res.problems if p.severity == "error"]
     (2, ['topk1-draft-tokens'])
 
-The rules follow /work/shared/eagle3-facts.md sections 1, 3, 4 and SGLang's ``server_args.py``
+The rules follow SGLang's ``server_args.py``
 (``_handle_speculative_decoding`` / ``_handle_eagle_family``), ``model_runner.py`` (aux layer ids read only
 from ``eagle_config`` in a bare try/except) and ``eagle_worker.py`` (token map ignored for EAGLE3).
 The live ``/generate`` comparison lives beside this lint (added separately).

@@ -708,7 +708,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     K = int(K)
 
     n = target.n_layers
-    dcfg = getattr(draft, "config", None)
+    dcfg = draft.config
     tw = wmod.Wiring.parse(trained, n) if trained is not None else \
         (wmod.trained_wiring_from_config(dcfg, n) if dcfg is not None else None)
     if tw is None:

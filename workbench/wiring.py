@@ -11,10 +11,12 @@
     >>> resolve("sglang", {"num_hidden_layers": 32}).spec      # what SGLang feeds by default
     'L1,L15,L28'
 
-Engine presets (``resolve``/``table``) follow /work/shared/eagle3-facts.md section 1: SGLang reads only
-``eagle_config.eagle_aux_hidden_state_layer_ids`` and adds +1 (capture *before* layer id+1 = output of
-layer id); vLLM reads the top-level key, then ``eagle_config``, as is (id k = output of layer k-1);
-SpecForge/ModelOpt ids are layer outputs; ``hf`` ids are ``output_hidden_states`` indices.
+Engine presets (``resolve``/``table``) follow the engines' source: SGLang (``python/sglang/srt/models/llama.py``,
+``model_runner.py``) reads only ``eagle_config.eagle_aux_hidden_state_layer_ids`` and adds +1 (capture
+*before* layer id+1 = output of layer id); vLLM (``v1/worker/gpu_model_runner.py``,
+``_get_eagle3_aux_layers_from_config``) reads the top-level key, then ``eagle_config``, as is (id k =
+output of layer k-1); SpecForge/ModelOpt ids are layer outputs; ``hf`` ids are ``output_hidden_states``
+indices.
 
 Tap names (see ARCHITECTURE.md): ``embed`` (= HF ``hidden_states[0]``), ``L{k}`` the output of
 decoder layer k, 0-based, before the final norm (= ``hidden_states[k+1]`` for k < N-1), and
@@ -461,6 +463,60 @@ def table(target_config, draft_config=None, *, sglang_rule: str = "classic",
                                for t, es in groups.items() if t != r.taps)
             r.warnings.append(f"engines disagree: {others}")
     return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# Choosing the wiring of a run
+# ------------------------------------------------------------------------------------------------
+
+def as_wirings(wirings, n_layers: int) -> list:
+    """Wiring specs / Wiring / Resolution objects (or one of them) → list of unique Wiring.
+
+        >>> [w.spec for w in as_wirings(["L1,L3,L4", "hf:2,4,5", "embed,L1,L3"], 8)]
+        ['L1,L3,L4', 'embed,L1,L3']
+    """
+    if isinstance(wirings, (str, Wiring)) or hasattr(wirings, "taps") and not isinstance(wirings, (list, tuple)):
+        wirings = [wirings]
+    out, seen = [], set()
+    for w in wirings:
+        w = Wiring.parse(tuple(w.taps) if hasattr(w, "taps") and not isinstance(w, Wiring) else w, n_layers)
+        if w.spec not in seen:
+            seen.add(w.spec)
+            out.append(w)
+    if not out:
+        raise WorkbenchError("no wiring given (expected e.g. ['embed,L1,L3'] or an engine's Resolution)")
+    return out
+
+
+def choose_wiring(target, draft, wiring=None, engine: str | None = None, *, sglang_rule: str = "classic"):
+    """The wiring to evaluate and a one-line note on where it came from.
+
+        >>> # choose_wiring(target, draft, engine="sglang")   # what SGLang would feed this draft
+        >>> # choose_wiring(target, draft)                     # what the draft was trained on
+
+    ``wiring`` (a spec) wins; else ``engine`` through ``wiring.resolve``; else the draft config's
+    ``workbench.trained_taps``; else SpecForge's reading of its layer ids (layer outputs).
+    """
+    if wiring is not None and engine is not None:
+        raise WorkbenchError("give either a wiring spec or an engine, not both")
+    if wiring is not None:
+        w = Wiring.parse(wiring, target.n_layers)
+        return w, w.note or f"given: {w.spec}"
+    cfg = draft.config
+    if engine is not None:
+        r = resolve(engine, target.config, cfg, sglang_rule=sglang_rule)
+        if not r.taps or not getattr(r, "feasible", True):
+            raise WorkbenchError(f"engine {engine}: cannot feed this draft ({r.explanation}; "
+                                 f"{'; '.join(r.warnings) or 'no taps'})")
+        note = r.explanation + ("" if not r.warnings else " [" + "; ".join(r.warnings) + "]")
+        return Wiring.parse(r.taps, target.n_layers), note
+    trained = trained_wiring_from_config(cfg, target.n_layers) if cfg is not None else None
+    if trained is not None:
+        return trained, f"trained taps from the draft config: {trained.spec}"
+    r = resolve("specforge", target.config, cfg)
+    if not r.taps:
+        raise WorkbenchError(f"cannot tell which taps to feed the draft ({r.explanation}); pass --wiring or --engine")
+    return Wiring.parse(r.taps, target.n_layers), f"no --wiring/--engine: {r.explanation}"
 
 
 def format_table(rows: list[Resolution]) -> str:
