@@ -350,3 +350,28 @@ def test_top_level_layer_ids_are_flagged_because_sglang_ignores_them(saved):
     d2 = load_draft(folder)
     assert d2.eagle_layer_ids == [1, 3, 4] and "eagle_config" not in d2.raw_config
     assert any("SGLang reads only eagle_config" in n for n in describe_draft(d2)["notes"])
+
+
+def test_save_draft_is_atomic(tmp_path, monkeypatch):
+    """A crash while writing leaves no half checkpoint: no folder at all (new) or the old files (existing)."""
+    from workbench import checkpoint
+
+    d = make_draft()
+    save_draft(d, tmp_path / "dr")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "dr").iterdir()}
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(checkpoint, "write_json", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_draft(d, tmp_path / "new")
+    assert not (tmp_path / "new").exists() and [p.name for p in tmp_path.iterdir()] == ["dr"]
+    d.fc.weight.data += 1
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_draft(d, tmp_path / "dr")
+    assert {p.name for p in (tmp_path / "dr").iterdir()} == set(before)      # no temp file left behind
+    assert (tmp_path / "dr" / "config.json").read_bytes() == before["config.json"]
+    monkeypatch.undo()
+    save_draft(d, tmp_path / "dr")
+    assert torch.equal(load_draft(tmp_path / "dr", fake_target(d)).fc.weight, d.fc.weight)

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
 
 from workbench.draft import ARCHITECTURE, Eagle3Draft
 from workbench.errors import WorkbenchError
-from workbench.files import write_json
+from workbench.files import atomic_write, write_json
 
 _ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")   # the second is vLLM's registry name
 
@@ -228,11 +230,15 @@ def save_draft(draft: Eagle3Draft, path, *, extra_config: dict | None = None) ->
     """Save in the SpecForge/SGLang format: ``config.json`` + ``model.safetensors`` (no embed_tokens).
 
         >>> save_draft(draft, "out/my-draft")                          # doctest: +SKIP
+
+    Atomic: a new folder is written under a temporary name next to it and renamed into place, so a
+    crash leaves no half checkpoint. Into an existing folder, both files are written to temporary
+    files there first (fsync), then renamed over the old ones (weights first, config.json last);
+    other files in the folder are kept.
     """
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
     cfg = dict(draft.config)
     cfg.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1,
                draft_vocab_size=draft.draft_vocab_size, vocab_size=draft.vocab_size,
@@ -250,8 +256,27 @@ def save_draft(draft: Eagle3Draft, path, *, extra_config: dict | None = None) ->
                if k not in _SKIP_ON_SAVE}
     tensors["d2t"] = tensors["d2t"].to(torch.int64)
     tensors["t2d"] = tensors["t2d"].to(torch.bool)
-    tmp = folder / ".model.safetensors.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "pt"})
-    os.replace(tmp, folder / "model.safetensors")
-    write_json(folder / "config.json", cfg, indent=2)
+
+    def write_weights(dest: Path) -> None:
+        with atomic_write(dest, "wb") as f:        # temp file in dest's folder, fsync, rename
+            f.write(save(tensors, metadata={"format": "pt"}))
+
+    if folder.is_dir():
+        write_weights(folder / "model.safetensors")
+        write_json(folder / "config.json", cfg, indent=2)
+        return folder
+    if folder.exists():
+        raise WorkbenchError(f"{folder}: exists and is not a folder (expected a draft directory to write)")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    try:
+        write_weights(stage / "model.safetensors")
+        write_json(stage / "config.json", cfg, indent=2)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(stage, 0o777 & ~umask)            # mkdtemp makes 0700; checkpoints are meant to be shared
+        os.rename(stage, folder)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
     return folder
