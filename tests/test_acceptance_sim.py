@@ -9,7 +9,8 @@ import torch
 import transformers
 
 from workbench import capture, checkpoint, draft as dmod, train
-from workbench.acceptance import AcceptanceResult, exact_decode, exact_simulate, simulate
+from workbench.acceptance import exact_decode, exact_simulate, simulate
+from workbench.statistics import AcceptanceResult
 from workbench.errors import WorkbenchError
 
 TRAINED = "L0,L1,L2"

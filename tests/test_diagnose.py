@@ -78,9 +78,7 @@ def wired(tmp_path_factory):
 
 
 def _load(wired, name):
-    from workbench import capture, data
-    from workbench import checkpoint
-    from workbench import draft as dm
+    from workbench import capture, checkpoint, data
 
     target = capture.load_target(wired / "target")
     return target, checkpoint.load_draft(wired / name, target), data.load(wired / "val.jsonl")
@@ -170,9 +168,7 @@ def test_aligned_draft_gets_a_healthy_verdict(wired):
 
 
 def test_one_target_pass_per_stage_on_the_smoke_demo(smoke_demo):
-    from workbench import capture, data
-    from workbench import checkpoint
-    from workbench import draft as dm
+    from workbench import capture, checkpoint, data
     from workbench.diagnose import diagnose
 
     target = capture.load_target(smoke_demo / "target")

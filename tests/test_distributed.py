@@ -17,7 +17,8 @@ import torch
 import transformers
 
 from workbench import capture, checkpoint, distributed as wd, draft as dmod, train
-from workbench.acceptance import AcceptanceResult, simulate
+from workbench.acceptance import simulate
+from workbench.statistics import AcceptanceResult
 from workbench.errors import WorkbenchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,7 +211,7 @@ def test_killed_run_resumes_from_finished_shards(tiny, single, tmp_path):
 _GENERIC = '''
 import json, sys
 from workbench import distributed as wd
-from workbench.acceptance import AcceptanceResult
+from workbench.statistics import AcceptanceResult
 
 def fn(shard):
     sample, t, acc, src = [], [], [], []

@@ -2,9 +2,9 @@
 
 import pytest
 
-from workbench.acceptance import AcceptanceResult, resolve_setting
+from workbench.statistics import AcceptanceResult
 from workbench.errors import WorkbenchError
-from workbench.setting import SCHEMA_VERSION, Setting
+from workbench.setting import SCHEMA_VERSION, Setting, resolve_setting
 
 
 def test_setting_round_trips_and_describes():

@@ -265,7 +265,7 @@ def test_cli_unreachable_server_exits_2(world, capsys):
 
 def _synthetic(live_hist, offline: dict, trained="embed,L1,L3", topk=1):
     """A Comparison from a pooled live histogram and {spec: A values on the decode path} (no server)."""
-    from workbench.acceptance import AcceptanceResult
+    from workbench.statistics import AcceptanceResult
     from workbench.sglang_live import Candidate, Comparison, LiveSample, SpecMeta
 
     meta = SpecMeta("new", completion_tokens=sum((a + 1) * c for a, c in enumerate(live_hist)),

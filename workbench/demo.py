@@ -462,30 +462,12 @@ def tap_stats(target, rows, taps) -> dict:
     the same after subtracting each tap's mean vector (the part that varies with the context; a
     large shared component makes raw cosines look close to 1). Meant for demo-sized data (held in memory).
     """
-    import torch
+    from workbench import capture, statistics
 
-    from workbench import capture
-
-    taps = list(taps)
     story = demo_taps(target.n_layers)
-    pairs = list(zip(story["mismatched"], story["aligned"]))
-    wanted = list(dict.fromkeys(taps + story["mismatched"] + story["aligned"]))
-    feats = {t: [] for t in wanted}
-    for batch in capture.extract(target, rows, wanted, batch_size=32, progress=False):
-        m = batch.attention_mask.bool()
-        for t in wanted:
-            feats[t].append(batch.features[t][m].float())
-    f = {t: torch.cat(v) for t, v in feats.items()}
-    c = {t: v - v.mean(0, keepdim=True) for t, v in f.items()}
-
-    def cos(x, a, b):
-        return round(float(torch.nn.functional.cosine_similarity(x[a], x[b], dim=-1).mean()), 3)
-
-    return {"norm": {t: round(float(f[t].norm(dim=-1).mean()), 3) for t in taps},
-            "cos_next": {a: cos(f, a, b) for a, b in zip(taps, taps[1:])},
-            "slots": {f"{a}->{b}": cos(f, a, b) for a, b in pairs},
-            "slots_centered": {f"{a}->{b}": cos(c, a, b) for a, b in pairs},
-            "n_tokens": int(next(iter(f.values())).shape[0])}
+    wanted = list(dict.fromkeys(list(taps) + story["mismatched"] + story["aligned"]))
+    return statistics.tap_statistics(capture.extract(target, rows, wanted, batch_size=32, progress=False), wanted,
+                                     centered=True).story(taps, list(zip(story["mismatched"], story["aligned"])))
 
 
 def response_stats(rows) -> dict:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
+from workbench.statistics import wilson
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "eagle": "EAGLE", "specforge": "SpecForge",
                 "modelopt": "ModelOpt", "hf": "HF"}
@@ -335,9 +336,7 @@ def _rows_for_screen(dataset, limit, screen_chains: int) -> list[dict]:
 
 
 def _stats(res, stage: int) -> dict:
-    from workbench.acceptance import wilson
-
-    al = res._s()["at_least"]
+    al = res.at_least
     lo, hi = wilson(int(al[1]), int(al[0])) if len(al) > 1 else (math.nan, math.nan)
     out = {"alpha1": _nan(res.cumulative[0]) if res.n_chains else math.nan, "alpha1_low": lo, "alpha1_high": hi,
            "n_chains": res.n_chains, "stage": stage, "accept_length": math.nan, "accept_length_low": math.nan,

@@ -13,7 +13,7 @@ builds in :func:`workbench.capture.extract`. Batch j goes to rank ``j % world_si
 runs the very batches a single process would run (same padding, same numerics), and round-robin over
 length-sorted batches balances the tokens per rank to within one batch.
 
-**Merge.** Each rank's result is its per-chain table (:class:`~workbench.acceptance.AcceptanceResult`,
+**Merge.** Each rank's result is its per-chain table (:class:`~workbench.statistics.AcceptanceResult`,
 sample ids = GLOBAL dataset rows); rank 0 gathers the tables over a gloo group, concatenates them and
 restores the single-process order, so every statistic, the JSON and the per-chain file are those of
 one process (the measured cost ratio is the mean of the ranks' ratios: timings are the one thing
@@ -39,8 +39,13 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.acceptance import simulate
+from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write
+from workbench.setting import Setting, resolve_setting
+from workbench.statistics import CHAIN_COLUMNS, SAMPLE_COLUMNS, AcceptanceResult
+from workbench.wiring import as_wirings, choose_wiring
 
 SHARD_VERSION = 2
 FAIL_ENV = "WORKBENCH_FAIL_RANK"
@@ -97,8 +102,6 @@ def rank_device(device: str | None, local_rank: int, *, cuda_available: bool | N
         if device == "cuda":
             raise WorkbenchError("device 'cuda' requested but CUDA is not available (use --device cpu)")
         return "cpu"
-    from workbench.devices import resolve_device
-
     return resolve_device(device)
 
 
@@ -284,8 +287,6 @@ def shard_rows(rows: list[dict], rank: int, world_size: int, batch_size: int,
 # Shard files: the per-chain tables of several wirings, npz without pickle
 # --------------------------------------------------------------------------------------------------
 
-_CHAIN = ("sample", "t", "accepted", "source", "on_path", "top1", "top5")
-_SAMPLE = ("sample", "source", "n_prompt_tokens", "n_response_tokens", "n_coverable")
 
 
 def encode_results(results: dict, key: dict | None = None) -> bytes:
@@ -294,7 +295,7 @@ def encode_results(results: dict, key: dict | None = None) -> bytes:
     for i, (spec, r) in enumerate(results.items()):
         names = sorted(set(map(str, r.chains["source"].tolist())) | set(map(str, r.samples["source"].tolist())))
         code = {n: c for c, n in enumerate(names)}
-        for prefix, table, cols in (("c", r.chains, _CHAIN), ("s", r.samples, _SAMPLE)):
+        for prefix, table, cols in (("c", r.chains, CHAIN_COLUMNS), ("s", r.samples, SAMPLE_COLUMNS)):
             for col in cols:
                 v = table[col]
                 if col == "source":
@@ -311,9 +312,6 @@ def encode_results(results: dict, key: dict | None = None) -> bytes:
 
 def decode_results(data: bytes) -> tuple[dict, dict]:
     """Inverse of :func:`encode_results`: ``({spec: AcceptanceResult}, key)``."""
-    from workbench.acceptance import AcceptanceResult
-    from workbench.setting import Setting
-
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
         if meta.get("version") != SHARD_VERSION:
@@ -322,7 +320,7 @@ def decode_results(data: bytes) -> tuple[dict, dict]:
         for i, m in enumerate(meta["results"]):
             names = np.asarray(m["sources"] + [""], dtype=object)
             tables = []
-            for prefix, cols in (("c", _CHAIN), ("s", _SAMPLE)):
+            for prefix, cols in (("c", CHAIN_COLUMNS), ("s", SAMPLE_COLUMNS)):
                 t = {c: z[f"{i}.{prefix}.{c}"] for c in cols}
                 t["source"] = names[t["source"]] if len(t["source"]) else np.zeros(0, dtype=object)
                 tables.append(t)
@@ -393,8 +391,6 @@ def rows_fingerprint(rows: list[dict]) -> str:
 
 def _reorder(r, position: dict):
     """``r`` with samples in global plan order and chains by (plan position of sample, t)."""
-    from workbench.acceptance import AcceptanceResult
-
     big = len(position)
     pos = lambda s: np.asarray([position.get(int(x), big + int(x)) for x in s], np.int64)  # noqa: E731
     so = np.argsort(pos(r.samples["sample"]), kind="stable")
@@ -407,7 +403,7 @@ def _reorder(r, position: dict):
 def gather_results(parts: list[dict], order: list[int] | None = None) -> dict:
     """Exact merge of the ranks' ``{spec: AcceptanceResult}`` (disjoint samples) into one dict.
 
-        >>> from workbench.acceptance import AcceptanceResult as R
+        >>> from workbench.statistics import AcceptanceResult as R
         >>> a = {"L1": R.from_arrays("L1", 2, sample=[2], t=[0], accepted=[1])}
         >>> b = {"L1": R.from_arrays("L1", 2, sample=[0, 0], t=[1, 0], accepted=[2, 0])}
         >>> m = gather_results([a, b])["L1"]
@@ -417,8 +413,6 @@ def gather_results(parts: list[dict], order: list[int] | None = None) -> dict:
     ``order``: global row ids in single-process order (default: ascending row id); samples and
     chains are put back in that order, so even the per-chain file equals a single process's.
     """
-    from workbench.acceptance import AcceptanceResult
-
     parts = [p for p in parts if p is not None]
     if not parts:
         raise WorkbenchError("nothing to merge: no rank returned results")
@@ -504,8 +498,6 @@ def simulate_sharded(target, draft, dataset, wirings, *, K: int | None = None, l
     ``everywhere=True``: every rank gets the merged results (see :func:`sharded`).
     """
     from workbench import capture
-    from workbench.acceptance import AcceptanceResult, resolve_setting, simulate
-    from workbench.wiring import as_wirings
 
     ctx = ctx or Context()
     setting = resolve_setting(K, setting)
@@ -550,7 +542,6 @@ def accept_sharded(target_path, draft_path, data_path, *, wiring=None, engine=No
     """
     from workbench import capture, data
     from workbench import checkpoint
-    from workbench.wiring import choose_wiring
 
     ctx = ctx or Context()
     target = capture.load_target(target_path, device=ctx.device, dtype=dtype, device_map=device_map,
@@ -558,8 +549,6 @@ def accept_sharded(target_path, draft_path, data_path, *, wiring=None, engine=No
     d = checkpoint.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
     w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-    from workbench.acceptance import resolve_setting
-
     res = simulate_sharded(target, d, ds, [w], limit=limit, batch_size=batch_size, ctx=ctx, out_dir=out_dir,
                            progress=progress and ctx.is_main, setting=resolve_setting(K).replace(engine=engine))
     return (None if res is None else res[w.spec]), note

@@ -1,6 +1,6 @@
 """Figures of result objects: acceptance curves, histograms, speed-up, tap statistics, coloured tokens.
 
-    >>> from workbench.acceptance import AcceptanceResult
+    >>> from workbench.statistics import AcceptanceResult
     >>> from workbench import plots
     >>> r = AcceptanceResult.from_arrays("L1,L3,L4", K=3, sample=[0, 0, 1, 1], t=[0, 1, 0, 1],
     ...                                  accepted=[3, 1, 0, 2], source=["code", "code", "prose", "prose"])
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from workbench.errors import WorkbenchError
+from workbench.statistics import TapStats
 
 WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
 
@@ -214,85 +214,6 @@ def speedup_projection(results, *, ratio: float | None = None, title: str | None
 
 
 # ------------------------------------------------------------------------------ tap statistics
-
-@dataclass
-class TapStats:
-    """Per-tap feature statistics over real (unpadded) tokens.
-
-    ``norms[tap]``: L2 norm of each token's feature vector; ``cosine[i, j]``: mean over tokens of
-    cos(h_i, h_j) between taps i and j at the same position; ``n_tokens``: tokens used.
-    """
-
-    taps: list[str]
-    norms: dict
-    cosine: np.ndarray
-    n_tokens: int
-
-    def to_frame(self):
-        """One row per tap: mean/median/std of the feature norm and mean cosine to every other tap."""
-        import pandas as pd
-
-        rows = []
-        for i, t in enumerate(self.taps):
-            v = self.norms[t]
-            others = [self.cosine[i, j] for j in range(len(self.taps)) if j != i]
-            rows.append({"tap": t, "norm_mean": float(v.mean()), "norm_median": float(np.median(v)),
-                         "norm_std": float(v.std()),
-                         "mean_cos_to_others": float(np.mean(others)) if others else math.nan})
-        return pd.DataFrame(rows).set_index("tap")
-
-    def cosine_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.cosine, index=self.taps, columns=self.taps)
-
-
-def tap_statistics(batches, taps=None) -> TapStats:
-    """Feature norms and tap-to-tap cosine similarity from ``capture.extract`` batches.
-
-        >>> import torch
-        >>> from types import SimpleNamespace
-        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
-        <torch._C.Generator object at ...>
-        >>> x = torch.randn(1, 4, 8)
-        >>> b = SimpleNamespace(features={"embed": 0.01 * torch.randn(1, 4, 8), "L1": x, "L2": 2 * x},
-        ...                     attention_mask=torch.ones(1, 4, dtype=torch.long))
-        >>> s = tap_statistics([b])
-        >>> round(float(s.cosine[1, 2]), 3), s.n_tokens
-        (1.0, 4)
-
-    ``taps``: which taps (default: every tap in the first batch, ordered embed, L0.., final).
-    """
-    import torch
-
-    from workbench.wiring import tap_sort_key
-
-    norms: dict = {}
-    dot = None
-    n_tok = 0
-    for b in batches:
-        feats = b.features
-        if taps is None:
-            taps = sorted(feats, key=tap_sort_key)
-        missing = [t for t in taps if t not in feats]
-        if missing:
-            raise WorkbenchError(f"tap {missing[0]!r} was not captured in this batch (captured: "
-                                 f"{', '.join(sorted(feats, key=tap_sort_key))})")
-        mask = b.attention_mask.bool()
-        # [n_taps, N_tokens, H] unit vectors; float64 so the sums are exact enough for many tokens
-        vecs = torch.stack([feats[t][mask].double().cpu() for t in taps])
-        nrm = vecs.norm(dim=-1)
-        for i, t in enumerate(taps):
-            norms.setdefault(t, []).append(nrm[i].numpy())
-        unit = vecs / nrm.clamp_min(1e-12)[..., None]
-        c = torch.einsum("anh,bnh->ab", unit, unit).numpy()
-        dot = c if dot is None else dot + c
-        n_tok += int(mask.sum())
-    if not n_tok:
-        raise WorkbenchError("tap statistics: no tokens in the batches (empty dataset or all padding)")
-    return TapStats(taps=list(taps), norms={t: np.concatenate(v) for t, v in norms.items()},
-                    cosine=dot / n_tok, n_tokens=n_tok)
-
 
 def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: str | None = None):
     """Left: feature-norm distribution per tap (log scale); right: tap-to-tap cosine heatmap.

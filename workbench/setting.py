@@ -29,6 +29,7 @@ result changes shape.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass, fields, replace
 
 from workbench.errors import WorkbenchError
@@ -114,9 +115,24 @@ class Setting:
         return cls(**d)
 
 
+def resolve_setting(K=None, setting: Setting | None = None) -> Setting:
+    """The setting of a run given ``K`` and/or ``setting`` (default: chain K=4, greedy).
+
+        >>> resolve_setting(3).steps, resolve_setting(None, Setting(steps=2)).steps
+        (3, 2)
+    """
+    if setting is None:
+        if K is not None and (isinstance(K, bool) or not isinstance(K, numbers.Integral) or int(K) < 1):
+            raise WorkbenchError(f"steps K={K!r}: expected an integer K >= 1")
+        return Setting(steps=4 if K is None else int(K))
+    if K is not None and int(K) != setting.steps:
+        raise WorkbenchError(f"steps K={K} differs from the setting's K={setting.steps}: give one of them")
+    return setting
+
+
 def chain(K: int, **kw) -> Setting:
     """Today's setting: chain drafting of depth ``K``, greedy. ``chain(4, engine="sglang")``."""
     return Setting(steps=int(K), **kw)
 
 
-__all__ = ["Setting", "chain", "SCHEMA_VERSION", "SHAPES", "ESTIMATORS"]
+__all__ = ["Setting", "chain", "resolve_setting", "SCHEMA_VERSION", "SHAPES", "ESTIMATORS"]

@@ -1,6 +1,6 @@
 """ipywidgets over :mod:`workbench.plots`: pick a wiring, a sample and K; the view updates.
 
-    >>> from workbench.acceptance import AcceptanceResult
+    >>> from workbench.statistics import AcceptanceResult
     >>> from workbench.widgets import acceptance_explorer
     >>> r = AcceptanceResult.from_arrays("L1,L3,L4", K=2, sample=[0, 0], t=[0, 1], accepted=[2, 1])
     >>> w = acceptance_explorer({"L1,L3,L4": r}, K=2)   # doctest: +SKIP
