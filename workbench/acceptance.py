@@ -19,6 +19,9 @@ import time
 
 import numpy as np
 
+from workbench import capture, distributed, inputs
+from workbench.devices import resolve_device
+from workbench.draft import chain_reference, run_chains
 from workbench.errors import WorkbenchError
 from workbench.setting import Setting, resolve_setting
 from workbench.statistics import AcceptanceResult, accepted_counts, coverage_counts
@@ -37,8 +40,9 @@ def _sync(device) -> None:
 
 
 def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: int | None = None, batch_size: int = 8,
-             progress: bool = True, topk: int = 5, cache_dir=None, seed: int = 0,
-             setting: Setting | None = None) -> dict[str, "AcceptanceResult"]:
+             progress: bool = True, topk: int = 5, cache_dir=None, seed: int = 0, setting: Setting | None = None,
+             ctx: distributed.Context | None = None, out_dir=None, name: str | None = None,
+             everywhere: bool = False) -> dict[str, "AcceptanceResult"] | None:
     """Acceptance of ``draft`` on ``target`` for each wiring, from ONE target pass over ``dataset``.
 
         >>> # res = simulate(target, draft, ds, ["embed,L1,L3", "L1,L3,L4"], K=4, limit=200)
@@ -52,16 +56,46 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
 
     ``setting`` (:class:`~workbench.setting.Setting`, default chain drafting of depth ``K`` = 4,
     greedy) is what the results carry; ``K`` and ``setting.steps`` must agree when both are given.
+
+    One process or many, the same code: the samples (after ``limit``) are cut into the batches one
+    process would run and dealt to the ranks of ``ctx`` (:func:`workbench.distributed.init`; default
+    a single process); rank 0 returns the exact merge, the other ranks None (every rank gets it with
+    ``everywhere``). ``out_dir`` keeps each rank's results for resuming (``name`` tells the files of
+    several stages apart). See :func:`workbench.distributed.sharded`.
     """
-    import torch
-
-    from workbench import capture
-    from workbench.draft import run_chains
-
     setting = resolve_setting(K, setting)
     setting.check_simulable()
-    K = setting.steps
     wl = as_wirings(wirings, target.n_layers)
+    ctx = ctx or distributed.Context()
+    rows = distributed.global_rows(dataset, limit)
+    if not rows:
+        raise WorkbenchError("the dataset has no rows")
+    key = None
+    if out_dir is not None:
+        key = {"target": capture.target_fingerprint(target),
+               "draft": distributed.module_fingerprint(draft, draft.config),
+               "wirings": [w.spec for w in wl], "K": setting.steps,
+               "setting": {k: v for k, v in setting.to_dict().items() if k != "steps"}, "limit": limit,
+               "topk": int(topk), "seed": int(seed),
+               "device": str(target.device).split(":")[0], "dtype": str(target.dtype)}
+
+    def fn(shard):
+        if not shard:                        # a rank without a batch
+            return {w.spec: AcceptanceResult(spec=w.spec, taps=tuple(w.taps), steps=setting.steps, seed=seed,
+                                             setting=setting) for w in wl}
+        return _simulate_rows(target, draft, shard, wl, setting, batch_size=batch_size,
+                              progress=progress and ctx.is_main, topk=topk, cache_dir=cache_dir, seed=seed)
+
+    return distributed.sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
+                               max_positions=target.max_positions, everywhere=everywhere)
+
+
+def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int, progress: bool, topk: int,
+                   cache_dir, seed: int) -> dict[str, AcceptanceResult]:
+    """:func:`simulate` on one process over ``rows``: one target pass, every wiring's chains."""
+    import torch
+
+    K = setting.steps
     width = draft.fc_width
     for w in wl:
         capture.check_width(w.taps, target, width, where="the draft's fc")
@@ -73,8 +107,8 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
     parts = {w.spec: [] for w in wl}
     t_draft = {w.spec: 0.0 for w in wl}
     t_target = 0.0
-    it = capture.extract(target, dataset, [w.spec for w in wl], batch_size=batch_size, topk=0, limit=limit,
-                         cache_dir=cache_dir, progress=progress)
+    it = capture.extract(target, rows, [w.spec for w in wl], batch_size=batch_size, topk=0, cache_dir=cache_dir,
+                         progress=progress)
     any_cached = False
     while True:
         t0 = time.perf_counter()
@@ -136,9 +170,6 @@ def exact_decode(target, draft, prompt_ids, wiring, K: int, max_new_tokens: int)
     bonus, t <- t + A + 1. The last step may overshoot; output is cut to ``max_new_tokens``.
     """
     import torch
-
-    from workbench import capture
-    from workbench.draft import chain_reference
 
     w = as_wirings(wiring, target.n_layers)
     if len(w) != 1:
@@ -207,7 +238,7 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
 
     w = as_wirings(wiring, target.n_layers)[0]
     setting = Setting(steps=int(K), estimator="decode-path")
-    rows = list(dataset.rows(limit) if hasattr(dataset, "rows") else list(dataset)[:limit] if limit else dataset)
+    rows = inputs.rows(dataset, limit)
     parts = []
     for i, row in enumerate(tqdm(rows, desc="exact", unit="sample", disable=not progress)):
         ids = list(row["input_ids"])
@@ -241,24 +272,33 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
 # `workbench accept`: load everything, pick the wiring, simulate
 # --------------------------------------------------------------------------------------------------
 
-def accept(target_path, draft_path, data_path, *, wiring=None, engine=None, K: int = 4, limit=None,
-           device: str | None = "cpu", dtype=None, batch_size: int = 8, sglang_rule: str = "classic",
-           trust_remote_code: bool = False, progress: bool = True):
+def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = None, setting: Setting | None = None,
+           limit=None, device: str | None = "cpu", dtype=None, device_map=None, batch_size: int = 8,
+           sglang_rule: str = "classic", trust_remote_code: bool = False, progress: bool = True,
+           ctx: distributed.Context | None = None, shard_dir=None, cost_ratio: float | None = None):
     """Everything behind ``workbench accept``: returns (AcceptanceResult, wiring note).
 
         >>> # result, note = accept("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl",
         >>> #                       engine="sglang", K=4, limit=100)
-    """
-    from workbench import capture, data
-    from workbench import checkpoint
-    from workbench.devices import resolve_device
 
-    device = resolve_device(device)
-    target = capture.load_target(target_path, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                                 progress=progress)
-    d = checkpoint.load_draft(draft_path, target, device=device, dtype=target.dtype)
-    w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
-    ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-    setting = resolve_setting(K).replace(engine=engine)
-    res = simulate(target, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting)[w.spec]
-    return res, note
+    ``target``/``draft``/``data``: paths or loaded objects (:mod:`workbench.inputs`). Under torchrun
+    pass ``ctx`` (:func:`workbench.distributed.init`): the target goes to ``ctx.device`` and only rank 0
+    gets the result (None elsewhere); ``device_map`` (e.g. "auto") spreads a large target over the
+    visible GPUs; ``shard_dir`` keeps each rank's results for resuming. ``cost_ratio``: a fixed
+    draft-step/target-forward ratio for the speed-up projection instead of the measured one.
+    """
+    ctx = ctx or distributed.Context(device=resolve_device(device))
+    if cost_ratio is not None and not (isinstance(cost_ratio, (int, float)) and cost_ratio >= 0):
+        raise WorkbenchError(f"cost_ratio={cost_ratio!r}: expected a number >= 0 (draft step / target forward)")
+    tgt, d, ds = inputs.load(target, draft, data, device=ctx.device, dtype=dtype, device_map=device_map,
+                             trust_remote_code=trust_remote_code, progress=progress and ctx.is_main)
+    w, note = choose_wiring(tgt, d, wiring, engine, sglang_rule=sglang_rule)
+    setting = resolve_setting(K, setting).replace(engine=engine)
+    res = simulate(tgt, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting, ctx=ctx,
+                   out_dir=shard_dir)
+    if res is None:                              # not rank 0: rank 0 reports for everyone
+        return None, note
+    result = res[w.spec]
+    if cost_ratio is not None:
+        result.cost_ratio = float(cost_ratio)
+    return result, note

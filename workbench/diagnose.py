@@ -27,6 +27,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from workbench import acceptance, inputs
+from workbench import wiring as wm
+from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
@@ -87,9 +90,7 @@ def config_ids(engine: str, taps, n_layers: int) -> list[int] | None:
     """
     if cannot_feed(engine, taps, n_layers) is not None or engine == "hf":
         return None
-    from workbench.wiring import ids_for
-
-    return ids_for(engine, taps, n_layers)
+    return wm.ids_for(engine, taps, n_layers)
 
 
 @dataclass
@@ -140,8 +141,6 @@ def candidates(target_config, draft, *, engine: str | None = None, sglang_rule: 
     Wirings an engine cannot feed are kept with ``feasible=False`` (for ``engine``; without one:
     when no serving engine can feed them). Only wirings of ``n_slots`` distinct taps are returned.
     """
-    from workbench import wiring as wm
-
     n = wm.num_layers(target_config)
     cfg = getattr(draft, "raw_config", None) or getattr(draft, "config", None) if not isinstance(draft, dict) \
         else draft
@@ -323,8 +322,7 @@ class Diagnosis:
 def _rows_for_screen(dataset, limit, screen_chains: int) -> list[dict]:
     """The first samples of the data holding about ``screen_chains`` step-1 chains."""
     rows, chains = [], 0
-    src = dataset.rows(limit) if hasattr(dataset, "rows") else list(dataset)[:limit] if limit else list(dataset)
-    for row in src:
+    for row in inputs.rows(dataset, limit):
         if chains >= screen_chains:
             break
         rows.append(row)
@@ -371,9 +369,6 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     """
     import pandas as pd
 
-    from workbench import distributed as wd
-    from workbench import wiring as wm
-
     engine = str(engine).lower()
     if engine not in wm.ENGINES:
         raise WorkbenchError(f"unknown engine {engine!r} (expected one of {', '.join(wm.ENGINES)})")
@@ -407,7 +402,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     # stage 1: α1 of every candidate, one pass over the screening samples
     screen_rows = _rows_for_screen(dataset, limit, int(screen_chains))
     progress = bool(progress) and (ctx is None or ctx.is_main)
-    screen = wd.simulate_sharded(target, draft, screen_rows, [c.wiring for c in cands], batch_size=batch_size,
+    screen = acceptance.simulate(target, draft, screen_rows, [c.wiring for c in cands], batch_size=batch_size,
                                  progress=progress, topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
                                  everywhere=True, setting=setting.replace(steps=1))
     s1 = {spec: _stats(r, 1) for spec, r in screen.items()}
@@ -420,7 +415,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     for s in (feas[:1] + [eng_spec, trained]):
         if s is not None and s not in chosen:
             chosen.append(s)
-    results = wd.simulate_sharded(target, draft, dataset, [by_spec[s].wiring for s in chosen], limit=limit,
+    results = acceptance.simulate(target, draft, dataset, [by_spec[s].wiring for s in chosen], limit=limit,
                                   batch_size=batch_size, progress=progress, ctx=ctx, out_dir=shard_dir,
                                   name="curves", setting=setting)
     if results is None:                      # not rank 0: rank 0 reports for everyone
@@ -515,16 +510,9 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
     gets the Diagnosis (None elsewhere); ``device_map`` (e.g. "auto") spreads a large target over the
     visible GPUs, the draft then sits on the device of the target's embedding.
     """
-    from workbench import capture, data
-    from workbench import checkpoint
-    from workbench.devices import resolve_device
-
     device = ctx.device if ctx is not None else resolve_device(device)
-    target = capture.load_target(target_path, device=device, dtype=dtype, device_map=device_map,
-                                 trust_remote_code=trust_remote_code,
-                                 progress=progress and (ctx is None or ctx.is_main))
-    d = checkpoint.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
-    ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
+    target, d, ds = inputs.load(target_path, draft_path, data_path, device=device, dtype=dtype, device_map=device_map,
+                                trust_remote_code=trust_remote_code, progress=progress and (ctx is None or ctx.is_main))
     return diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
                     progress=progress, sglang_rule=sglang_rule, batch_size=batch_size, ctx=ctx,
                     shard_dir=shard_dir, cost_ratio=cost_ratio)

@@ -39,13 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.acceptance import simulate
+from workbench import inputs
 from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write
-from workbench.setting import Setting, resolve_setting
+from workbench.setting import Setting
 from workbench.statistics import CHAIN_COLUMNS, SAMPLE_COLUMNS, AcceptanceResult
-from workbench.wiring import as_wirings, choose_wiring
 
 SHARD_VERSION = 2
 FAIL_ENV = "WORKBENCH_FAIL_RANK"
@@ -257,10 +256,7 @@ def shard_plan(lengths, batch_size: int, world_size: int, max_positions: int | N
 
 def global_rows(dataset, limit: int | None = None) -> list[dict]:
     """The rows a single process would use (first ``limit``), each with its GLOBAL ``_row``."""
-    if hasattr(dataset, "rows"):
-        rows = dataset.rows(limit)
-    else:
-        rows = list(itertools.islice(iter(dataset), None if limit is None else int(limit)))
+    rows = inputs.rows(dataset, limit)
     out = []
     for i, r in enumerate(rows):
         if not isinstance(r, dict):
@@ -449,9 +445,10 @@ def sharded(rows: list[dict], fn, *, ctx: Context | None = None, batch_size: int
     """
     ctx = ctx or Context()
     mine = shard_rows(rows, ctx.rank, ctx.world_size, batch_size, max_positions)
-    full_key = dict(key or {}, version=SHARD_VERSION, rank=ctx.rank, world_size=ctx.world_size,
-                    batch_size=int(batch_size), rows=rows_fingerprint(mine), n_rows=len(mine))
     path = shard_path(out_dir, ctx.rank, ctx.world_size, name) if out_dir is not None else None
+    full_key = None if path is None else dict(key or {}, version=SHARD_VERSION, rank=ctx.rank,
+                                              world_size=ctx.world_size, batch_size=int(batch_size),
+                                              rows=rows_fingerprint(mine), n_rows=len(mine))
     results, why = load_shard(path, full_key) if path is not None else (None, "")
     if results is not None:
         ctx.log(f"reused {path} ({len(mine)} samples)")
@@ -484,77 +481,6 @@ def sharded(rows: list[dict], fn, *, ctx: Context | None = None, batch_size: int
     return gather_results(parts, [int(rows[i]["_row"]) for i in single])   # single-process order
 
 
-def simulate_sharded(target, draft, dataset, wirings, *, K: int | None = None, limit: int | None = None,
-                     batch_size: int = 8, ctx: Context | None = None, out_dir=None, name: str | None = None, progress: bool = True,
-                     topk: int = 5, seed: int = 0, everywhere: bool = False, setting=None) -> dict | None:
-    """:func:`workbench.acceptance.simulate` over this rank's shard; merged ``{spec: result}`` on rank 0.
-
-        >>> # with init("auto") as ctx:
-        >>> #     res = simulate_sharded(target, draft, ds, ["embed,L1,L3", "L1,L3,L4"], K=4, ctx=ctx,
-        >>> #                            out_dir="diag.json.shards")
-        >>> #     if res is None: return 0          # not rank 0: nothing to report
-
-    On one process it equals ``simulate`` exactly (and resumes from ``out_dir`` when given).
-    ``everywhere=True``: every rank gets the merged results (see :func:`sharded`).
-    """
-    from workbench import capture
-
-    ctx = ctx or Context()
-    setting = resolve_setting(K, setting)
-    K = setting.steps
-    wl = as_wirings(wirings, target.n_layers)
-    rows = global_rows(dataset, limit)
-    if not rows:
-        raise WorkbenchError("the dataset has no rows")
-    key = {"target": capture.target_fingerprint(target),
-           "draft": module_fingerprint(draft, draft.config),
-           "wirings": [w.spec for w in wl], "K": int(K),
-           "setting": {k: v for k, v in setting.to_dict().items() if k != "steps"}, "limit": limit,
-           "topk": int(topk), "seed": int(seed),
-           "device": str(target.device).split(":")[0], "dtype": str(target.dtype)}
-
-    def fn(shard):
-        if not shard:
-            out = {}
-            for w in wl:
-                out[w.spec] = AcceptanceResult(spec=w.spec, taps=tuple(w.taps), steps=int(K), setting=setting)
-                out[w.spec].seed = seed
-            return out
-        return simulate(target, draft, shard, wl, batch_size=batch_size, progress=progress, topk=topk,
-                        seed=seed, setting=setting)
-
-    return sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
-                   max_positions=target.max_positions, everywhere=everywhere)
-
-
-def accept_sharded(target_path, draft_path, data_path, *, wiring=None, engine=None, K: int = 4, limit=None,
-                   dtype=None, device_map=None, batch_size: int = 8, sglang_rule: str = "classic",
-                   trust_remote_code: bool = False, progress: bool = True, ctx: Context | None = None,
-                   out_dir=None):
-    """``workbench accept`` on this rank's shard: ``(AcceptanceResult or None off rank 0, wiring note)``.
-
-        >>> # with init("auto") as ctx:
-        >>> #     res, note = accept_sharded("target", "draft", "val.jsonl", engine="sglang", ctx=ctx,
-        >>> #                                out_dir="acc.json.shards")
-
-    Same loading as :func:`workbench.acceptance.accept`, plus ``device_map`` (e.g. "auto") for a target
-    larger than one GPU; the draft goes to the device of the target's embedding.
-    """
-    from workbench import capture, data
-    from workbench import checkpoint
-
-    ctx = ctx or Context()
-    target = capture.load_target(target_path, device=ctx.device, dtype=dtype, device_map=device_map,
-                                 trust_remote_code=trust_remote_code, progress=progress and ctx.is_main)
-    d = checkpoint.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
-    w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
-    ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-    res = simulate_sharded(target, d, ds, [w], limit=limit, batch_size=batch_size, ctx=ctx, out_dir=out_dir,
-                           progress=progress and ctx.is_main, setting=resolve_setting(K).replace(engine=engine))
-    return (None if res is None else res[w.spec]), note
-
-
 __all__ = ["Context", "init", "torchrun_env", "rank_device", "shard_plan", "shard_rows", "global_rows",
            "encode_results", "decode_results", "save_shard", "load_shard", "shard_path", "module_fingerprint",
-           "rows_fingerprint", "gather_results", "default_shard_dir", "sharded", "simulate_sharded",
-           "accept_sharded"]
+           "rows_fingerprint", "gather_results", "default_shard_dir", "sharded"]

@@ -35,15 +35,19 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
 import torch
 
+from workbench import capture, checkpoint, inputs
+from workbench.acceptance import simulate
+from workbench.draft import Eagle3Draft
 from workbench.errors import WorkbenchError
 from workbench.files import write_json
 from workbench.setting import SCHEMA_VERSION, Setting
+from workbench.train import deterministic, train_on_batches
+from workbench.wiring import Wiring, ids_for, resolve, trained_wiring_from_config
 
 #: λ grid, relative to tr(XᵀX)/d (the mean feature energy): scale free.
 ALPHAS = (1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
@@ -232,8 +236,6 @@ def refit_fc(target, draft, dataset, from_taps, to_taps, *, holdout: float = 0.2
     Returns the :class:`RidgeFit` and ``{"positions", "samples", "r2_naive", "seconds"}`` where
     ``r2_naive`` is the held-out R² of simply feeding B to the old ``fc`` (what the server does).
     """
-    from workbench import capture
-
     if not 0 < holdout < 1:
         raise WorkbenchError(f"holdout must be a fraction in (0, 1), got {holdout!r}")
     A, B = list(from_taps), list(to_taps)
@@ -281,8 +283,6 @@ def config_for_taps(config: dict, engine: str, taps, n_layers: int, *, sglang_ru
     come from :func:`workbench.wiring.ids_for` (rule-aware, checked with ``resolve``). vLLM gets the
     top-level key too (it reads that first). Raises WorkbenchError when no ids work.
     """
-    from workbench.wiring import ids_for, resolve
-
     taps = tuple(taps)
     cfg = json.loads(json.dumps(config))
     r = resolve(engine, n_layers, cfg, sglang_rule=sglang_rule)
@@ -305,8 +305,6 @@ def config_for_taps(config: dict, engine: str, taps, n_layers: int, *, sglang_ru
 
 def with_fc(draft, weight: torch.Tensor, bias: torch.Tensor | None, config: dict):
     """A new :class:`~workbench.draft.Eagle3Draft` with ``config``, the old weights and this ``fc``."""
-    from workbench.draft import Eagle3Draft
-
     p = draft.fc.weight
     new = Eagle3Draft(config, where="rewired config")
     new.load_state_dict(draft.state_dict())
@@ -331,9 +329,6 @@ def finetune(draft, target, dataset, taps, steps: int, *, part: str = "fc", K: i
     :func:`workbench.train.train_on_batches`; the data is cycled (one target pass per epoch).
     Returns its :class:`~workbench.train.TrainLog`.
     """
-    from workbench import capture
-    from workbench.train import deterministic, train_on_batches
-
     if part not in FINETUNE_PARTS:
         raise WorkbenchError(f"finetune part {part!r}: expected one of {', '.join(FINETUNE_PARTS)}")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -473,26 +468,6 @@ def _share(x) -> str:
     return "no gap to recover (before >= reference)" if x is None or x != x else f"recovered {x:.1%} of the gap"
 
 
-def _load(target, draft, device, dtype, trust_remote_code, progress=True):
-    from workbench import capture
-    from workbench import checkpoint
-
-    if isinstance(target, (str, os.PathLike)):
-        target = capture.load_target(target, device=device or "cpu", dtype=dtype, trust_remote_code=trust_remote_code,
-                                     progress=progress)
-    if isinstance(draft, (str, os.PathLike)):
-        draft = checkpoint.load_draft(draft, target, device=target.device, dtype=target.dtype)
-    return target, draft
-
-
-def _dataset(data, target):
-    from workbench import data as dmod
-
-    if data is None or hasattr(data, "rows") or isinstance(data, list):
-        return data
-    return dmod.load(data, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-
-
 def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglang_rule: str = "classic"):
     """``(A, B, engine)``: the taps the draft was trained on, the taps to rewire to, the export engine.
 
@@ -500,9 +475,6 @@ def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglan
     feeds this draft today. The export engine is ``engine``, else "specforge" (layer-output ids, what
     SGLang's classic rule also reads). Refuses when A == B or the widths do not match the target.
     """
-    from workbench import capture
-    from workbench.wiring import Wiring, resolve, trained_wiring_from_config
-
     n = target.n_layers
     if int(draft.target_hidden_size) != int(target.hidden_size):
         raise WorkbenchError(f"the draft's fc expects target hidden size {draft.target_hidden_size} (input "
@@ -550,10 +522,6 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
     ``target``/``draft``/``data`` are loaded objects or paths. ``out`` None: nothing is written and
     "after" is measured on the in-memory draft.
     """
-    from workbench import checkpoint
-    from workbench.acceptance import simulate
-    from workbench.wiring import Wiring
-
     t0 = time.monotonic()
     if not isinstance(K, int) or isinstance(K, bool) or K < 1:
         raise WorkbenchError(f"steps K must be a positive integer, got {K!r}")
@@ -561,12 +529,12 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
         raise WorkbenchError(f"--finetune {finetune_part!r}: expected one of {', '.join(FINETUNE_PARTS)}")
     if not isinstance(finetune_steps, int) or finetune_steps < 0:
         raise WorkbenchError(f"finetune steps must be a non-negative integer, got {finetune_steps!r}")
-    target, old = _load(target, draft, device, dtype, trust_remote_code, progress)
+    target, old, train_ds = inputs.load(target, draft, data, device=device or "cpu", dtype=dtype,
+                                        trust_remote_code=trust_remote_code, progress=progress)
     A, B, export_engine = resolve_taps(target, old, taps=taps, engine=engine, from_taps=from_taps,
                                        sglang_rule=sglang_rule)
     cfg, res = config_for_taps(old.config, export_engine, B, target.n_layers, sglang_rule=sglang_rule)
-    train_ds = _dataset(data, target)
-    eval_ds = _dataset(eval_data, target)
+    eval_ds = inputs.dataset(eval_data, target)
 
     ridge, info = refit_fc(target, old, train_ds, A, B, holdout=holdout, alphas=alphas, batch_size=batch_size,
                            limit=limit, progress=progress)

@@ -39,6 +39,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from workbench import acceptance, inputs
+from workbench import wiring as wmod
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
 from workbench.setting import SCHEMA_VERSION, Setting
@@ -427,8 +429,6 @@ def candidates(target, draft_config, trained=None, extra=None, *, sglang_rule: s
         ...                             trained="embed,L1,L3")]
         ['embed,L1,L3', 'L1,L3,L4', 'L0,L2,L3']
     """
-    from workbench import wiring as wmod
-
     n = wmod.num_layers(target)
     tw = wmod.Wiring.parse(trained, n) if trained is not None else None
     out: dict[str, Candidate] = {}
@@ -624,20 +624,6 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _load_inputs(target, draft, data, device, dtype, trust_remote_code, progress=True):
-    from workbench import capture, checkpoint, data as dmod
-    from workbench.devices import resolve_device
-
-    if not hasattr(target, "model"):
-        target = capture.load_target(target, device=resolve_device(device), dtype=dtype,
-                                     trust_remote_code=trust_remote_code, progress=progress)
-    if not hasattr(draft, "fc"):
-        draft = checkpoint.load_draft(draft, target, device=target.device, dtype=target.dtype)
-    if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
-        data = dmod.load(data, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-    return target, draft, data
-
-
 def compare(url, target, draft, data, *, limit: int | None = None, K: int | None = None, trained=None,
             wirings=None, concurrency: int = 4, timeout: float = 120.0, retries: int = 3, backoff: float = 0.5,
             tolerance: float = 0.25, sglang_rule: str = "classic", device: str | None = "cpu", dtype=None,
@@ -650,9 +636,6 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     ``workbench.trained_taps``, else SpecForge's reading of its ids). ``wirings``: extra specs to try.
     ``tolerance``: how close (accept length) live and offline must be to "match".
     """
-    from workbench import acceptance
-    from workbench import wiring as wmod
-
     client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
         raise WorkbenchError(f"--tolerance {tolerance!r}: expected a positive accept-length difference, e.g. 0.25")
@@ -675,8 +658,9 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     if isinstance(topk, int) and topk > 1:
         notes.append(f"the server drafts a tree (topk {topk}); the offline estimate is a chain (topk 1): a lower bound")
 
-    target, draft, data = _load_inputs(target, draft, data, device, dtype, trust_remote_code, progress)
-    rows = list(data.rows(limit) if hasattr(data, "rows") else (list(data)[:limit] if limit else list(data)))
+    target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,
+                                      trust_remote_code=trust_remote_code, progress=progress)
+    rows = inputs.rows(data, limit)
     if not rows:
         raise WorkbenchError("compare: the data has no rows")
     samples = generate_samples(client, rows, vocab_size=target.vocab_size, progress=progress)
