@@ -413,3 +413,50 @@ def lengths_by_source(rows: list[dict], *, title: str | None = None):
         ax.legend(fontsize="small")
     fig.suptitle(title or f"Lengths by source ({len(rows)} valid rows)")
     return fig
+
+
+# ------------------------------------------------------------------------------ live vs offline
+
+def live_comparison(cmp):
+    """Per-sample live accept length against the offline decode path under each wiring
+    (a :class:`~workbench.sglang_live.Comparison`)."""
+    fig, (ax,) = _figure(1, height=3.8, width=max(6, 0.45 * len(cmp.samples) + 3))
+    xs = list(range(len(cmp.samples)))
+    live = [s.meta.accept_length if s.meta.accept_length is not None else math.nan for s in cmp.samples]
+    ax.plot(xs, live, "ko-", lw=2, label=f"live ({cmp.live_accept_length:.2f})", zorder=3)
+    for c in cmp.candidates:
+        ys = [cmp.offline_accept_length(c.spec, s.row) for s in cmp.samples]
+        tag = " trained" if c.trained else ""
+        ax.plot(xs, ys, "--", marker=".", alpha=0.8,
+                label=f"offline {c.spec}{tag} ({cmp.offline_accept_length(c.spec):.2f})")
+    ax.set_xticks(xs, [str(s.row) for s in cmp.samples], fontsize=7)
+    ax.set_xlabel("sample (dataset row)")
+    ax.set_ylabel("accept length (mean A + 1)")
+    ax.set_ylim(0.9, cmp.K + 1.1)
+    ax.set_title(f"live vs offline, K={cmp.K}: {cmp.verdict_code}" + (f" ({cmp.matched})" if cmp.matched else ""))
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def live_histograms(cmp):
+    """Share of verify steps that accepted exactly a drafts, a = 0..K: live against each wiring."""
+    fig, (ax,) = _figure(1, height=3.4, width=6.5)
+    series = []
+    if cmp.live_histogram is not None:
+        series.append(("live", cmp.live_histogram))
+    series += [(f"offline {c.spec}" + (" (trained)" if c.trained else ""),
+                [int(x) for x in cmp.offline[c.spec].decode_path["histogram"]]) for c in cmp.candidates]
+    width = 0.8 / max(1, len(series))
+    xs = np.arange(cmp.K + 1)
+    for i, (name, h) in enumerate(series):
+        h = np.asarray(list(h)[:cmp.K + 1] + [0] * max(0, cmp.K + 1 - len(h)), float)
+        ax.bar(xs + (i - (len(series) - 1) / 2) * width, h / h.sum() if h.sum() else h, width,
+               label=name, color="black" if name == "live" else None)
+    ax.set_xticks(xs)
+    ax.set_xlabel("drafts accepted in a verify step (A)")
+    ax.set_ylabel("share of verify steps")
+    ax.set_title("accept histogram" + ("" if cmp.live_histogram is not None else
+                                       " (the server reports no histogram: offline only)"))
+    ax.legend(fontsize=7)
+    return fig
