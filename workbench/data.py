@@ -47,6 +47,7 @@ from typing import Any, Iterator
 
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write
+from workbench.render import Rendered
 
 CANONICAL = ("input_ids", "loss_mask", "seq_len", "n_prompt_tokens", "n_response_tokens", "source")
 
@@ -104,7 +105,7 @@ class KeyInfo:
 
 
 @dataclass
-class Description:
+class Description(Rendered):
     """Every key of the raw rows: type, how many rows have it, an example. Notebooks display it as a table."""
     name: str
     format: str
@@ -122,7 +123,7 @@ class Description:
                 "keys": [vars(k) for k in self.keys], "notices": list(self.notices),
                 "n_unparseable": self.n_unparseable}
 
-    def __str__(self) -> str:
+    def summary(self) -> str:
         lines = [f"{self.name}: {self.format}, {self.n_rows} rows"
                  + (f" ({self.n_unparseable} not parseable as JSON objects)" if self.n_unparseable else "")]
         if self.keys:
@@ -137,7 +138,7 @@ class Description:
 
 
 @dataclass
-class ValidationReport:
+class ValidationReport(Rendered):
     """Result of :meth:`Dataset.validate`: counts plus the first ``max_problems`` problems."""
     name: str
     n_rows: int
@@ -160,7 +161,7 @@ class ValidationReport:
                 "n_invalid": self.n_invalid, "n_problems": self.n_problems, "stopped_early": self.stopped_early,
                 "problem_counts": dict(self.problem_counts), "problems": [str(p) for p in self.problems]}
 
-    def __str__(self) -> str:
+    def summary(self) -> str:
         stop = " (stopped at the first bad row)" if self.stopped_early else ""
         lines = [f"validation: {self.n_rows} rows checked{stop}, {self.n_valid} valid, {self.n_invalid} invalid"]
         lines += [f"  {p}" for p in self.problems]

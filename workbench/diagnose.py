@@ -32,6 +32,7 @@ from workbench import wiring as wm
 from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
+from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION, Setting
 from workbench.statistics import wilson
 
@@ -224,7 +225,7 @@ def _fmt(x, nd: int = 2) -> str:
 
 
 @dataclass
-class Diagnosis:
+class Diagnosis(Rendered):
     """Result of :func:`diagnose`: a ranked table of wirings and a verdict in plain words.
 
     ``table`` (pandas DataFrame, best first): ``spec``, ``reasons``, ``feasible`` (the engine can

@@ -36,6 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from workbench.errors import WorkbenchError
+from workbench.render import Rendered
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 _ACTS = {"silu": F.silu, "swish": F.silu, "gelu": F.gelu, "relu": F.relu,
@@ -612,7 +613,30 @@ def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch
     return (tokens, torch.stack(logits_out)) if return_logits else tokens
 
 
-def describe_draft(draft: Eagle3Draft) -> dict:
+class DraftDescription(Rendered, dict):
+    """What :func:`describe_draft` returns: a plain dict (JSON-ready) that renders as text."""
+
+    def summary(self) -> str:
+        """What ``workbench draft`` prints."""
+        info = self
+        f = info["features"]
+        on = [k for k, v in f.items() if v] or ["none"]
+        lines = [
+            f"{info['path']}: {info['architecture']} ({info['format']} format), {info['parameters']:,} parameters "
+            f"(without embed_tokens), {info['dtype']} on {info['device']}",
+            f"  hidden {info['hidden_size']}, target hidden {info['target_hidden_size']} (fc input "
+            f"{info['fc_input']}), heads {info['heads']}/{info['kv_heads']} kv, head_dim {info['head_dim']}, "
+            f"mlp {info['intermediate_size']}, rope theta {info['rope_theta']:g} ({info['rope_scaling']})",
+            f"  vocab {info['vocab_size']}, draft vocab {info['draft_vocab_size']}"
+            + (f" (d2t maps to {info['t2d_coverage']} target ids)" if info["vocab_mapped"] else " (no mapping)"),
+            f"  eagle_config layer ids {info['eagle_layer_ids']}, embed_tokens from {info['embed_source']}",
+            f"  variant features on: {', '.join(on)}",
+        ]
+        lines += [f"  note: {n}" for n in info["notes"]]
+        return "\n".join(lines)
+
+
+def describe_draft(draft: Eagle3Draft) -> DraftDescription:
     """What the draft is: parameters, vocab sizes, eagle_config ids, dtype, variant features, notes.
 
         >>> import torch
@@ -623,7 +647,7 @@ def describe_draft(draft: Eagle3Draft) -> dict:
     """
     s = draft.spec
     n_params = sum(p.numel() for n, p in draft.named_parameters() if not n.startswith("embed_tokens"))
-    return {
+    return DraftDescription({
         "path": draft.path, "format": draft.source_format, "architecture": ARCHITECTURE,
         "parameters": n_params, "hidden_size": s.hidden_size, "target_hidden_size": s.target_hidden_size,
         "fc_input": 3 * s.target_hidden_size, "heads": s.num_heads, "kv_heads": s.num_kv_heads,
@@ -638,4 +662,4 @@ def describe_draft(draft: Eagle3Draft) -> dict:
                      "norm_before_residual": s.norm_before_residual, "attention_bias": s.attention_bias,
                      "target_hidden_size_differs": s.target_hidden_size != s.hidden_size},
         "notes": list(draft.notes),
-    }
+    })

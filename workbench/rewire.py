@@ -45,6 +45,7 @@ from workbench.acceptance import simulate
 from workbench.draft import Eagle3Draft
 from workbench.errors import WorkbenchError
 from workbench.files import write_json
+from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION, Setting
 from workbench.train import deterministic, train_on_batches
 from workbench.wiring import Wiring, ids_for, resolve, trained_wiring_from_config
@@ -377,7 +378,7 @@ def recovered_share(before: float, after: float, reference: float) -> float:
 
 
 @dataclass
-class RewireResult:
+class RewireResult(Rendered):
     """What :func:`rewire` did and measured. Accept lengths are E[A]+1 over every counted chain."""
 
     from_taps: tuple[str, ...]

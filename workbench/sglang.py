@@ -22,6 +22,7 @@ import struct
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
+from workbench.render import Rendered
 from workbench.wiring import (Resolution, Wiring, draft_layer_ids, ids_for, load_config, num_layers, resolve,
                               trained_wiring_from_config)
 
@@ -49,7 +50,7 @@ class Problem:
 
 
 @dataclass
-class LintResult:
+class LintResult(Rendered):
     """Effective speculative settings plus every problem found (``errors`` decide the exit code)."""
 
     settings: dict
@@ -74,7 +75,7 @@ class LintResult:
                 "trained_wiring": self.trained.spec if self.trained else None,
                 "problems": [p.to_dict() for p in self.problems], "ok": self.ok}
 
-    def to_text(self) -> str:
+    def summary(self) -> str:
         lines = [f"effective speculative settings (from {self.source}):"]
         for k, v in self.settings.items():
             lines.append(f"  {k:34s} {v}")

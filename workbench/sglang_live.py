@@ -43,6 +43,7 @@ from workbench import acceptance, inputs
 from workbench import wiring as wmod
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
+from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION, Setting
 
 # meta_info keys of speculative runs, by SGLang generation (facts page, section 4)
@@ -444,7 +445,7 @@ def candidates(target, draft_config, trained=None, extra=None, *, sglang_rule: s
 
 
 @dataclass
-class Comparison:
+class Comparison(Rendered):
     """Live versus offline: per sample, in total, and the verdict.
 
     ``offline[spec]`` is the :class:`~workbench.acceptance.AcceptanceResult` of each candidate

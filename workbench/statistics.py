@@ -41,6 +41,7 @@ import numpy as np
 
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, jsonable, write_json
+from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION, Setting
 from workbench.wiring import tap_sort_key
 
@@ -182,7 +183,7 @@ def _empty_samples() -> dict:
 
 
 @dataclass
-class AcceptanceResult:
+class AcceptanceResult(Rendered):
     """Acceptance of one wiring: the per-chain table and everything derived from it.
 
         >>> import numpy as np
@@ -337,6 +338,11 @@ class AcceptanceResult:
 
     def _s(self) -> dict:
         return chain_statistics(self.chains["accepted"], self.steps)
+
+    @property
+    def at_least(self) -> np.ndarray:
+        """N(A >= k), k = 0..K (N(A >= 0) = number of counted chains): the counts behind α_k."""
+        return self._s()["at_least"]
 
     @property
     def conditional(self) -> np.ndarray:

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
+from workbench.render import Rendered
 
 _LAYER = re.compile(r"^L(\d+)$")
 _KEY = "eagle_aux_hidden_state_layer_ids"
@@ -435,7 +436,7 @@ def ids_for(engine: str, taps, n_layers: int, *, sglang_rule: str = "classic") -
 
 
 def table(target_config, draft_config=None, *, sglang_rule: str = "classic",
-          trained: "Wiring | str | None" = None) -> list[Resolution]:
+          trained: "Wiring | str | None" = None) -> "WiringTable":
     """Every engine preset for this target/draft, with cross-engine warnings.
 
         >>> rows = table({"num_hidden_layers": 32}, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]})
@@ -462,7 +463,7 @@ def table(target_config, draft_config=None, *, sglang_rule: str = "classic",
             others = "; ".join(f"{'/'.join(es)} feed{'s' if len(es) == 1 else ''} {','.join(t) or '(nothing)'}"
                                for t, es in groups.items() if t != r.taps)
             r.warnings.append(f"engines disagree: {others}")
-    return rows
+    return WiringTable(rows)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -519,16 +520,20 @@ def choose_wiring(target, draft, wiring=None, engine: str | None = None, *, sgla
     return Wiring.parse(r.taps, target.n_layers), f"no --wiring/--engine: {r.explanation}"
 
 
-def format_table(rows: list[Resolution]) -> str:
-    """Plain-text rendering of :func:`table` (used by ``workbench wiring``)."""
-    width = max(len(r.engine) for r in rows)
-    tw = max(len(r.spec or "(nothing)") for r in rows)
-    lines = [f"{'engine'.ljust(width)}  {'taps'.ljust(tw)}  hf_indices  explanation"]
-    for r in rows:
-        hf = ",".join("-" if i is None else str(i) for i in r.hf_indices)
-        flag = "" if r.feasible else "  [WILL NOT WORK]"
-        lines.append(f"{r.engine.ljust(width)}  {(r.spec or '(nothing)').ljust(tw)}  {hf.ljust(10)}  "
-                     f"{r.explanation}{flag}")
-        for msg in r.warnings:
-            lines.append(f"{' ' * width}  ! {msg}")
-    return "\n".join(lines)
+class WiringTable(Rendered, list):
+    """What :func:`table` returns: a list of :class:`Resolution`, one per engine, that renders as text."""
+
+    def summary(self) -> str:
+        """Plain-text table (what ``workbench wiring`` prints)."""
+        rows = list(self)
+        width = max(len(r.engine) for r in rows)
+        tw = max(len(r.spec or "(nothing)") for r in rows)
+        lines = [f"{'engine'.ljust(width)}  {'taps'.ljust(tw)}  hf_indices  explanation"]
+        for r in rows:
+            hf = ",".join("-" if i is None else str(i) for i in r.hf_indices)
+            flag = "" if r.feasible else "  [WILL NOT WORK]"
+            lines.append(f"{r.engine.ljust(width)}  {(r.spec or '(nothing)').ljust(tw)}  {hf.ljust(10)}  "
+                         f"{r.explanation}{flag}")
+            for msg in r.warnings:
+                lines.append(f"{' ' * width}  ! {msg}")
+        return "\n".join(lines)
