@@ -47,7 +47,8 @@ def save(fig, path, *, dpi: int = 110):
     return path
 
 
-def _results(results) -> dict:
+def as_results(results) -> dict:
+    """``{label: AcceptanceResult}`` from one result, a list or a dict (what every figure takes)."""
     if hasattr(results, "conditional") and hasattr(results, "chains"):
         return {results.spec: results}
     if isinstance(results, dict):
@@ -83,7 +84,7 @@ def _errs(values, bounds):
 
 def acceptance_curves(results, *, title: str | None = None):
     """Conditional α_k and cumulative P(A≥k) per draft position k, one line per wiring, 95% Wilson bars."""
-    results = _results(results)
+    results = as_results(results)
     fig, (ax_c, ax_m) = _figure(2)
     for (label, r), color in zip(results.items(), _colors(len(results))):
         iv = r.intervals(n_boot=200)
@@ -108,7 +109,7 @@ def acceptance_curves(results, *, title: str | None = None):
 
 def accept_length_histogram(results, *, title: str | None = None):
     """Share of chains that accepted exactly a = 0..K draft tokens, grouped bars per wiring."""
-    results = _results(results)
+    results = as_results(results)
     fig, (ax,) = _figure(1)
     n = len(results)
     width = 0.8 / n
@@ -130,7 +131,7 @@ def accept_length_histogram(results, *, title: str | None = None):
 
 def decode_path_comparison(results, *, title: str | None = None):
     """Accept length (E[A]+1) over every position vs along the decode path, per wiring, 95% bootstrap bars."""
-    results = _results(results)
+    results = as_results(results)
     fig, (ax,) = _figure(1, height=3.6)
     labels = list(results)
     x = np.arange(len(labels))
@@ -161,7 +162,7 @@ def decode_path_comparison(results, *, title: str | None = None):
 
 def by_source(results, *, title: str | None = None):
     """Accept length (E[A]+1) per data source, grouped by wiring, with chain counts."""
-    results = _results(results)
+    results = as_results(results)
     sources = sorted({s for r in results.values() for s in r.sources})
     fig, (ax,) = _figure(1, height=3.6)
     n = len(results)
@@ -191,7 +192,7 @@ def speedup_projection(results, *, ratio: float | None = None, title: str | None
     ``ratio`` = one draft step's cost ÷ one target forward (default: each result's measured
     ``cost_ratio``; one of them must be known).
     """
-    results = _results(results)
+    results = as_results(results)
     fig, (ax,) = _figure(1, height=3.6)
     used = None
     for (label, r), color in zip(results.items(), _colors(len(results))):

@@ -48,7 +48,7 @@ def acceptance_explorer(results: dict, rows: list[dict] | None = None, tokenizer
     """
     from workbench.report import in_report
 
-    results = plots._results(results)
+    results = plots.as_results(results)
     rows = [r for r in (rows or []) if any((res.chains["sample"] == r.get("_row", -1)).any()
                                            for res in results.values())]
     specs = list(results)
