@@ -15,6 +15,7 @@ reference: real greedy speculative decoding with the HF target (KV cache), one s
 
 from __future__ import annotations
 
+import inspect
 import time
 
 import numpy as np
@@ -187,8 +188,6 @@ def exact_decode(target, draft, prompt_ids, wiring, K: int, max_new_tokens: int)
         raise WorkbenchError(f"exact_decode: prompt token id {bad[0]} is outside the target vocab 0..{target.vocab_size - 1}")
     ddev, ddtype = draft.device, draft.dtype
     model, dev = target.model, target.device
-
-    import inspect
 
     cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 

@@ -30,6 +30,7 @@ import re
 import statistics
 from dataclasses import asdict, dataclass, field
 
+from workbench import __version__
 from workbench.errors import WorkbenchError
 from workbench.files import write_json
 
@@ -123,8 +124,6 @@ def machine(device: str) -> dict:
     """CPU model, cores, versions and the device the run used (GPU name when CUDA)."""
     import torch
     import transformers
-
-    from workbench import __version__
 
     cpu = platform.processor() or platform.machine()
     try:

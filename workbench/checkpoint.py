@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from workbench.devices import default_dtype, resolve_device
 from workbench.draft import ARCHITECTURE, Eagle3Draft
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, write_json
@@ -122,8 +123,6 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
         >>> d = load_draft("data/demo/draft-aligned", target)          # doctest: +SKIP
         >>> describe_draft(d)["draft_vocab_size"]                        # doctest: +SKIP
     """
-    from workbench.devices import default_dtype, resolve_device
-
     folder = Path(path)
     if folder.is_file() and folder.name == "config.json":
         folder = folder.parent

@@ -48,6 +48,7 @@ from typing import Any, Iterator
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write
 from workbench.render import Rendered
+from workbench.setting import SCHEMA_VERSION
 
 CANONICAL = ("input_ids", "loss_mask", "seq_len", "n_prompt_tokens", "n_response_tokens", "source")
 
@@ -180,8 +181,6 @@ class Inspection:
 
     def to_dict(self) -> dict:
         s = self.summary.reset_index().to_dict(orient="records")
-        from workbench.setting import SCHEMA_VERSION
-
         return {"schema_version": SCHEMA_VERSION, "description": self.description.to_dict(),
                 "validation": self.validation.to_dict(), "summary": s}
 

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from workbench.errors import WorkbenchError
+from workbench.files import atomic_write
 from workbench.statistics import TapStats
 
 WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
@@ -39,8 +40,6 @@ def _figure(ncols: int = 1, height: float = 3.8, width: float = WIDTH):
 
 def save(fig, path, *, dpi: int = 110):
     """Write a figure (PNG/SVG/PDF by extension), atomically."""
-    from workbench.files import atomic_write
-
     fmt = str(path).rsplit(".", 1)[-1].lower()
     with atomic_write(path, "wb") as f:
         fig.savefig(f, format=fmt, dpi=dpi)

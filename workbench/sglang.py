@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
 from workbench.render import Rendered
+from workbench.setting import SCHEMA_VERSION
 from workbench.wiring import (Resolution, Wiring, draft_layer_ids, ids_for, load_config, num_layers, resolve,
                               trained_wiring_from_config)
 
@@ -68,8 +69,6 @@ class LintResult(Rendered):
         return not self.errors
 
     def to_dict(self) -> dict:
-        from workbench.setting import SCHEMA_VERSION
-
         return {"schema_version": SCHEMA_VERSION, "source": self.source, "settings": dict(self.settings),
                 "wiring": self.wiring.to_dict() if self.wiring else None,
                 "trained_wiring": self.trained.spec if self.trained else None,
