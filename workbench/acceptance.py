@@ -237,7 +237,7 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
 
     w = as_wirings(wiring, target.n_layers)[0]
     setting = Setting(steps=int(K), estimator="decode-path")
-    rows = inputs.rows(dataset, limit)
+    rows = inputs.rows(dataset, limit or None)
     parts = []
     for i, row in enumerate(tqdm(rows, desc="exact", unit="sample", disable=not progress)):
         ids = list(row["input_ids"])
