@@ -36,7 +36,6 @@ import difflib
 import gzip
 import html
 import json
-import os
 import warnings
 import zlib
 from array import array
@@ -46,7 +45,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from workbench.errors import WorkbenchError
-from workbench.files import atomic_write
+from workbench.files import atomic_write, is_path
 from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION
 
@@ -227,7 +226,7 @@ def load(source, *, tokenizer=None, vocab_size: int | None = None, on_error: str
     """
     if on_error not in ("raise", "skip"):
         raise WorkbenchError(f"on_error={on_error!r} is not supported (expected 'raise' or 'skip')")
-    if isinstance(tokenizer, (str, os.PathLike)):
+    if is_path(tokenizer):
         tokenizer = load_tokenizer(tokenizer)
     if vocab_size is None and tokenizer is not None:
         vocab_size = _vocab_size_of(tokenizer)
@@ -285,7 +284,7 @@ class Dataset:
         if isinstance(source, (list, tuple)):
             self._list, self.name, self.format, self.default_source = list(source), "<memory>", "list of dicts", "memory"
             return
-        if not isinstance(source, (str, os.PathLike)):
+        if not is_path(source):
             raise WorkbenchError(f"cannot load a {cls} (expected a path, a datasets.Dataset or a list of dicts)")
         p = Path(source)
         self.path, self.name = p, str(source)
@@ -695,7 +694,7 @@ class Dataset:
         ``tokenizer`` defaults to the one given to :func:`load`; without one the ids are shown.
         """
         tok = tokenizer if tokenizer is not None else self.tokenizer
-        if isinstance(tok, (str, os.PathLike)):
+        if is_path(tok):
             tok = load_tokenizer(tok)
         r = self.get(i)
         ids, mask = r["input_ids"], r["loss_mask"]

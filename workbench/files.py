@@ -18,6 +18,15 @@ import os
 import tempfile
 
 
+def is_path(x) -> bool:
+    """The one test for "is this a path?": a str, bytes or ``os.PathLike`` (not a loaded object).
+
+        >>> is_path("data/demo/val.jsonl"), is_path([{"input_ids": [1]}])
+        (True, False)
+    """
+    return isinstance(x, (str, bytes, os.PathLike))
+
+
 @contextlib.contextmanager
 def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
     """Write ``path`` atomically: a temp file in the same folder, fsync, then ``os.replace``.

@@ -7,8 +7,8 @@
     [{'input_ids': [1, 2, 3]}]
     >>> # tgt, drf, ds = inputs.load("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl")
 
-The one place that answers "is this a path?" (:func:`is_path`) and "a dataset or rows?"
-(:func:`rows`). The CLI, the notebooks' headers and the library entry points (``acceptance.accept``,
+The one place that answers "a dataset or rows?" (:func:`rows`); "is this a path?" is
+:func:`workbench.files.is_path` (here as ``inputs.is_path``). The CLI, the notebooks' headers and the library entry points (``acceptance.accept``,
 ``diagnose.diagnose_files``, ``rewire.rewire``, ``sglang_live.compare``, ``fake_sglang.serve``) load
 through :func:`load`. The target goes to ``device`` (``device_map`` spreads a large one over GPUs;
 dtype fp32 on CPU, bf16 on CUDA by default), the draft to the device and dtype of the target's
@@ -18,18 +18,13 @@ embedding, data paths are read with the target's tokenizer and vocab size (ids a
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass
 
 from workbench import capture, checkpoint
 from workbench import data as data_mod
 from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
-
-
-def is_path(x) -> bool:
-    """True for a file-system path (str, bytes, ``os.PathLike``); False for a loaded object."""
-    return isinstance(x, (str, bytes, os.PathLike))
+from workbench.files import is_path
 
 
 def rows(data, limit: int | None = None) -> list[dict]:

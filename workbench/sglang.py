@@ -22,6 +22,7 @@ import struct
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
+from workbench.files import is_path
 from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION
 from workbench.wiring import (Resolution, Wiring, draft_layer_ids, ids_for, load_config, num_layers, resolve,
@@ -373,7 +374,7 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, sgl
                 'move the ids into "eagle_config": {"eagle_aux_hidden_state_layer_ids": [...]}')
         dvs, vs = dcfg.get("draft_vocab_size"), dcfg.get("vocab_size")
         if isinstance(dvs, int) and isinstance(vs, int) and dvs < vs:
-            names = draft_weight_names(draft) if isinstance(draft, (str, os.PathLike)) and os.path.isdir(draft) else None
+            names = draft_weight_names(draft) if is_path(draft) and os.path.isdir(draft) else None
             if names is None:
                 add("d2t-unchecked", "info", f"draft vocab {dvs} < target vocab {vs}: d2t not checked "
                     "(no draft weights found)", "", "")

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
+from workbench.files import is_path
 from workbench.render import Rendered
 
 _LAYER = re.compile(r"^L(\d+)$")
@@ -132,9 +133,9 @@ def load_config(source, what: str = "config") -> dict:
     """
     if isinstance(source, dict):
         return source
-    if hasattr(source, "to_dict") and not isinstance(source, (str, os.PathLike)):
+    if hasattr(source, "to_dict") and not is_path(source):
         return source.to_dict()
-    if isinstance(source, (str, os.PathLike)):
+    if is_path(source):
         path = os.fspath(source)
         file = os.path.join(path, "config.json") if os.path.isdir(path) else path
         if not os.path.isfile(file):
