@@ -125,6 +125,17 @@ def pipeline_throughput(demo: Path, *, device: str, repeats: int, K: int = 4, ba
              "note": f"{len(rows)} samples, {n_tok} tokens, K={K}; load+capture+chains+stats"}]
 
 
+def measurer(section: str, figure: str, figures: list):
+    """``bench.<section>`` when it exposes ``measure``; else None, after adding its "not run" row to ``figures``."""
+    mod = load_bench(section)
+    if mod is not None and hasattr(mod, "measure"):
+        return mod
+    why = (f"bench/{section}.py does not exist yet" if mod is None
+           else f"bench/{section}.py has no measure() yet (run it alone: .venv/bin/python -m bench.{section})")
+    figures.append(benchmark.not_run(section, figure, why))
+    return None
+
+
 def _call_measure(mod, name: str, **offered):
     """Call ``mod.measure`` with the keyword arguments it accepts (distributed/rewire: written elsewhere)."""
     sig = inspect.signature(mod.measure)
@@ -191,10 +202,8 @@ def run(args) -> int:
     for section in ("capture", "acceptance"):
         if section not in sections:
             continue
-        mod = load_bench(section)
-        if mod is None or not hasattr(mod, "measure"):
-            why = f"bench/{section}.py {'is missing' if mod is None else 'exposes no measure()'}"
-            figures.append(benchmark.not_run(section, section, why))
+        mod = measurer(section, section, figures)
+        if mod is None:
             continue
         common = dict(device=device, repeats=repeats, threads=args.threads, **cfg[section])
         if "demo" in targets:
@@ -216,11 +225,8 @@ def run(args) -> int:
                             ("rewire", "accept-length gap recovered by rewire")):
         if section not in sections:
             continue
-        mod = load_bench(section)
-        if mod is None or not hasattr(mod, "measure"):
-            why = (f"bench/{section}.py does not exist yet" if mod is None
-                   else f"bench/{section}.py has no measure() yet (run it alone: .venv/bin/python -m bench.{section})")
-            figures.append(benchmark.not_run(section, figure, why))
+        mod = measurer(section, figure, figures)
+        if mod is None:
             continue
         add(section, demo_label or "demo", lambda: _call_measure(mod, section, demo=demo, device=device,
                                                                  repeats=repeats, quick=args.quick))

@@ -116,3 +116,13 @@ def test_bad_options_exit_2_with_one_line(tmp_path, capsys):
     assert cli_main(["bench", "--quick", "--demo", str(tmp_path), "--out", str(tmp_path / "r.json")]) == 2
     assert "no demo manifest" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_bench_docstring_examples_run():
+    import doctest
+
+    from bench import common, run
+
+    for mod in (common, run):
+        res = doctest.testmod(mod)
+        assert res.attempted > 0 and res.failed == 0, mod.__name__
