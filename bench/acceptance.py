@@ -1,7 +1,7 @@
 """Benchmarks of workbench.acceptance (issue 5); every ratio is measured in this one run.
 
-    $ .venv/bin/python bench/acceptance.py                      # CPU, tiny model, ~1-3 min
-    $ .venv/bin/python bench/acceptance.py --device cuda --hidden 512 --layers 16 --json bench.json
+    $ .venv/bin/python -m bench.acceptance                      # CPU, tiny model, ~1-3 min
+    $ .venv/bin/python -m bench.acceptance --device cuda --hidden 512 --layers 16 --json bench.json
 
 (a) fast vs exact on the same chains (T=512, K=7): speed-up of ``simulate`` over the real
     speculative-decoding loop ``exact_simulate``, with identical decode-path A values (goal >= 30x).
@@ -23,12 +23,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-
-def _sync(device):
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
+from bench.common import ROOT, peak_rss, sync
 
 
 def build(args, device):
@@ -81,14 +76,14 @@ def fast_vs_exact(target, draft, rows, spec, K: int) -> dict:
     """One run of (a): seconds of ``simulate`` and ``exact_simulate`` on ``rows``, and whether the A values agree."""
     from workbench.acceptance import exact_simulate, simulate
 
-    _sync(target.device)
+    sync(target.device)
     t0 = time.perf_counter()
     fast = simulate(target, draft, rows, [spec], K=K, batch_size=4, progress=False, topk=0)[spec]
-    _sync(target.device)
+    sync(target.device)
     t_fast = time.perf_counter() - t0
     t0 = time.perf_counter()
     exact = exact_simulate(target, draft, rows, spec, K=K, progress=False)
-    _sync(target.device)
+    sync(target.device)
     t_exact = time.perf_counter() - t0
     on = fast.chains["on_path"]
     key = lambda s, t, a: sorted(zip(s.tolist(), t.tolist(), a.tolist()))  # noqa: E731
@@ -118,59 +113,29 @@ def pipeline_vs_bare(target, draft, rows, spec, K: int, bs: int = 4) -> dict:
     from workbench.acceptance import simulate
     from workbench.draft import run_chains
 
-    _sync(target.device)
+    sync(target.device)
     t0 = time.perf_counter()
     simulate(target, draft, rows, [spec], K=K, batch_size=bs, progress=False)
-    _sync(target.device)
+    sync(target.device)
     t_pipe = time.perf_counter() - t0
     batches = list(capture.extract(target, rows, [spec], batch_size=bs, progress=False))     # same padding
     taps = spec.split(",")
     t_target = t_draft = 0.0
     with torch.no_grad():
         for b in batches:
-            _sync(target.device)
+            sync(target.device)
             t0 = time.perf_counter()
             target.model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
-            _sync(target.device)
+            sync(target.device)
             t_target += time.perf_counter() - t0
             feats = b.concat(taps)
             t0 = time.perf_counter()
             for _ in range(K):                                       # K bare one-step draft forwards
                 run_chains(draft, feats, b.input_ids, b.attention_mask, 1)
-            _sync(target.device)
+            sync(target.device)
             t_draft += time.perf_counter() - t0
     bare = t_target + t_draft
     return {"pipeline_s": t_pipe, "bare_target_s": t_target, "bare_draft_Kx_s": t_draft, "ratio": t_pipe / bare}
-
-
-def _peak_rss_during(fn):
-    """(absolute peak RSS bytes while ``fn()`` runs, RSS before it), sampled every 0.2 ms after a full release."""
-    import ctypes
-    import gc
-    import threading
-
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    before = rss()
-    state = {"peak": before, "stop": False}
-
-    def sample():
-        while not state["stop"]:
-            state["peak"] = max(state["peak"], rss())
-            time.sleep(0.0002)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    try:
-        fn()
-    finally:
-        state["stop"] = True
-        th.join()
-    return max(state["peak"], rss()), before
 
 
 def _child_mem(args):
@@ -200,7 +165,7 @@ def _child_mem(args):
             torch.cuda.synchronize()
             peaks.append(torch.cuda.max_memory_allocated())
         else:
-            peak, before = _peak_rss_during(run)
+            peak, before, _ = peak_rss(run)
             peaks.append(peak)
             bases.append(before)
     print(json.dumps({"n": args.child_mem, "peak_bytes": peaks[0], "after_load_bytes": bases[0], "peaks": peaks,
@@ -224,10 +189,10 @@ def memory_scaling(target_path, draft_path, spec, *, vocab: int, device: str = "
         rows = os.path.join(tmp, "rows.jsonl")
         write_mem_rows(rows, 10 * n_small, mem_T, vocab)
         for n in (n_small, 10 * n_small):
-            cmd = [sys.executable, os.path.abspath(__file__), "--child-mem", str(n), "--target-path", str(target_path),
+            cmd = [sys.executable, "-m", "bench.acceptance", "--child-mem", str(n), "--target-path", str(target_path),
                    "--draft-path", str(draft_path), "--rows-path", rows, "--spec", spec, "--device", device,
                    "--K", str(K), "--threads", str(threads), "--mem-repeats", str(repeats)]
-            p = subprocess.run(cmd, capture_output=True, text=True)
+            p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             if p.returncode:
                 raise RuntimeError(f"(c) memory child failed: "
                                    f"{p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
@@ -263,7 +228,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
             samples: int = 8, hidden: int = 64, layers: int = 4, vocab: int = 256, prompt: int = 16,
             train_epochs: int = 8, mem_samples: int = 8, mem_T: int = 256, threads: int = 1,
             seed: int = 0) -> list[dict]:
-    """Figures (a), (b), (c) as dicts for ``bench/run.py`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
+    """Figures (a), (b), (c) as dicts for ``bench.run`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
 
         >>> # figs = measure("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl", "L1,L3,L4")
         >>> # [f["key"] for f in figs]     # ['fast_vs_exact', 'pipeline_vs_bare', 'memory_scaling']
