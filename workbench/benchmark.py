@@ -66,7 +66,7 @@ class Figure:
 
 
 def add_arguments(p) -> None:
-    """The options of ``bench/run.py`` and ``workbench bench`` (one definition for both)."""
+    """The options of ``python -m bench.run`` and ``workbench bench`` (one definition for both)."""
     p.add_argument("--device", default="cpu", help="cpu (fp32), cuda or cuda:N (bf16), auto")
     p.add_argument("--demo", help="demo folder (default: data/demo when built, else the smoke demo in data/demo-smoke)")
     p.add_argument("--out", help="results JSON (default: bench/results.json)")
