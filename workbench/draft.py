@@ -73,6 +73,7 @@ class _Spec:
     attention_bias: bool
     mlp_bias: bool
     fc_norm: bool
+    norm_before_fc: bool
     norm_output: bool
     norm_before_residual: bool
     layer_ids: tuple | None
@@ -154,7 +155,10 @@ def _spec(cfg: dict, where: str = "config.json") -> _Spec:
         rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), hidden_act=act, rope_theta=theta,
         rope_scaling=scaling, fc_bias=bool(cfg.get("bias", False)),
         attention_bias=bool(cfg.get("attention_bias", False)), mlp_bias=bool(cfg.get("mlp_bias", False)),
-        fc_norm=bool(cfg.get("fc_norm", False)), norm_output=bool(cfg.get("norm_output", False)),
+        # fc_norm alias use_aux_norm (SGLang llama_eagle3.py); norm_before_fc nested first (vLLM llama_eagle3.py)
+        fc_norm=bool(cfg.get("fc_norm") or cfg.get("use_aux_norm") or False),
+        norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
+        norm_output=bool(cfg.get("norm_output", False)),
         norm_before_residual=bool(cfg.get("norm_before_residual", False)), layer_ids=ids,
         has_draft_vocab_key=has_dv)
 
@@ -309,7 +313,9 @@ class Eagle3Draft(nn.Module):
         self.embed_tokens = nn.Embedding(s.vocab_size, s.hidden_size)
         self.embed_tokens.weight.requires_grad_(False)
         self.fc = nn.Linear(3 * s.target_hidden_size, s.hidden_size, bias=s.fc_bias)
-        if s.fc_norm:
+        if s.norm_before_fc:      # one RMSNorm over the concatenated taps (vLLM/speculators ``input_norm``)
+            self.input_norm = _RMSNorm(3 * s.target_hidden_size, s.rms_norm_eps)
+        if s.fc_norm:             # one RMSNorm per tap (Eagle-3.1 ``fc_norm``)
             self.fc_norm = nn.ModuleList(_RMSNorm(s.target_hidden_size, s.rms_norm_eps) for _ in range(3))
         self.midlayer = _MidLayer(s)
         self.norm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
@@ -325,6 +331,12 @@ class Eagle3Draft(nn.Module):
         self.path = None
         self.notes: list[str] = []        # non-fatal findings (shown by describe_draft / the CLI)
         self.raw_config = self.config     # the config.json as found on disk (load_draft sets it)
+        # what the forward computes: the config's Eagle-3.1 options (set_variant switches them to what an
+        # engine computes, see workbench/engines.py) and the extra rotary offset of decode steps k >= 1
+        self.variant = {"norm_before_fc": s.norm_before_fc, "fc_norm": s.fc_norm, "norm_output": s.norm_output,
+                        "norm_before_residual": s.norm_before_residual}
+        self.rotary_offset = 0
+        self.lm_head_source = "checkpoint"
 
     # attributes of the agreed API
     hidden_size = property(lambda self: self.spec.hidden_size)
@@ -349,6 +361,46 @@ class Eagle3Draft(nn.Module):
         with torch.no_grad():
             self.embed_tokens.weight.copy_(weight.detach().to(self.embed_tokens.weight))
         self.has_embed, self.embed_source = True, source
+
+    def set_variant(self, *, rotary_offset: int | None = None, **options) -> "Eagle3Draft":
+        """Compute as an engine does: switch Eagle-3.1 options (``norm_before_fc``, ``fc_norm``,
+        ``norm_output``, ``norm_before_residual``) and the rotary offset of decode steps k >= 1.
+
+            >>> import torch
+            >>> cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+            ...                         "intermediate_size": 64})
+            >>> d = Eagle3Draft.from_config(dict(cfg, norm_output=True), torch.zeros(50, 32))
+            >>> d.set_variant(norm_output=False, rotary_offset=1).variant["norm_output"], d.rotary_offset
+            (False, 1)
+
+        Switching on a norm the checkpoint has no weights for is an error (the engine would crash or
+        compute with ones): ``fc_norm`` needs ``fc_norm.{0,1,2}.weight``, ``norm_before_fc`` needs
+        ``input_norm.weight``.
+        """
+        for name, value in options.items():
+            if name not in self.variant:
+                raise WorkbenchError(f"unknown draft option {name!r} (expected one of {', '.join(self.variant)})")
+            need = {"fc_norm": "fc_norm", "norm_before_fc": "input_norm"}.get(name)
+            if value and need and not hasattr(self, need):
+                raise WorkbenchError(f"cannot switch on {name}: the draft has no {need} weights "
+                                     f"(its config.json does not set {name})")
+            self.variant[name] = bool(value)
+        if rotary_offset is not None:
+            if isinstance(rotary_offset, bool) or not isinstance(rotary_offset, int):
+                raise WorkbenchError(f"rotary_offset must be an integer, got {rotary_offset!r}")
+            self.rotary_offset = rotary_offset
+        return self
+
+    def set_lm_head(self, weight: torch.Tensor, source: str = "target"):
+        """Use ``weight`` [draft_vocab_size, hidden_size] as lm_head (SGLang takes the target's when
+        the config has no ``draft_vocab_size``)."""
+        want = tuple(self.lm_head.weight.shape)
+        if tuple(weight.shape) != want:
+            raise WorkbenchError(f"lm_head from the {source} has shape {list(weight.shape)}, the draft expects "
+                                 f"[draft_vocab_size, hidden_size] = {list(want)}")
+        with torch.no_grad():
+            self.lm_head.weight.copy_(weight.detach().to(self.lm_head.weight))
+        self.lm_head_source = source
 
     def set_vocab_map(self, d2t: torch.Tensor, t2d: torch.Tensor | None = None, *, where: str = "d2t"):
         """Install a reduced-vocab map: ``d2t`` offsets [draft_vocab_size], ``t2d`` bool [vocab_size]."""
@@ -393,13 +445,20 @@ class Eagle3Draft(nn.Module):
         return idx[target_ids]
 
     def project(self, features: torch.Tensor) -> torch.Tensor:
-        """``fc`` over the concatenated taps [..., 3·H_target] → [..., H] (per-tap RMSNorm first if fc_norm)."""
+        """``fc`` over the concatenated taps [..., 3·H_target] → [..., H].
+
+        ``norm_before_fc``: one RMSNorm over the concatenation first (``input_norm``); ``fc_norm``: one
+        RMSNorm per tap. Both on: input_norm, then fc_norm (the order of vLLM llama_eagle3.py
+        ``combine_hidden_states``; speculators refuses both at once).
+        """
         want = 3 * self.target_hidden_size
         if features.shape[-1] != want:
             raise WorkbenchError(f"draft features have width {features.shape[-1]} (shape {list(features.shape)}); "
                                  f"the draft's fc expects 3 taps x target hidden {self.target_hidden_size} = {want}")
         x = features.to(self.fc.weight.dtype)
-        if self.spec.fc_norm:
+        if self.variant["norm_before_fc"]:
+            x = self.input_norm(x)
+        if self.variant["fc_norm"]:
             x = torch.cat([n(c) for n, c in zip(self.fc_norm, x.chunk(3, dim=-1))], dim=-1)
         return self.fc(x)
 
@@ -407,7 +466,7 @@ class Eagle3Draft(nn.Module):
         """q [B,nh,T,d], k/v [B,nkv,T,d] (rotary at ``pos``) and the residual, for hidden ``h`` + token embeds."""
         m, s = self.midlayer, self.spec
         hn = m.hidden_norm(h)
-        residual = hn if s.norm_before_residual else h
+        residual = hn if self.variant["norm_before_residual"] else h
         x = torch.cat((m.input_layernorm(emb.to(h.dtype)), hn), dim=-1)          # embeds FIRST
         B, T = x.shape[:2]
         q = m.self_attn.q_proj(x).view(B, T, s.num_heads, s.head_dim).transpose(1, 2)
@@ -432,7 +491,7 @@ class Eagle3Draft(nn.Module):
 
     def next_hidden(self, h):
         """The hidden fed to the next step: pre-norm (post-norm when config ``norm_output``)."""
-        return self.norm(h) if self.spec.norm_output else h
+        return self.norm(h) if self.variant["norm_output"] else h
 
     def _check_ready(self):
         if not self.has_embed:
@@ -477,7 +536,7 @@ def _unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, tea
     k0 = v0 = None
     own_k, own_v = [], []
     for k in range(K):
-        q, kk, vv, residual = draft._qkv(h, draft.embed_tokens(tok), pos + k)
+        q, kk, vv, residual = draft._qkv(h, draft.embed_tokens(tok), pos + k + (draft.rotary_offset if k else 0))
         if k == 0:
             k0, v0 = kk, vv
         else:
@@ -597,7 +656,7 @@ def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch
             tokens.append(tok)
             logits_out.append(logits.float())
             if k + 1 < K:
-                out = attend(draft.next_hidden(out), tok, t + k + 1)
+                out = attend(draft.next_hidden(out), tok, t + k + 1 + draft.rotary_offset)
     tokens = torch.stack(tokens)
     return (tokens, torch.stack(logits_out)) if return_logits else tokens
 
@@ -666,14 +725,26 @@ def _speculators_to_llama(cfg: dict, where: str) -> dict:
     layer = cfg.get("transformer_layer_config")
     if not isinstance(layer, dict):
         raise WorkbenchError(f"{where}: missing key 'transformer_layer_config' (the draft layer's Llama config)")
+    if cfg.get("norm_before_fc") and cfg.get("fc_norm"):
+        # speculators models/eagle3/config.py _check_norm_flags refuses this combination
+        raise WorkbenchError(f"{where}: norm_before_fc and fc_norm are both true; speculators allows one or "
+                             "the other (expected at most one of them)")
     out = {k: v for k, v in layer.items() if k not in ("architectures",)}
     out.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1)
-    for key in ("draft_vocab_size", "target_hidden_size", "norm_before_residual"):
+    # vLLM transformers_utils/configs/speculators/algos.py update_eagle3 converts a speculators config
+    # with these defaults: norm_before_residual True when missing, the Eagle-3.1 options False.
+    out["norm_before_residual"] = bool(cfg.get("norm_before_residual", True))
+    for key in ("norm_before_fc", "fc_norm", "norm_output"):
+        out[key] = bool(cfg.get(key, False))
+    for key in ("draft_vocab_size", "target_hidden_size", "tie_word_embeddings"):
         if cfg.get(key) is not None:
             out[key] = cfg[key]
     ids = cfg.get("eagle_aux_hidden_state_layer_ids")
     if ids is not None:
-        out["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": ids, "use_aux_hidden_state": True}
+        # speculators ids are vLLM's convention (id k = L{k-1}); keep them top-level as vLLM's conversion
+        # does: under eagle_config they would be read with SGLang's/SpecForge's rule (one layer off)
+        out["eagle_aux_hidden_state_layer_ids"] = ids
+        out.pop("eagle_config", None)
     return out
 
 
@@ -682,6 +753,11 @@ def _rename(key: str) -> str:
         key = key[len("model."):]
     if key.startswith("layers.0."):
         key = "midlayer." + key[len("layers.0."):]
+    # SGLang llama_eagle3.py legacy_name_map: aux_norm_{low,mid,high} are fc_norm.{0,1,2}
+    for old, new in (("aux_norm_low.", "fc_norm.0."), ("aux_norm_mid.", "fc_norm.1."),
+                     ("aux_norm_high.", "fc_norm.2.")):
+        if key.startswith(old):
+            key = new + key[len(old):]
     return {"draft_id_to_target_id": "d2t"}.get(key, key)
 
 
@@ -733,6 +809,8 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
             notes = []
     sd = {}
     for k, v in sd_raw.items():
+        if fmt == "speculators" and k in ("verifier_norm.weight", "verifier_lm_head.weight"):
+            continue      # speculators core.py: the verifier's own norm/head, kept for training only
         sd[_rename(k)] = v
     wfile = folder / wname
     # fc bias: speculators checkpoints carry one without a config flag; in the EAGLE-3 format an
@@ -744,6 +822,11 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
     draft.notes += notes if fmt == "eagle3" else []
     expected = {k: v for k, v in draft.state_dict().items()}
     optional = {"embed_tokens.weight", "t2d"} | ({"d2t"} if draft.draft_vocab_size == draft.vocab_size else set())
+    if fmt == "speculators" and draft.spec.norm_before_fc and "input_norm.weight" not in sd:
+        # speculators core.py lists input_norm.weight in _keys_to_ignore_on_load_missing: it stays ones
+        optional.add("input_norm.weight")
+        draft.notes.append("norm_before_fc is on but the checkpoint has no input_norm.weight: "
+                           "its weight stays ones (as speculators loads it)")
     if not draft.spec.has_draft_vocab_key and target is not None:
         optional.add("lm_head.weight")
     unknown = set(sd) - set(expected)
