@@ -49,7 +49,10 @@ def test_embed_and_the_last_layer_belong_to_current_vllm_only():
 
 def test_gpt_oss_boundary_rule_lets_current_sglang_feed_the_last_layer():
     gpt = {"num_hidden_layers": 24, "architectures": ["GptOssForCausalLM"]}
-    assert engines.ids_for_taps("sglang", ["L1", "L11", "L23"], gpt).ids == [1, 11, 23]
+    assert engines.ids_for_taps("sglang", ["L1", "L11", "L23"], gpt).ids == [2, 12, 24]   # boundaries
+    assert engines.taps_for_ids("sglang", [24, 30, 36], {"num_hidden_layers": 36,      # nvidia Eagle3-v3
+                                                         "architectures": ["GptOssForCausalLM"]}).spec == "L23,L29,L35"
+    assert engines.taps_for_ids("sglang", [1, 11, 21], gpt).spec == "L0,L10,L20"  # no +1 even for first id 1
     assert not engines.ids_for_taps("sglang", ["L1", "L11", "L23"], 24).feasible
     assert not engines.ids_for_taps("sglang-2026.04", ["L1", "L11", "L23"], gpt).feasible
 
@@ -138,8 +141,8 @@ def test_options_embedding_lm_head_rotary_and_auto_flags():
     assert engines.options_for("vllm", {"fc_norm": True})[0]["norm_before_residual"] is False
     assert engines.options_for("vllm", {"eagle_config": {"norm_before_fc": True}})[0]["norm_before_fc"]
     opts, warn = engines.options_for("sglang", dict(spec_cfg, norm_before_fc=True, norm_before_residual=True))
-    assert opts["fc_norm"] and opts["norm_output"] and not opts["norm_before_fc"] and not opts["norm_before_residual"]
-    assert len(warn) == 2
+    assert opts["fc_norm"] and opts["norm_output"] and opts["norm_before_fc"] and not opts["norm_before_residual"]
+    assert len(warn) == 1 and "norm_before_residual" in warn[0]
     assert engines.options_for("sglang", {"use_aux_norm": True})[0]["fc_norm"]
     assert engines.options_for("sglang-2026.04", spec_cfg)[0] == dict.fromkeys(engines.OPTION_NAMES, False)
     assert engines.get("sglang-2026.04").rotary_offset == 1 and engines.get("sglang").rotary_offset == 0
@@ -149,6 +152,7 @@ def test_options_embedding_lm_head_rotary_and_auto_flags():
     assert engines.lm_head_source("vllm", {}, ships_lm_head=False) == ("target", None)
     assert engines.auto_flags("sglang", "Grok1ForCausalLM") == (5, 4, 8)
     assert engines.auto_flags("sglang", "GptOssForCausalLM") == (3, 1, 4)
+    assert engines.auto_flags("sglang-2026.04", "Qwen3ForCausalLM") == (5, 4, 8)
     assert engines.auto_flags("vllm", "LlamaForCausalLM") is None
     r = engines.read("vllm", {"eagle_aux_hidden_state_layer_ids": [2, 16, 29]}, N, wiring="embed,L3,L31")
     assert r.resolution.spec == "embed,L3,L31" and r.embed_source == "target"

@@ -69,7 +69,7 @@ class Engine:
     highest_is_last: bool = False      # capture point N (the last layer's output) is feedable
     ordered: bool = True               # concatenated in layer order, duplicates once
     first_id_rule: bool = False        # SGLang PR #25454: +1 only when the first id is 1
-    gpt_oss_boundary: bool = False     # SGLang PR #32334: GPT-OSS ids are layer boundaries (N feedable)
+    gpt_oss_boundary: bool = False     # SGLang PR #32334: GPT-OSS ids are boundaries (no +1, N feedable)
     hf_indices: bool = False           # ids are HF output_hidden_states indices (N = post-norm 'final')
     rotary_offset: int = 0             # extra rotary position at draft decode steps k >= 1
     embed: str = "checkpoint"          # "target-unless-width" | "checkpoint" (shipped, else target) | "target"
@@ -91,12 +91,15 @@ class Engine:
 _SGLANG_SRC = ("python/sglang/srt/models/llama_eagle3.py", "python/sglang/srt/models/llama.py",
                "python/sglang/srt/speculative/eagle_worker.py", "python/sglang/srt/server_args.py")
 _VLLM_SRC = ("vllm/model_executor/models/llama_eagle3.py", "vllm/v1/worker/gpu_model_runner.py",
-             "vllm/transformers_utils/configs/speculators/algos.py")
+             "vllm/transformers_utils/configs/speculators/algos.py", "vllm/model_executor/models/utils.py",
+             "vllm/v1/spec_decode/llm_base_proposer.py")
 
-# SGLang llama_eagle3.py: fc_norm (alias use_aux_norm) and norm_output are read from the top level;
-# there is no input_norm (norm_before_fc) and the residual is always the un-normed hidden
+# SGLang llama_eagle3.py: fc_norm (alias use_aux_norm, legacy weights aux_norm_{low,mid,high}) and
+# norm_output are read from the top level, default False; norm_before_fc (input_norm over the
+# concatenated taps) since PR #32334 (2026-07-24); the residual is always the un-normed hidden
 # (residual = hidden_states before hidden_norm), so norm_before_residual is not honoured.
-_SGLANG_OPTIONS = {"fc_norm": Option(("fc_norm", "use_aux_norm")), "norm_output": Option(("norm_output",))}
+_SGLANG_OPTIONS = {"norm_before_fc": Option(("norm_before_fc",)), "fc_norm": Option(("fc_norm", "use_aux_norm")),
+                   "norm_output": Option(("norm_output",))}
 # vLLM llama_eagle3.py: norm_before_fc from eagle_config first, then top level (PR #42143);
 # fc_norm, norm_output, norm_before_residual top level, default False. Speculators configs go through
 # configs/speculators/algos.py update_eagle3, which defaults norm_before_residual to True.
@@ -109,7 +112,8 @@ _VLLM_OPTIONS = {
 
 RECORDS: dict[str, Engine] = {e.name: e for e in (
     Engine(
-        "sglang", "SGLang (current)", "after PR #25015 (2026-05-11) and PR #25454 (2026-05-16)", True,
+        "sglang", "SGLang (current)", "after PR #25015 (2026-05-11), #25454 (2026-05-16), #32334 (2026-07-24)",
+        True,
         # eagle_worker / model_runner: only eagle_config.eagle_aux_hidden_state_layer_ids is read
         # (bare try/except: missing or top-level → default); llama.py captures hidden+residual
         # *before* layer i for i in layers_to_capture = [id + 1 ...].
@@ -118,7 +122,8 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
         # differs; eagle_worker init_lm_head: set_embed_and_head when load_lm_head_from_target, which
         # llama_eagle3.py sets when draft_vocab_size is missing.
         embed="target-unless-width", lm_head="target-if-no-draft-vocab", options=_SGLANG_OPTIONS,
-        # server_args.py auto_choose_speculative_params: (5,4,8) for Llama and Grok, (3,1,4) otherwise
+        # _auto_choose_speculative_params (server_args / arg_groups/speculative_hook.py): (5,4,8) for
+        # Llama and Grok, (3,1,4) for every other architecture
         auto_flags={"LlamaForCausalLM": (5, 4, 8), "Grok1ForCausalLM": (5, 4, 8),
                     "Grok1VForCausalLM": (5, 4, 8), "*": (3, 1, 4)},
         sources=_SGLANG_SRC),
@@ -129,7 +134,11 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
         rotary_offset=1,
         embed="target-unless-width", lm_head="target-if-no-draft-vocab",
         options={},        # the stored pre-2026.05 llama_eagle3.py reads none of the Eagle-3.1 options
-        auto_flags={"*": (5, 4, 8)},   # older server_args.py: (5,4,8) for every architecture
+        # older server_args.py auto_choose_speculative_params: (3,1,4) only for DeepSeek V2/V3, GPT-OSS and
+        # Bailing MoE, (5,4,8) for every other architecture (the oldest releases: (5,4,8) for all)
+        auto_flags={"DeepseekV3ForCausalLM": (3, 1, 4), "DeepseekV2ForCausalLM": (3, 1, 4),
+                    "GptOssForCausalLM": (3, 1, 4), "BailingMoeForCausalLM": (3, 1, 4),
+                    "BailingMoeV2ForCausalLM": (3, 1, 4), "*": (5, 4, 8)},
         sources=_SGLANG_SRC),
     Engine(
         "vllm", "vLLM V1 (current)", "after PR #42764 (2026-05-15): reads nested ids too", True,
@@ -138,9 +147,9 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
         # EagleModelMixin records the embedding as aux index 0 and the output after layer idx as idx+1,
         # so id 0 = embed and id N = L{N-1} (pre-norm) are feedable.
         keys=("top", "dflash", "nested"), shift=0, lowest=0, highest_is_last=True,
-        # llama_eagle3.py load_weights: a shipped embed_tokens is loaded and kept (skipped only when
-        # absent); lm_head is the checkpoint's, the target's when the checkpoint has none
-        # (process_eagle_weight).
+        # llama_eagle3.py load_weights + models/utils.py process_eagle_weight set has_own_embed_tokens /
+        # has_own_lm_head from the tensor names; v1/spec_decode (EagleProposer.load_model) shares the
+        # target's embedding / lm_head only when the checkpoint has none (or an identical copy).
         embed="checkpoint", lm_head="checkpoint", options=_VLLM_OPTIONS, sources=_VLLM_SRC),
     Engine(
         "vllm-legacy", "vLLM before PR #42764, and the V2 runner", "before PR #42764; "
@@ -275,7 +284,9 @@ def _taps_for_ids(e: Engine, ids, n: int, arch, source: str = "ids") -> Resoluti
     ids = [int(i) for i in ids]
     shift = e.shift or 0
     how = f"{source} {_fmt(ids)}"
-    if e.first_id_rule and ids and ids[0] != 1:
+    if e.gpt_oss_boundary and _is_gpt_oss(arch):
+        shift, how = 0, how + " as boundaries (GPT-OSS, PR #32334)"
+    elif e.first_id_rule and ids and ids[0] != 1:
         shift, how = 0, how + " as is (first id is not 1, PR #25454)"
     elif shift:
         how += f" +{shift}"
@@ -404,7 +415,7 @@ def ids_for_taps(engine, taps, target) -> Feasibility:
             return Feasibility(None, f"{e.name} captures each layer once (duplicate taps {','.join(taps)})")
         if points != sorted(points):
             return Feasibility(None, f"{e.name} concatenates in layer order, not {','.join(taps)}")
-    shift = e.shift
+    shift = 0 if (e.gpt_oss_boundary and _is_gpt_oss(arch)) else e.shift
     ids = [b - shift for b in points]
     if e.first_id_rule and ids and ids[0] != 1:
         ids = points            # PR #25454: ids not starting at 1 are read as capture points
@@ -433,8 +444,8 @@ def options_for(engine, draft_config) -> tuple[dict, list[str]]:
 
         >>> options_for("vllm", {"speculators_model_type": "eagle3"})[0]["norm_before_residual"]
         True
-        >>> options_for("sglang", {"norm_before_fc": True})
-        ({'norm_before_fc': False, 'fc_norm': False, 'norm_output': False, 'norm_before_residual': False}, ['sglang ignores norm_before_fc (set in the draft config): it computes without it'])
+        >>> options_for("sglang", {"norm_before_residual": True})[1]
+        ['sglang ignores norm_before_residual (set in the draft config): it computes without it']
     """
     e = get(engine)
     cfg = load_config(draft_config, "draft config") if draft_config is not None else {}
