@@ -608,7 +608,7 @@ def _id_meaning(e: Engine) -> str:
     if e.highest_is_last and not e.hf_indices:
         base += "; L{N-1} feedable"
     if e.gpt_oss_boundary:
-        base += "; GPT-OSS: boundary N feedable (#32334)"
+        base += "; GPT-OSS targets: id k = L{k-1}, id N = L{N-1} (boundaries, #32334)"
     return base
 
 
