@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
 from workbench.wiring import Resolution, Wiring, load_config, num_layers, parse_tap, tap_to_hf
+from workbench.wiring import _ids as wiring_ids
 
 _KEY = "eagle_aux_hidden_state_layer_ids"
 EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
@@ -227,12 +228,8 @@ def _is_gpt_oss(arch: str | None) -> bool:
 
 
 def _ids(value, key):
-    if value is None or value == []:
-        return None
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool)
-                                                        for v in value):
-        raise WorkbenchError(f"draft config: '{key}' must be a list of integers, got {value!r}")
-    return [int(v) for v in value]
+    """wiring's id-list check; an empty list counts as absent (vLLM ``if not layer_ids``: next source)."""
+    return wiring_ids(value, key) or None
 
 
 def config_ids(draft_config) -> dict:
