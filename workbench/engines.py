@@ -93,7 +93,7 @@ _SGLANG_SRC = ("python/sglang/srt/models/llama_eagle3.py", "python/sglang/srt/mo
                "python/sglang/srt/speculative/eagle_worker.py", "python/sglang/srt/server_args.py")
 _VLLM_SRC = ("vllm/model_executor/models/llama_eagle3.py", "vllm/v1/worker/gpu_model_runner.py",
              "vllm/transformers_utils/configs/speculators/algos.py", "vllm/model_executor/models/utils.py",
-             "vllm/v1/spec_decode/llm_base_proposer.py")
+             "vllm/v1/spec_decode/llm_base_proposer.py", "vllm/model_executor/models/interfaces.py")
 
 # SGLang llama_eagle3.py: fc_norm (alias use_aux_norm, legacy weights aux_norm_{low,mid,high}) and
 # norm_output are read from the top level, default False; norm_before_fc (input_norm over the
@@ -145,7 +145,8 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
         "vllm", "vLLM V1 (current)", "after PR #42764 (2026-05-15): reads nested ids too", True,
         # gpu_model_runner._get_eagle3_aux_layers_from_config: top-level key, then
         # dflash_config.target_layer_ids (+1), then eagle_config; ids used as is (no +1).
-        # EagleModelMixin records the embedding as aux index 0 and the output after layer idx as idx+1,
+        # models/interfaces.py EagleModelMixin._maybe_add_hidden_state records hidden_states when residual
+        # is None (the embedding, aux index 0) and the output after layer idx as idx+1,
         # so id 0 = embed and id N = L{N-1} (pre-norm) are feedable.
         keys=("top", "dflash", "nested"), shift=0, lowest=0, highest_is_last=True,
         # llama_eagle3.py load_weights + models/utils.py process_eagle_weight set has_own_embed_tokens /
