@@ -16,12 +16,15 @@
 The computation is the one of SGLang ``llama_eagle3.py`` / SpecForge ``llama3_eagle.py`` (see
 ``shared/eagle3-facts.md`` section 2). One draft step at position p:
 
-    h = fc(concat(taps))            # first step only (fc_norm: one RMSNorm per tap first)
+    h = fc(concat(taps))            # first step only (norm_before_fc: RMSNorm of the concat; fc_norm: per tap)
     x = concat(input_layernorm(embed(token_{p+1})), hidden_norm(h))     # embeds FIRST, width 2H
-    h = h + o_proj(attn(q/k/v(x)))  # rotary position p + k at step k
+    h = h + o_proj(attn(q/k/v(x)))  # rotary position p + k at step k (+ rotary_offset for k >= 1)
     h = h + mlp(post_attention_layernorm(h))
     logits = lm_head(norm(h))       # draft vocab; target id = draft id + d2t[draft id]
     next step's hidden = h          # pre-norm (norm(h) when config norm_output is on)
+
+The residual is ``h`` (``hidden_norm(h)`` with norm_before_residual). ``Eagle3Draft.set_variant``
+switches these options and the rotary offset to what one engine computes (``workbench/engines.py``).
 
 Checkpoint format (SafeAILab/EAGLE, SpecForge, SGLang): ``config.json`` with architectures
 ``["LlamaForCausalLMEagle3"]`` and ``model.safetensors`` (or ``pytorch_model.bin``, read with
