@@ -179,7 +179,8 @@ def test_bin_sharded_and_speculators_checkpoints_load_to_the_same_model(tmp_path
     layer = {k: v for k, v in cfg.items() if k not in ("draft_vocab_size", "eagle_config", "architectures")}
     (tmp_path / "spec" / "config.json").write_text(json.dumps({
         "speculators_model_type": "eagle3", "architectures": ["Eagle3Speculator"], "draft_vocab_size": 40,
-        "transformer_layer_config": layer, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]}))
+        "transformer_layer_config": layer, "eagle_aux_hidden_state_layer_ids": [1, 3, 4],
+        "norm_before_residual": False}))      # speculators always writes it; missing means True to vLLM
     spec_sd = {k.replace("midlayer.", "layers.0."): v for k, v in sd.items()}
     spec_sd["embed_tokens.weight"] = d.embed_tokens.weight.detach().clone()
     save_file(spec_sd, str(tmp_path / "spec" / "model.safetensors"))

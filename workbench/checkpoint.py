@@ -93,14 +93,26 @@ def _speculators_to_llama(cfg: dict, where: str) -> dict:
     layer = cfg.get("transformer_layer_config")
     if not isinstance(layer, dict):
         raise WorkbenchError(f"{where}: missing key 'transformer_layer_config' (the draft layer's Llama config)")
+    if cfg.get("norm_before_fc") and cfg.get("fc_norm"):
+        # speculators models/eagle3/config.py _check_norm_flags refuses this combination
+        raise WorkbenchError(f"{where}: norm_before_fc and fc_norm are both true; speculators allows one or "
+                             "the other (expected at most one of them)")
     out = {k: v for k, v in layer.items() if k not in ("architectures",)}
     out.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1)
-    for key in ("draft_vocab_size", "target_hidden_size", "norm_before_residual"):
+    # vLLM transformers_utils/configs/speculators/algos.py update_eagle3 converts a speculators config
+    # with these defaults: norm_before_residual True when missing, the Eagle-3.1 options False.
+    out["norm_before_residual"] = bool(cfg.get("norm_before_residual", True))
+    for key in ("norm_before_fc", "fc_norm", "norm_output"):
+        out[key] = bool(cfg.get(key, False))
+    for key in ("draft_vocab_size", "target_hidden_size", "tie_word_embeddings"):
         if cfg.get(key) is not None:
             out[key] = cfg[key]
     ids = cfg.get("eagle_aux_hidden_state_layer_ids")
     if ids is not None:
-        out["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": ids, "use_aux_hidden_state": True}
+        # speculators ids are vLLM's convention (id k = L{k-1}); keep them top-level as vLLM's conversion
+        # does: under eagle_config they would be read with SGLang's/SpecForge's rule (one layer off)
+        out["eagle_aux_hidden_state_layer_ids"] = ids
+        out.pop("eagle_config", None)
     return out
 
 
@@ -109,6 +121,11 @@ def _rename(key: str) -> str:
         key = key[len("model."):]
     if key.startswith("layers.0."):
         key = "midlayer." + key[len("layers.0."):]
+    # SGLang llama_eagle3.py legacy_name_map: aux_norm_{low,mid,high} are fc_norm.{0,1,2}
+    for old, new in (("aux_norm_low.", "fc_norm.0."), ("aux_norm_mid.", "fc_norm.1."),
+                     ("aux_norm_high.", "fc_norm.2.")):
+        if key.startswith(old):
+            key = new + key[len(old):]
     return {"draft_id_to_target_id": "d2t"}.get(key, key)
 
 
@@ -158,6 +175,8 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
             notes = []
     sd = {}
     for k, v in sd_raw.items():
+        if fmt == "speculators" and k in ("verifier_norm.weight", "verifier_lm_head.weight"):
+            continue      # speculators core.py: the verifier's own norm/head, kept for training only
         sd[_rename(k)] = v
     wfile = folder / wname
     # fc bias: speculators checkpoints carry one without a config flag; in the EAGLE-3 format an
@@ -169,6 +188,11 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
     draft.notes += notes if fmt == "eagle3" else []
     expected = {k: v for k, v in draft.state_dict().items()}
     optional = {"embed_tokens.weight", "t2d"} | ({"d2t"} if draft.draft_vocab_size == draft.vocab_size else set())
+    if fmt == "speculators" and draft.spec.norm_before_fc and "input_norm.weight" not in sd:
+        # speculators core.py lists input_norm.weight in _keys_to_ignore_on_load_missing: it stays ones
+        optional.add("input_norm.weight")
+        draft.notes.append("norm_before_fc is on but the checkpoint has no input_norm.weight: "
+                           "its weight stays ones (as speculators loads it)")
     if not draft.spec.has_draft_vocab_key and target is not None:
         optional.add("lm_head.weight")
     unknown = set(sd) - set(expected)

@@ -16,12 +16,15 @@
 The computation is the one of SGLang ``python/sglang/srt/models/llama_eagle3.py`` / SpecForge
 ``specforge/modeling/draft/llama3_eagle.py``. One draft step at position p:
 
-    h = fc(concat(taps))            # first step only (fc_norm: one RMSNorm per tap first)
+    h = fc(concat(taps))            # first step only (norm_before_fc: RMSNorm of the concat; fc_norm: per tap)
     x = concat(input_layernorm(embed(token_{p+1})), hidden_norm(h))     # embeds FIRST, width 2H
-    h = h + o_proj(attn(q/k/v(x)))  # rotary position p + k at step k
+    h = h + o_proj(attn(q/k/v(x)))  # rotary position p + k at step k (+ rotary_offset for k >= 1)
     h = h + mlp(post_attention_layernorm(h))
     logits = lm_head(norm(h))       # draft vocab; target id = draft id + d2t[draft id]
     next step's hidden = h          # pre-norm (norm(h) when config norm_output is on)
+
+The residual is ``h`` (``hidden_norm(h)`` with norm_before_residual). ``Eagle3Draft.set_variant``
+switches these options and the rotary offset to what one engine computes (``workbench/engines.py``).
 
 Reading and writing checkpoint folders lives in :mod:`workbench.checkpoint`.
 """
@@ -66,6 +69,7 @@ class _Spec:
     attention_bias: bool
     mlp_bias: bool
     fc_norm: bool
+    norm_before_fc: bool
     norm_output: bool
     norm_before_residual: bool
     layer_ids: tuple | None
@@ -147,7 +151,10 @@ def _spec(cfg: dict, where: str = "config.json") -> _Spec:
         rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), hidden_act=act, rope_theta=theta,
         rope_scaling=scaling, fc_bias=bool(cfg.get("bias", False)),
         attention_bias=bool(cfg.get("attention_bias", False)), mlp_bias=bool(cfg.get("mlp_bias", False)),
-        fc_norm=bool(cfg.get("fc_norm", False)), norm_output=bool(cfg.get("norm_output", False)),
+        # fc_norm alias use_aux_norm (SGLang llama_eagle3.py); norm_before_fc nested first (vLLM llama_eagle3.py)
+        fc_norm=bool(cfg.get("fc_norm") or cfg.get("use_aux_norm") or False),
+        norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
+        norm_output=bool(cfg.get("norm_output", False)),
         norm_before_residual=bool(cfg.get("norm_before_residual", False)), layer_ids=ids,
         has_draft_vocab_key=has_dv)
 
@@ -302,7 +309,9 @@ class Eagle3Draft(nn.Module):
         self.embed_tokens = nn.Embedding(s.vocab_size, s.hidden_size)
         self.embed_tokens.weight.requires_grad_(False)
         self.fc = nn.Linear(3 * s.target_hidden_size, s.hidden_size, bias=s.fc_bias)
-        if s.fc_norm:
+        if s.norm_before_fc:      # one RMSNorm over the concatenated taps (vLLM/speculators ``input_norm``)
+            self.input_norm = _RMSNorm(3 * s.target_hidden_size, s.rms_norm_eps)
+        if s.fc_norm:             # one RMSNorm per tap (Eagle-3.1 ``fc_norm``)
             self.fc_norm = nn.ModuleList(_RMSNorm(s.target_hidden_size, s.rms_norm_eps) for _ in range(3))
         self.midlayer = _MidLayer(s)
         self.norm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
@@ -318,6 +327,12 @@ class Eagle3Draft(nn.Module):
         self.path = None
         self.notes: list[str] = []        # non-fatal findings (shown by describe_draft / the CLI)
         self.raw_config = self.config     # the config.json as found on disk (load_draft sets it)
+        # what the forward computes: the config's Eagle-3.1 options (set_variant switches them to what an
+        # engine computes, see workbench/engines.py) and the extra rotary offset of decode steps k >= 1
+        self.variant = {"norm_before_fc": s.norm_before_fc, "fc_norm": s.fc_norm, "norm_output": s.norm_output,
+                        "norm_before_residual": s.norm_before_residual}
+        self.rotary_offset = 0
+        self.lm_head_source = "checkpoint"
 
     # attributes of the agreed API
     hidden_size = property(lambda self: self.spec.hidden_size)
@@ -360,6 +375,46 @@ class Eagle3Draft(nn.Module):
         with torch.no_grad():
             self.embed_tokens.weight.copy_(weight.detach().to(self.embed_tokens.weight))
         self.has_embed, self.embed_source = True, source
+
+    def set_variant(self, *, rotary_offset: int | None = None, **options) -> "Eagle3Draft":
+        """Compute as an engine does: switch Eagle-3.1 options (``norm_before_fc``, ``fc_norm``,
+        ``norm_output``, ``norm_before_residual``) and the rotary offset of decode steps k >= 1.
+
+            >>> import torch
+            >>> cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+            ...                         "intermediate_size": 64})
+            >>> d = Eagle3Draft.from_config(dict(cfg, norm_output=True), torch.zeros(50, 32))
+            >>> d.set_variant(norm_output=False, rotary_offset=1).variant["norm_output"], d.rotary_offset
+            (False, 1)
+
+        Switching on a norm the checkpoint has no weights for is an error (the engine would crash or
+        compute with ones): ``fc_norm`` needs ``fc_norm.{0,1,2}.weight``, ``norm_before_fc`` needs
+        ``input_norm.weight``.
+        """
+        for name, value in options.items():
+            if name not in self.variant:
+                raise WorkbenchError(f"unknown draft option {name!r} (expected one of {', '.join(self.variant)})")
+            need = {"fc_norm": "fc_norm", "norm_before_fc": "input_norm"}.get(name)
+            if value and need and not hasattr(self, need):
+                raise WorkbenchError(f"cannot switch on {name}: the draft has no {need} weights "
+                                     f"(its config.json does not set {name})")
+            self.variant[name] = bool(value)
+        if rotary_offset is not None:
+            if isinstance(rotary_offset, bool) or not isinstance(rotary_offset, int):
+                raise WorkbenchError(f"rotary_offset must be an integer, got {rotary_offset!r}")
+            self.rotary_offset = rotary_offset
+        return self
+
+    def set_lm_head(self, weight: torch.Tensor, source: str = "target"):
+        """Use ``weight`` [draft_vocab_size, hidden_size] as lm_head (SGLang takes the target's when
+        the config has no ``draft_vocab_size``)."""
+        want = tuple(self.lm_head.weight.shape)
+        if tuple(weight.shape) != want:
+            raise WorkbenchError(f"lm_head from the {source} has shape {list(weight.shape)}, the draft expects "
+                                 f"[draft_vocab_size, hidden_size] = {list(want)}")
+        with torch.no_grad():
+            self.lm_head.weight.copy_(weight.detach().to(self.lm_head.weight))
+        self.lm_head_source = source
 
     def set_vocab_map(self, d2t: torch.Tensor, t2d: torch.Tensor | None = None, *, where: str = "d2t"):
         """Install a reduced-vocab map: ``d2t`` offsets [draft_vocab_size], ``t2d`` bool [vocab_size]."""
@@ -404,13 +459,20 @@ class Eagle3Draft(nn.Module):
         return idx[target_ids]
 
     def project(self, features: torch.Tensor) -> torch.Tensor:
-        """``fc`` over the concatenated taps [..., 3·H_target] → [..., H] (per-tap RMSNorm first if fc_norm)."""
+        """``fc`` over the concatenated taps [..., 3·H_target] → [..., H].
+
+        ``norm_before_fc``: one RMSNorm over the concatenation first (``input_norm``); ``fc_norm``: one
+        RMSNorm per tap. Both on: input_norm, then fc_norm (the order of vLLM llama_eagle3.py
+        ``combine_hidden_states``; speculators refuses both at once).
+        """
         want = 3 * self.target_hidden_size
         if features.shape[-1] != want:
             raise WorkbenchError(f"draft features have width {features.shape[-1]} (shape {list(features.shape)}); "
                                  f"the draft's fc expects 3 taps x target hidden {self.target_hidden_size} = {want}")
         x = features.to(self.fc.weight.dtype)
-        if self.spec.fc_norm:
+        if self.variant["norm_before_fc"]:
+            x = self.input_norm(x)
+        if self.variant["fc_norm"]:
             x = torch.cat([n(c) for n, c in zip(self.fc_norm, x.chunk(3, dim=-1))], dim=-1)
         return self.fc(x)
 
@@ -418,7 +480,7 @@ class Eagle3Draft(nn.Module):
         """q [B,nh,T,d], k/v [B,nkv,T,d] (rotary at ``pos``) and the residual, for hidden ``h`` + token embeds."""
         m, s = self.midlayer, self.spec
         hn = m.hidden_norm(h)
-        residual = hn if s.norm_before_residual else h
+        residual = hn if self.variant["norm_before_residual"] else h
         x = torch.cat((m.input_layernorm(emb.to(h.dtype)), hn), dim=-1)          # embeds FIRST
         B, T = x.shape[:2]
         q = m.self_attn.q_proj(x).view(B, T, s.num_heads, s.head_dim).transpose(1, 2)
@@ -443,7 +505,7 @@ class Eagle3Draft(nn.Module):
 
     def next_hidden(self, h):
         """The hidden fed to the next step: pre-norm (post-norm when config ``norm_output``)."""
-        return self.norm(h) if self.spec.norm_output else h
+        return self.norm(h) if self.variant["norm_output"] else h
 
     def _check_ready(self):
         if not self.has_embed:
@@ -488,7 +550,7 @@ def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teac
     k0 = v0 = None
     own_k, own_v = [], []
     for k in range(K):
-        q, kk, vv, residual = draft._qkv(h, draft.embed_tokens(tok), pos + k)
+        q, kk, vv, residual = draft._qkv(h, draft.embed_tokens(tok), pos + k + (draft.rotary_offset if k else 0))
         if k == 0:
             k0, v0 = kk, vv
         else:
@@ -608,7 +670,7 @@ def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch
             tokens.append(tok)
             logits_out.append(logits.float())
             if k + 1 < K:
-                out = attend(draft.next_hidden(out), tok, t + k + 1)
+                out = attend(draft.next_hidden(out), tok, t + k + 1 + draft.rotary_offset)
     tokens = torch.stack(tokens)
     return (tokens, torch.stack(logits_out)) if return_logits else tokens
 
@@ -658,7 +720,8 @@ def describe_draft(draft: Eagle3Draft) -> DraftDescription:
         "eagle_layer_ids": draft.eagle_layer_ids, "dtype": str(draft.fc.weight.dtype).replace("torch.", ""),
         "device": str(draft.fc.weight.device), "embed_source": draft.embed_source,
         "rope_theta": s.rope_theta, "rope_scaling": (s.rope_scaling or {}).get("rope_type", "default"),
-        "features": {"fc_bias": s.fc_bias, "fc_norm": s.fc_norm, "norm_output": s.norm_output,
+        "features": {"fc_bias": s.fc_bias, "fc_norm": s.fc_norm, "norm_before_fc": s.norm_before_fc,
+                     "norm_output": s.norm_output,
                      "norm_before_residual": s.norm_before_residual, "attention_bias": s.attention_bias,
                      "target_hidden_size_differs": s.target_hidden_size != s.hidden_size},
         "notes": list(draft.notes),

@@ -177,7 +177,8 @@ def num_layers(target_config) -> int:
     return n
 
 
-def _ids(value, key: str):
+def id_list(value, key: str):
+    """A config value as a list of integer layer ids (None stays None); anything else is a one-line error."""
     if value is None:
         return None
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool)
@@ -199,8 +200,8 @@ def draft_layer_ids(draft_config) -> dict:
     eagle = cfg.get("eagle_config")
     nested = None
     if isinstance(eagle, dict):
-        nested = _ids(eagle.get(_KEY), f"eagle_config.{_KEY}")
-    return {"nested": nested, "top": _ids(cfg.get(_KEY), _KEY)}
+        nested = id_list(eagle.get(_KEY), f"eagle_config.{_KEY}")
+    return {"nested": nested, "top": id_list(cfg.get(_KEY), _KEY)}
 
 
 def trained_wiring_from_config(draft_config, n_layers: int) -> "Wiring | None":
