@@ -12,7 +12,7 @@ import torch
 import transformers
 
 from workbench import capture, draft as dmod, train
-from workbench.acceptance import accepted_counts, decode_path
+from workbench.acceptance import accepted_counts, decode_path, exact_decode
 from workbench.draft import Eagle3Draft, new_draft_config, run_chains
 from workbench.errors import WorkbenchError
 from workbench.tree import (TreeOutput, depth_of, draft_trees, n_candidates, prefix_extra_attention, select_nodes,
@@ -332,6 +332,8 @@ def test_fast_tree_decode_path_equals_the_exact_tree_loop(setup, S, k, N):
             exact.append((t, a))
             t += a + 1
         assert path == exact, (b, path, exact)
+        if k == 1:                                            # the tree loop with topk 1 is the chain loop
+            assert accepts == exact_decode(target, draft, row["input_ids"][:n], TRAINED, S, N_RESP)[1]
         seen |= {a for _, a in path}
     assert len(seen) >= 2, f"degenerate: every verify step accepted {seen}"
 

@@ -150,7 +150,8 @@ def prefix_extra_attention(q, k0, v0, key_mask, extra_k=None, extra_v=None, *, s
     for a in range(0, T, block):
         b = min(T, a + block)
         qb = q[:, :, :, a:b]                                                   # [B,h,L,n,d]
-        s = torch.einsum("bhlnd,bhsd->bhlns", qb, k0[:, :, :b]).float() * scale
+        n = b - a
+        s = (qb.reshape(B, h, L * n, d) @ k0[:, :, :b].transpose(-1, -2)).view(B, h, L, n, b).float() * scale
         p_idx = torch.arange(a, b, device=dev)[:, None]
         s_idx = torch.arange(b, device=dev)[None, :]
         allowed = (s_idx <= p_idx)[None] & (mask[:, None, :b] | (s_idx == p_idx)[None])   # [B,n,b]
@@ -159,7 +160,7 @@ def prefix_extra_attention(q, k0, v0, key_mask, extra_k=None, extra_v=None, *, s
             se = (qb[..., None, :] * extra_k[:, :, :, a:b]).sum(-1).float() * scale   # [B,h,L,n,E]
             s = torch.cat([s, se], dim=-1)
         p = torch.softmax(s, dim=-1).to(q.dtype)
-        o = torch.einsum("bhlns,bhsd->bhlnd", p[..., :b], v0[:, :, :b])
+        o = (p[..., :b].reshape(B, h, L * n, b) @ v0[:, :, :b]).view(B, h, L, n, d)
         if E:
             o = o + (p[..., b:, None] * extra_v[:, :, :, a:b]).sum(-2)
         out[:, :, :, a:b] = o
