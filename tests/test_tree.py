@@ -5,15 +5,14 @@ equals the exact speculative loop with tree verification on a tiny Llama target.
 from __future__ import annotations
 
 import doctest
-import math
-
 import pytest
 import torch
 import transformers
 
 from workbench import capture, draft as dmod, train
 from workbench.acceptance import accepted_counts, decode_path, exact_decode
-from workbench.draft import Eagle3Draft, new_draft_config, run_chains
+from workbench.demo import greedy_continue
+from workbench.draft import run_chains
 from workbench.errors import WorkbenchError
 from workbench.tree import (TreeOutput, depth_of, draft_trees, n_candidates, prefix_extra_attention, select_nodes,
                             tree_shape)
@@ -21,46 +20,20 @@ from workbench.tree_reference import Node, select_reference, tree_reference
 from workbench.tree_verify import (ancestor_mask, exact_tree_decode, greedy_walk, tree_accepted_counts,
                                    tree_walk_lengths)
 
-V, H = 60, 32
+from test_acceptance_sim import one_thread  # noqa: F401  (autouse: single-threaded tiny ops)
+from test_draft import V, batch as _batch, make_draft as _make_draft
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny ops on a shared 2-core box are far faster single-threaded (no OpenMP spinning)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-def make_draft(seed=0, *, target_hidden=H, draft_vocab=None, kv=4, sharp=3.0):
-    torch.manual_seed(seed)
-    tcfg = {"vocab_size": V, "hidden_size": target_hidden, "num_attention_heads": 4,
-            "num_key_value_heads": kv, "intermediate_size": 64}
-    cfg = new_draft_config(tcfg, hidden_size=H, draft_vocab_size=draft_vocab, layer_ids=[1, 3, 4],
-                           num_key_value_heads=kv)
-    d = Eagle3Draft.from_config(cfg, torch.randn(V, H))
+def make_draft(seed=0, *, sharp=3.0, **variant):
+    """test_draft's random draft with a sharper lm_head: scores far from ties."""
+    d = _make_draft(seed, **variant)
     with torch.no_grad():
-        d.lm_head.weight.mul_(sharp)        # peakier distributions: scores far from ties
-        for n, p in d.named_parameters():
-            if n.endswith("norm.weight"):
-                p.copy_(1 + 0.5 * torch.randn_like(p))
-    if draft_vocab and draft_vocab < V:
-        used = torch.randperm(V)[:draft_vocab].sort().values
-        d.set_vocab_map(used - torch.arange(draft_vocab))
+        d.lm_head.weight.mul_(sharp)
     return d.eval()
 
 
 def batch(draft, B=3, T=9, lengths=(9, 6, 3), seed=1):
-    torch.manual_seed(seed)
-    feats = torch.randn(B, T, 3 * draft.target_hidden_size)
-    ids = torch.randint(0, V, (B, T))
-    mask = torch.zeros(B, T, dtype=torch.long)
-    for b, n in enumerate(lengths):
-        mask[b, :n] = 1
-        ids[b, n:] = 0
-        feats[b, n:] = 0
-    return feats, ids, mask
+    return _batch(draft, B=B, T=T, lengths=lengths, seed=seed)
 
 
 # ------------------------------------------------------------------------------------------------ flags
@@ -281,14 +254,6 @@ TRAINED = "L0,L1,L2"
 N_RESP = 24
 
 
-def _greedy(model, prompt, n):
-    ids = list(prompt)
-    with torch.no_grad():
-        for _ in range(n):
-            ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
-    return ids
-
-
 @pytest.fixture(scope="module")
 def setup(one_thread):
     torch.manual_seed(0)
@@ -300,7 +265,7 @@ def setup(one_thread):
     rows = []
     for i in range(4):
         prompt = torch.randint(0, 32, (2 + i % 3,), generator=g).tolist()
-        ids = _greedy(target.model, prompt, N_RESP)
+        ids = prompt + greedy_continue(target.model, [prompt], N_RESP)[0]
         rows.append({"input_ids": ids, "loss_mask": [0] * len(prompt) + [1] * N_RESP,
                      "n_prompt_tokens": len(prompt), "_row": i})
     draft = dmod.Eagle3Draft.from_config(dmod.new_draft_config(cfg.to_dict(), layer_ids=[0, 1, 2]),
