@@ -311,3 +311,16 @@ def test_docstring_examples_run():
     for mod in (workbench.tree, workbench.tree_reference, workbench.tree_verify):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__
+
+
+def test_a_smaller_tree_is_a_selection_from_a_deeper_run():
+    """What the flag sweep reuses: one depth-S run per eagle_topk serves every S' <= S and every N."""
+    d = make_draft(seed=4)
+    feats, ids, mask = batch(d)
+    deep = draft_trees(d, feats, ids, mask, 5, 3, 20)
+    for S, N in [(5, 8), (3, 13), (2, 4), (1, 3)]:
+        fresh = draft_trees(d, feats, ids, mask, S, 3, N)
+        got = deep.select(N, steps=S)
+        assert torch.equal(got.cand_tokens, fresh.cand_tokens) and torch.equal(got.flat, fresh.flat)
+        assert torch.equal(got.parents, fresh.parents) and torch.equal(got.tokens, fresh.tokens)
+        torch.testing.assert_close(got.scores, fresh.scores, rtol=0, atol=1e-6)
