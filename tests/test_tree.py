@@ -10,7 +10,8 @@ import torch
 import transformers
 
 from workbench import capture, draft as dmod, train
-from workbench.acceptance import accepted_counts, decode_path, exact_decode
+from workbench.acceptance import exact_decode
+from workbench.statistics import accepted_counts, decode_path
 from workbench.demo import greedy_continue
 from workbench.draft import run_chains
 from workbench.errors import WorkbenchError

@@ -476,7 +476,7 @@ class Eagle3Draft(nn.Module):
             x = torch.cat([n(c) for n, c in zip(self.fc_norm, x.chunk(3, dim=-1))], dim=-1)
         return self.fc(x)
 
-    def _qkv(self, h, emb, pos):
+    def qkv(self, h, emb, pos):
         """q [B,nh,T,d], k/v [B,nkv,T,d] (rotary at ``pos``) and the residual, for hidden ``h`` + token embeds."""
         m, s = self.midlayer, self.spec
         hn = m.hidden_norm(h)
@@ -492,7 +492,7 @@ class Eagle3Draft(nn.Module):
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         return q, k, v, residual
 
-    def _finish(self, residual, attn):
+    def finish(self, residual, attn):
         """Attention output [B,nh,T,d] → the layer's pre-norm output [B,T,H]."""
         m = self.midlayer
         B, _, T, _ = attn.shape
@@ -507,7 +507,7 @@ class Eagle3Draft(nn.Module):
         """The hidden fed to the next step: pre-norm (post-norm when config ``norm_output``)."""
         return self.norm(h) if self.variant["norm_output"] else h
 
-    def _check_ready(self):
+    def check_ready(self):
         if not self.has_embed:
             raise WorkbenchError("the draft has no embed_tokens (the checkpoint has none): load it with the "
                                  "target, load_draft(path, target), so the target's embedding is used")
@@ -550,7 +550,7 @@ def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teac
     k0 = v0 = None
     own_k, own_v = [], []
     for k in range(K):
-        q, kk, vv, residual = draft._qkv(h, draft.embed_tokens(tok), pos + k + (draft.rotary_offset if k else 0))
+        q, kk, vv, residual = draft.qkv(h, draft.embed_tokens(tok), pos + k + (draft.rotary_offset if k else 0))
         if k == 0:
             k0, v0 = kk, vv
         else:
@@ -563,7 +563,7 @@ def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teac
         out = p[..., :T] @ v0
         for j, vj in enumerate(own_v):
             out = out + p[..., T + j, None] * vj
-        hk = draft._finish(residual, out)
+        hk = draft.finish(residual, out)
         logits = draft.logits(hk)
         yield logits
         if k + 1 < K:
@@ -571,7 +571,8 @@ def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teac
             tok = teacher[:, :, k + 1].to(dev) if teacher is not None else draft.to_target(logits.argmax(-1))
 
 
-def _check_inputs(features, input_ids, attention_mask, K):
+def check_chain_inputs(features, input_ids, attention_mask, K):
+    """One-line errors for the shapes of a parallel draft run (chains or trees) and its step count."""
     if input_ids.dim() != 2:
         raise WorkbenchError(f"input_ids has shape {list(input_ids.shape)}, expected [B, T]")
     if features.dim() != 3 or tuple(features.shape[:2]) != tuple(input_ids.shape):
@@ -601,8 +602,8 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
     Chains whose bonus token x_{p+1} is padding or past the end (p >= length-1) are computed but
     meaningless; acceptance does not count them.
     """
-    _check_inputs(features, input_ids, attention_mask, K)
-    draft._check_ready()
+    check_chain_inputs(features, input_ids, attention_mask, K)
+    draft.check_ready()
     if topk < 0 or topk > draft.draft_vocab_size:
         raise WorkbenchError(f"topk must be in 0..{draft.draft_vocab_size}, got {topk}")
     toks, tids, tlps, logs = [], [], [], []
@@ -644,20 +645,20 @@ def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch
         raise WorkbenchError(f"chain start t={t} needs the bonus token x_(t+1): expected 0 <= t <= {T - 2}")
     if K < 1:
         raise WorkbenchError(f"K (draft steps) must be a positive integer, got {K!r}")
-    draft._check_ready()
+    draft.check_ready()
     dev = draft.fc.weight.device
     ids = input_ids.to(dev)
     scale = 1.0 / math.sqrt(draft.spec.head_dim)
     cache_k, cache_v = [], []
 
     def attend(h, token, position):
-        q, k, v, residual = draft._qkv(h, draft.embed_tokens(token.view(1, 1)),
+        q, k, v, residual = draft.qkv(h, draft.embed_tokens(token.view(1, 1)),
                                        torch.tensor([position], device=dev))
         cache_k.append(k)
         cache_v.append(v)
         keys, values = torch.cat(cache_k, dim=2), torch.cat(cache_v, dim=2)
         p = torch.softmax((q @ keys.transpose(-1, -2)).float() * scale, dim=-1).to(q.dtype)
-        return draft._finish(residual, p @ values)
+        return draft.finish(residual, p @ values)
 
     tokens, logits_out = [], []
     with torch.no_grad():

@@ -275,12 +275,12 @@ def draft_trees(draft, features: torch.Tensor, input_ids: torch.Tensor, attentio
     Trees whose root x_{t+1} is padding or past the end are computed but meaningless (not counted).
     With ``eagle_topk`` 1 this is exactly ``draft.run_chains``: ``tokens[b, t]`` = the chain.
     """
-    from workbench.draft import _check_inputs
+    from workbench.draft import check_chain_inputs
 
     shape = tree_shape(steps, eagle_topk, num_draft_tokens)
     S, k = shape.steps, shape.topk
-    _check_inputs(features, input_ids, attention_mask, S)
-    draft._check_ready()
+    check_chain_inputs(features, input_ids, attention_mask, S)
+    draft.check_ready()
     if k > draft.draft_vocab_size:
         raise WorkbenchError(f"eagle_topk {k} exceeds the draft vocab ({draft.draft_vocab_size} tokens)")
     B, T = input_ids.shape
@@ -296,8 +296,8 @@ def draft_trees(draft, features: torch.Tensor, input_ids: torch.Tensor, attentio
         h = draft.project(features.to(dev))
         tok = torch.zeros_like(ids)
         tok[:, :-1] = ids[:, 1:]
-        q, k0, v0, residual = draft._qkv(h, draft.embed_tokens(tok), pos)
-        out = draft._finish(residual, prefix_extra_attention(q[:, :, None], k0, v0, mask, scale=scale,
+        q, k0, v0, residual = draft.qkv(h, draft.embed_tokens(tok), pos)
+        out = draft.finish(residual, prefix_extra_attention(q[:, :, None], k0, v0, mask, scale=scale,
                                                              block=block)[:, :, 0])
         p1, ids1 = _topk_probs(draft, out, k)                                  # [B, T, k]
         c_tok, c_score = [ids1], [p1]
@@ -307,7 +307,7 @@ def draft_trees(draft, features: torch.Tensor, input_ids: torch.Tensor, attentio
         hid = draft.next_hidden(out)[:, None].expand(B, k, T, H)              # lanes [B, L, T, H]
         ek, ev = [], []
         for i in range(1, S):
-            qi, ki, vi, ri = draft._qkv(hid.reshape(B * k, T, H),
+            qi, ki, vi, ri = draft.qkv(hid.reshape(B * k, T, H),
                                         draft.embed_tokens(slot_tok.permute(0, 2, 1).reshape(B * k, T)),
                                         pos + i + rope_shift)
             lanes = lambda x: x.view(B, k, nh, T, hd).transpose(1, 2)          # noqa: E731  [B, h, L, T, d]
@@ -315,7 +315,7 @@ def draft_trees(draft, features: torch.Tensor, input_ids: torch.Tensor, attentio
             ev.append(lanes(vi))
             att = prefix_extra_attention(lanes(qi), k0, v0, mask, torch.stack(ek, dim=-2),
                                          torch.stack(ev, dim=-2), scale=scale, block=block)
-            o = draft._finish(ri, att.transpose(1, 2).reshape(B * k, nh, T, hd)).view(B, k, T, H)
+            o = draft.finish(ri, att.transpose(1, 2).reshape(B * k, nh, T, hd)).view(B, k, T, H)
             pc, ic = zip(*(_topk_probs(draft, o[:, j], k) for j in range(k)))  # per lane: bounded logits
             cand = (slot_score[..., None] * torch.stack(pc, dim=2)).flatten(-2)  # [B, T, k*k], r = j*k + c
             ctok = torch.stack(ic, dim=2).flatten(-2)

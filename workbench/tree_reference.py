@@ -103,19 +103,19 @@ def tree_reference(draft, features: torch.Tensor, input_ids: torch.Tensor, t: in
         raise WorkbenchError(f"tree start t={t} needs the root token x_(t+1): expected 0 <= t <= {T - 2}")
     shape = tree_shape(steps, eagle_topk, num_draft_tokens)
     S, k = shape.steps, shape.topk
-    draft._check_ready()
+    draft.check_ready()
     dev = draft.fc.weight.device
     ids = input_ids.to(dev)
     scale = 1.0 / math.sqrt(draft.spec.head_dim)
 
     def step(h, token, position, keys, values):
         """One draft position: append its key/value to the given cache lists and attend over them all."""
-        q, kk, vv, residual = draft._qkv(h, draft.embed_tokens(torch.as_tensor(token, device=dev).view(1, 1)),
+        q, kk, vv, residual = draft.qkv(h, draft.embed_tokens(torch.as_tensor(token, device=dev).view(1, 1)),
                                          torch.tensor([position], device=dev))
         keys.append(kk)
         values.append(vv)
         p = torch.softmax((q @ torch.cat(keys, 2).transpose(-1, -2)).float() * scale, dim=-1).to(q.dtype)
-        return draft._finish(residual, p @ torch.cat(values, 2))
+        return draft.finish(residual, p @ torch.cat(values, 2))
 
     def children(out):
         p = torch.softmax(draft.logits(out)[0, 0].float(), dim=-1)

@@ -144,15 +144,15 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
     KV cache: the sequence is re-read every step (exact, slow; for tests and small checks).
     """
     from workbench import capture
-    from workbench.acceptance import _as_wirings, _draft_device_dtype, _fc_width
+    from workbench.wiring import as_wirings
     from workbench.tree import tree_shape
     from workbench.tree_reference import tree_reference
 
-    w = _as_wirings(wiring, target.n_layers)
+    w = as_wirings(wiring, target.n_layers)
     if len(w) != 1:
         raise WorkbenchError(f"exact_tree_decode takes one wiring, got {len(w)}")
     taps = list(w[0].taps)
-    capture.check_width(taps, target, _fc_width(draft), where="the draft's fc")
+    capture.check_width(taps, target, draft.fc_width, where="the draft's fc")
     shape = tree_shape(steps, eagle_topk, num_draft_tokens)
     if int(max_new_tokens) < 1:
         raise WorkbenchError(f"exact_tree_decode: expected max_new_tokens >= 1, got {max_new_tokens}")
@@ -163,7 +163,7 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
     if bad:
         raise WorkbenchError(f"exact_tree_decode: prompt token id {bad[0]} is outside the target vocab "
                              f"0..{target.vocab_size - 1}")
-    ddev, ddtype = _draft_device_dtype(draft)
+    ddev, ddtype = draft.device, draft.dtype
     model, dev = target.model, target.device
 
     def forward(seq, allowed=None, positions=None):
