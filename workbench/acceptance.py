@@ -584,7 +584,8 @@ def _sync(device) -> None:
 
 
 def simulate(target, draft, dataset, wirings, *, K: int = 4, limit: int | None = None, batch_size: int = 8,
-             progress: bool = True, topk: int = 5, cache_dir=None, seed: int = 0) -> dict[str, "AcceptanceResult"]:
+             progress: bool = True, topk: int = 5, cache_dir=None, seed: int = 0,
+             max_memory=None) -> dict[str, "AcceptanceResult"]:
     """Acceptance of ``draft`` on ``target`` for each wiring, from ONE target pass over ``dataset``.
 
         >>> # res = simulate(target, draft, ds, ["embed,L1,L3", "L1,L3,L4"], K=4, limit=200)
@@ -594,7 +595,8 @@ def simulate(target, draft, dataset, wirings, *, K: int = 4, limit: int | None =
     draft runs every chain of the batch in parallel (``draft.run_chains``, K steps) and only the
     per-chain counts are kept (never features across batches). Also measured: step-1 top-1/top-5
     accuracy (``topk`` > 0), the draft-vocab coverage ceiling and the draft-step/target-forward time
-    ratio used by :meth:`AcceptanceResult.speedup`.
+    ratio used by :meth:`AcceptanceResult.speedup`. ``max_memory`` (bytes or "2GB") sizes the chunks of
+    the target's and the draft's heads and the draft's attention blocks (``workbench.chunks``).
     """
     import torch
 
@@ -616,7 +618,7 @@ def simulate(target, draft, dataset, wirings, *, K: int = 4, limit: int | None =
     t_draft = {w.spec: 0.0 for w in wl}
     t_target = 0.0
     it = capture.extract(target, dataset, [w.spec for w in wl], batch_size=batch_size, topk=0, limit=limit,
-                         cache_dir=cache_dir, progress=progress)
+                         cache_dir=cache_dir, progress=progress, max_memory=max_memory)
     any_cached = False
     while True:
         t0 = time.perf_counter()
@@ -633,7 +635,7 @@ def simulate(target, draft, dataset, wirings, *, K: int = 4, limit: int | None =
             feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
             t0 = time.perf_counter()
             with torch.no_grad():
-                out = run_chains(draft, feats, ids, att, int(K), topk=int(topk))
+                out = run_chains(draft, feats, ids, att, int(K), topk=int(topk), max_memory=max_memory)
             _sync(ddev)
             t_draft[w.spec] += time.perf_counter() - t0
             del feats
@@ -816,7 +818,7 @@ def choose_wiring(target, draft, wiring=None, engine: str | None = None, *, sgla
 
 def accept(target_path, draft_path, data_path, *, wiring=None, engine=None, K: int = 4, limit=None,
            device: str | None = "cpu", dtype=None, batch_size: int = 8, sglang_rule: str = "classic",
-           trust_remote_code: bool = False, progress: bool = True):
+           trust_remote_code: bool = False, progress: bool = True, max_memory=None):
     """Everything behind ``workbench accept``: returns (AcceptanceResult, wiring note).
 
         >>> # result, note = accept("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl",
@@ -827,10 +829,14 @@ def accept(target_path, draft_path, data_path, *, wiring=None, engine=None, K: i
     from workbench.errors import resolve_device
 
     device = resolve_device(device)
+    if max_memory is not None:                   # a bad size fails before any model is loaded
+        from workbench.chunks import parse_memory
+        max_memory = parse_memory(max_memory)
     target = capture.load_target(target_path, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                                  progress=progress)
     d = dmod.load_draft(draft_path, target, device=device, dtype=target.dtype)
     w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-    res = simulate(target, d, ds, [w], K=K, limit=limit, batch_size=batch_size, progress=progress)[w.spec]
+    res = simulate(target, d, ds, [w], K=K, limit=limit, batch_size=batch_size, progress=progress,
+                   max_memory=max_memory)[w.spec]
     return res, note
