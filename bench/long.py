@@ -19,6 +19,10 @@ Per length, three kinds of child process:
 - ``startup`` (once): the accept child on short rows (T=32): the start-up baseline the increments
   are measured from.
 
+Every child runs with glibc's ``MALLOC_MMAP_THRESHOLD_=65536`` (as bench/capture.py), so freed blocks
+go back to the OS and ``ru_maxrss`` is the memory in use, not heap glibc keeps for reuse;
+``--malloc-default`` measures with the default allocator settings instead.
+
 Figures: the time ratio accept / bare (goal at T=4096: <= 1.5), the peak ratio accept / bare (goal at
 T=4096: <= 1.3), the growth of the peak above the start-up baseline from T=1024 to T=4096 (linear
 growth is 4x; goal <= 4.5) and tokens per second of accept at each length. The tree goal (eagle_topk 4
@@ -128,12 +132,16 @@ def child(args) -> dict:
 
 
 def _run_child(kind: str, T: int, n_rows: int, folder: Path, code: Path, *, device: str, threads: int, K: int,
-               max_memory) -> dict:
+               max_memory, malloc_default: bool = False) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--folder", str(folder), "--T", str(T),
            "--rows", str(n_rows), "--device", device, "--threads", str(threads), "--K", str(K)]
     if max_memory:
         cmd += ["--max-memory", str(max_memory)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code), str(ROOT)]))
+    if malloc_default:
+        env.pop("MALLOC_MMAP_THRESHOLD_", None)
+    else:      # as bench/capture.py: freed blocks go back to the OS, so the peak is memory in use, not heap kept
+        env["MALLOC_MMAP_THRESHOLD_"] = "65536"
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -144,7 +152,8 @@ def _run_child(kind: str, T: int, n_rows: int, folder: Path, code: Path, *, devi
 
 
 def measure(*, device: str = "cpu", repeats: int = 5, quick: bool = False, threads: int = 1, lengths=None,
-            compare=None, max_memory=None, label: str | None = None, log=print) -> list[dict]:
+            compare=None, max_memory=None, label: str | None = None, log=print,
+            malloc_default: bool = False) -> list[dict]:
     """The figures of the long-row benchmark (see the module docstring); ``compare``: another checkout
     whose ``workbench`` the same children also run (its figures are labelled "before")."""
     size = dict(QUICK if quick else FULL)
@@ -157,7 +166,7 @@ def measure(*, device: str = "cpu", repeats: int = 5, quick: bool = False, threa
     with tempfile.TemporaryDirectory(prefix="wb-long-") as tmp:
         folder = Path(tmp)
         build(folder, size)
-        kw = dict(device=device, threads=threads, K=size["K"], max_memory=max_memory)
+        kw = dict(device=device, threads=threads, K=size["K"], max_memory=max_memory, malloc_default=malloc_default)
         bare = {}
         for T in lengths:
             bare[T] = _run_child("bare", T, n_rows, folder, ROOT, **kw)
@@ -189,7 +198,8 @@ def measure(*, device: str = "cpu", repeats: int = 5, quick: bool = False, threa
                              "detail": {"accept_GiB": a["peak_bytes"] / 2**30, "bare_GiB": bare[T]["peak_bytes"] / 2**30,
                                         "startup_GiB": base / 2**30,
                                         "accept_above_startup_GiB": (a["peak_bytes"] - base) / 2**30},
-                             "note": "whole-process peak (ru_maxrss of each child)" if device == "cpu"
+                             "note": f"whole-process peak (ru_maxrss of each child"
+                                     f"{'' if malloc_default else ', MALLOC_MMAP_THRESHOLD_=65536'})" if device == "cpu"
                              else "torch.cuda.max_memory_allocated of each child"})
                 figs.append({"key": f"long_tokens_per_second_T{T}" + ("_before" if tag == "before" else ""),
                              "figure": "accept tokens per second", "target": target, "unit": "tok/s",
@@ -216,6 +226,8 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--compare", metavar="CHECKOUT", help="also run the children on this checkout's workbench (before)")
     p.add_argument("--max-memory", default=None, help="passed to simulate (when that checkout supports it)")
+    p.add_argument("--malloc-default", action="store_true",
+                   help="leave glibc's mmap threshold alone (peaks then include heap glibc keeps after frees)")
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--child", choices=["accept", "bare"], help=argparse.SUPPRESS)
     p.add_argument("--folder", help=argparse.SUPPRESS)
@@ -228,7 +240,7 @@ def main(argv=None) -> int:
         return 0
     lengths = [int(x) for x in args.lengths.split(",")] if args.lengths else None
     figs = measure(device=args.device, repeats=args.repeats, quick=args.quick, threads=args.threads, lengths=lengths,
-                   compare=args.compare, max_memory=args.max_memory)
+                   compare=args.compare, max_memory=args.max_memory, malloc_default=args.malloc_default)
     for f in figs:
         vals = f["values"]
         print(f"{f['key']:32s} {f['target'][-60:]:60s} median {statistics.median(vals):10.3f} {f['unit']:6s} "
