@@ -61,7 +61,8 @@ def _fused_prefix(q, k, v, scale):
 
 
 def _has_fused(q) -> bool:
-    return q.device.type in ("cpu", "cuda")
+    # CUDA's efficient kernel wants the head dim a multiple of 8 (any draft's is: 64, 128); else blockwise
+    return q.device.type == "cpu" or (q.device.type == "cuda" and q.shape[-1] % 8 == 0)
 
 
 def _merge(out0, lse0, scores, extra_v, dtype):
