@@ -42,6 +42,15 @@ def test_budgets_parse_and_bad_ones_are_one_line_errors():
         head_chunks(torch.zeros(2, 3), lambda h: h, temperature=0)
 
 
+def test_cli_accept_refuses_a_bad_max_memory_before_loading(tmp_path, capsys):
+    from workbench.cli import main as cli_main
+
+    rc = cli_main(["accept", "--target", str(tmp_path / "no-target"), "--draft", str(tmp_path / "no-draft"),
+                   "--data", str(tmp_path / "no.jsonl"), "--max-memory", "lots"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: --max-memory 'lots'") and err.count("\n") == 1
+
+
 def tiny_target(seed=0, **extra):
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=4,

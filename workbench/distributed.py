@@ -488,7 +488,7 @@ def sharded(rows: list[dict], fn, *, ctx: Context | None = None, batch_size: int
 
 def simulate_sharded(target, draft, dataset, wirings, *, K: int = 4, limit: int | None = None, batch_size: int = 8,
                      ctx: Context | None = None, out_dir=None, name: str | None = None, progress: bool = True,
-                     topk: int = 5, seed: int = 0, everywhere: bool = False) -> dict | None:
+                     topk: int = 5, seed: int = 0, everywhere: bool = False, max_memory=None) -> dict | None:
     """:func:`workbench.acceptance.simulate` over this rank's shard; merged ``{spec: result}`` on rank 0.
 
         >>> # with init("auto") as ctx:
@@ -497,7 +497,8 @@ def simulate_sharded(target, draft, dataset, wirings, *, K: int = 4, limit: int 
         >>> #     if res is None: return 0          # not rank 0: nothing to report
 
     On one process it equals ``simulate`` exactly (and resumes from ``out_dir`` when given).
-    ``everywhere=True``: every rank gets the merged results (see :func:`sharded`).
+    ``everywhere=True``: every rank gets the merged results (see :func:`sharded`). ``max_memory`` sizes
+    the chunks (results do not depend on it, so it is not part of the resume key).
     """
     from workbench import capture
     from workbench.acceptance import AcceptanceResult, _as_wirings, simulate
@@ -520,7 +521,7 @@ def simulate_sharded(target, draft, dataset, wirings, *, K: int = 4, limit: int 
                 out[w.spec].seed = seed
             return out
         return simulate(target, draft, shard, wl, K=K, batch_size=batch_size, progress=progress, topk=topk,
-                        seed=seed)
+                        seed=seed, max_memory=max_memory)
 
     return sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
                    max_positions=target.max_positions, everywhere=everywhere)
@@ -529,7 +530,7 @@ def simulate_sharded(target, draft, dataset, wirings, *, K: int = 4, limit: int 
 def accept_sharded(target_path, draft_path, data_path, *, wiring=None, engine=None, K: int = 4, limit=None,
                    dtype=None, device_map=None, batch_size: int = 8, sglang_rule: str = "classic",
                    trust_remote_code: bool = False, progress: bool = True, ctx: Context | None = None,
-                   out_dir=None):
+                   out_dir=None, max_memory=None):
     """``workbench accept`` on this rank's shard: ``(AcceptanceResult or None off rank 0, wiring note)``.
 
         >>> # with init("auto") as ctx:
@@ -550,7 +551,7 @@ def accept_sharded(target_path, draft_path, data_path, *, wiring=None, engine=No
     w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
     ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
     res = simulate_sharded(target, d, ds, [w], K=K, limit=limit, batch_size=batch_size, ctx=ctx, out_dir=out_dir,
-                           progress=progress and ctx.is_main)
+                           progress=progress and ctx.is_main, max_memory=max_memory)
     return (None if res is None else res[w.spec]), note
 
 

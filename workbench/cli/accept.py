@@ -46,6 +46,9 @@ def run(args) -> int:
     from workbench.acceptance import accept
     from workbench.errors import parse_dtype, resolve_device
 
+    if args.max_memory is not None:              # a bad size fails before any model is loaded
+        from workbench.chunks import parse_memory
+        parse_memory(args.max_memory)
     if distributed.torchrun_env() is None and args.device_map is None and args.shard_dir is None:
         device = resolve_device(args.device)
         result, note = accept(args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine,
@@ -59,7 +62,7 @@ def run(args) -> int:
                 args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, K=args.steps,
                 limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
                 batch_size=args.batch_size, sglang_rule=args.sglang_rule, trust_remote_code=args.trust_remote_code,
-                progress=not args.quiet, ctx=ctx,
+                progress=not args.quiet, ctx=ctx, max_memory=args.max_memory,
                 out_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
                                            if ctx.distributed else None))
         if result is None:                       # not rank 0: rank 0 reports for everyone
