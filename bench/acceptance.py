@@ -78,7 +78,7 @@ def fast_vs_exact(target, draft, rows, spec, K: int) -> dict:
 
     sync(target.device)
     t0 = time.perf_counter()
-    fast = simulate(target, draft, rows, [spec], K=K, batch_size=4, progress=False, topk=0)[spec]
+    fast = simulate(target, draft, rows, [spec], K=K, batch_size=4, progress=False, acc_topk=0)[spec]
     sync(target.device)
     t_fast = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -87,7 +87,7 @@ def test_many_wirings_cost_one_target_pass(setup):
 
 def test_topk_and_vocab_coverage(setup):
     target, draft, rows = setup
-    r = simulate(target, draft, rows, [TRAINED], K=2, progress=False, topk=5)[TRAINED]
+    r = simulate(target, draft, rows, [TRAINED], K=2, progress=False, acc_topk=5)[TRAINED]
     assert r.top1 == pytest.approx(r.cumulative[0])        # top-1 hit at step 1 <=> A >= 1
     assert r.top1 <= r.top5 <= 1
     assert r.coverage == 1.0                               # full draft vocab can emit everything
@@ -136,3 +136,67 @@ def test_cli_accept(setup, tmp_path, capsys):
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]                    # (above it: transformers' loading bar)
     assert last.startswith("error: ") and "L7" in last and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------------------ trees
+
+def _fields(r: AcceptanceResult) -> dict:
+    """Everything a result says except the setting (and the tree block derived from it); the measured
+    cost ratio (a clock) is replaced by a fixed one."""
+    r.cost_ratio = 0.1
+    j = r.to_json()
+    return {"json": {k: v for k, v in j.items() if k not in ("setting", "tree", "convention")},
+            "summary": [ln for ln in r.summary().splitlines() if not ln.startswith("setting:")]}
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_eagle_topk_1_through_the_tree_path_is_exactly_the_chain(setup, K):
+    from workbench.setting import Setting
+
+    target, draft, rows = setup
+    chain = simulate(target, draft, rows, [TRAINED], K=K, batch_size=4, progress=False, acc_topk=5)[TRAINED]
+    tree = simulate(target, draft, rows, [TRAINED], batch_size=4, progress=False, acc_topk=5,
+                    setting=Setting(steps=K, shape="tree", eagle_topk=1))[TRAINED]
+    assert tree.setting.shape == "tree" and chain.setting.shape == "chain"
+    for col in chain.chains:
+        np.testing.assert_array_equal(chain.chains[col], tree.chains[col], err_msg=col)
+    for col in chain.samples:
+        np.testing.assert_array_equal(chain.samples[col], tree.samples[col], err_msg=col)
+    assert _fields(chain) == _fields(tree)
+    assert chain.top1 == tree.top1 and not np.isnan(chain.top1)
+    # the keyword form: eagle_topk 1 is a chain (the default path)
+    kw = simulate(target, draft, rows, [TRAINED], K=K, eagle_topk=1, batch_size=4, progress=False)[TRAINED]
+    assert kw.setting.shape == "chain" and kw.accept_length == chain.accept_length
+
+
+@pytest.mark.parametrize("S,k,N", [(3, 2, 5), (4, 4, 10)])
+def test_tree_simulate_counts_the_walk_and_its_decode_path_equals_the_exact_tree_loop(setup, S, k, N):
+    from workbench.setting import Setting
+    from workbench.tree import draft_trees
+    from workbench.tree_verify import tree_accepted_counts
+
+    target, draft, rows = setup
+    setting = Setting(steps=S, eagle_topk=k, num_draft_tokens=N)
+    fast = simulate(target, draft, rows, [TRAINED], K=S, eagle_topk=k, num_draft_tokens=N, batch_size=4,
+                    progress=False)[TRAINED]
+    assert fast.setting == setting
+    # every counted start: the walk's A from draft_trees directly
+    b = next(capture.extract(target, rows, [TRAINED], batch_size=len(rows), progress=False))
+    A = tree_accepted_counts(draft_trees(draft, b.concat(TRAINED.split(",")), b.input_ids, b.attention_mask,
+                                         S, k, N), b.next_token, b.loss_mask, b.lengths)
+    want = {(int(b.rows[i]), int(t)): int(A[i, t]) for i, t in zip(*np.nonzero(A.numpy() >= 0))}
+    f = fast.to_frame()
+    assert dict(zip(zip(f["sample"], f["t"]), f["accepted"])) == want
+    j = fast.to_json()
+    assert j["tree"] == {"steps": S, "topk": k, "num_draft_tokens": N} and len(j["histogram"]) == S + 1
+    assert "tree drafting" in j["convention"] and "tree drafting" in fast.summary()
+    # the exact loop with tree verification: the same decode-path A values
+    exact = exact_simulate(target, draft, rows, TRAINED, setting=setting, progress=False)
+    assert exact.setting.shape == "tree" and exact.setting.estimator == "decode-path"
+    ef = exact.to_frame()
+    for r in rows:
+        got = f[(f["sample"] == r["_row"]) & f["on_path"]].sort_values("t")[["t", "accepted"]].values.tolist()
+        ref = ef[ef["sample"] == r["_row"]].sort_values("t")[["t", "accepted"]].values.tolist()
+        assert got == ref, (r["_row"], got, ref)
+    assert exact.decode_path["accept_length"] == fast.decode_path["accept_length"]
+    assert len(set(ef["accepted"])) >= 2, "degenerate: every verify step accepted the same count"

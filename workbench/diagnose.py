@@ -404,7 +404,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     screen_rows = _rows_for_screen(dataset, limit, int(screen_chains))
     progress = bool(progress) and (ctx is None or ctx.is_main)
     screen = acceptance.simulate(target, draft, screen_rows, [c.wiring for c in cands], batch_size=batch_size,
-                                 progress=progress, topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
+                                 progress=progress, acc_topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
                                  everywhere=True, setting=setting.replace(steps=1))
     s1 = {spec: _stats(r, 1) for spec, r in screen.items()}
     order = sorted(range(len(cands)), key=lambda i: (-_key(s1[cands[i].spec]["alpha1"]), i))

@@ -704,6 +704,6 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     cands = candidates(target.config, dcfg, tw, wirings, sglang_rule=sglang_rule)
     setting = Setting(steps=K, engine="sglang", estimator="decode-path")
     offline = acceptance.simulate(target, draft, [s.as_row() for s in samples], [c.spec for c in cands],
-                                  batch_size=batch_size, progress=progress, topk=0, setting=setting)
+                                  batch_size=batch_size, progress=progress, acc_topk=0, setting=setting)
     return Comparison(url=client.url, K=K, samples=samples, offline=offline, candidates=cands, trained=tw.spec,
                       settings=settings, tolerance=float(tolerance), notes=notes, setting=setting)

@@ -46,7 +46,15 @@ from workbench.setting import SCHEMA_VERSION, Setting
 from workbench.wiring import tap_sort_key
 
 Z95 = 1.959963984540054
-CONVENTION = "chain drafting (topk 1), greedy (temperature 0)"
+CONVENTION = "chain drafting (eagle_topk 1), greedy (temperature 0)"
+
+
+def convention(setting: Setting) -> str:
+    """The drafting convention of a result in one phrase (:data:`CONVENTION` for chains)."""
+    if setting.shape == "chain":
+        return CONVENTION
+    return (f"tree drafting (steps {setting.steps}, eagle_topk {setting.eagle_topk}, {setting.num_draft_tokens} "
+            f"draft tokens; A = nodes the greedy walk accepts, 0..{setting.steps}), greedy (temperature 0)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -444,6 +452,10 @@ class AcceptanceResult(Rendered):
                                  f"measured: pass ratio=, e.g. 0.05)")
         A = self.chains["accepted"]
         rows = []
+        if self.setting.eagle_topk > 1:       # another depth is another tree (selection): only this shape
+            tps = float(A.mean()) + 1 if len(A) else math.nan
+            return [{"k": self.steps, "tokens_per_step": tps, "speedup": tps / (1 + self.steps * ratio),
+                     "best": not math.isnan(tps)}]
         for k in range(1, self.steps + 1):
             tps = float(np.minimum(A, k).mean()) + 1 if len(A) else math.nan
             rows.append({"k": k, "tokens_per_step": tps, "speedup": tps / (1 + k * ratio), "best": False})
@@ -471,8 +483,8 @@ class AcceptanceResult(Rendered):
     def to_json(self, path=None, *, ratio: float | None = None) -> dict:
         """JSON-ready dict (keys of the issue's `accept --json`); written atomically when ``path``."""
         out = {"schema_version": SCHEMA_VERSION, "wiring": {"spec": self.spec, "taps": list(self.taps)},
-               "steps": self.steps, "setting": self.setting.to_dict(),
-               "convention": CONVENTION + "; accept_length = E[A]+1 (bonus counted), "
+               "steps": self.steps, "setting": self.setting.to_dict(), "tree": self.setting.tree,
+               "convention": convention(self.setting) + "; accept_length = E[A]+1 (bonus counted), "
                                           "accept_length_no_bonus = E[A]"}
         out.update(self.statistics(intervals=True))
         out["by_source"] = self.by_source()
