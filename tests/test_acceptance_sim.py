@@ -200,3 +200,61 @@ def test_tree_simulate_counts_the_walk_and_its_decode_path_equals_the_exact_tree
         assert got == ref, (r["_row"], got, ref)
     assert exact.decode_path["accept_length"] == fast.decode_path["accept_length"]
     assert len(set(ef["accepted"])) >= 2, "degenerate: every verify step accepted the same count"
+
+
+def test_cli_accept_trees_and_shape_flags(setup, tmp_path, capsys):
+    from workbench.cli import main
+    from workbench.setting import Setting
+
+    target, draft, rows = setup
+    save_world(tmp_path, target, {"draft": draft}, rows, keys=("input_ids", "loss_mask", "source"))
+    base = ["accept", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
+            "--data", str(tmp_path / "data.jsonl"), "--quiet", "--cost-ratio", "0.1"]
+    rc = main(base + ["--steps", "3", "--eagle-topk", "2", "--num-draft-tokens", "5", "--json", str(tmp_path / "t.json"),
+                      "--per-chain", str(tmp_path / "t.jsonl")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "tree drafting, steps 3, eagle_topk 2, 5 draft tokens" in out
+    js = json.loads((tmp_path / "t.json").read_text())
+    api = simulate(target, draft, rows, [TRAINED], setting=Setting(steps=3, eagle_topk=2, num_draft_tokens=5),
+                   progress=False)[TRAINED]
+    assert js["tree"] == {"steps": 3, "topk": 2, "num_draft_tokens": 5} and js["histogram"] == api.histogram.tolist()
+    assert js["decode_path"]["accept_length"] == api.decode_path["accept_length"]
+    per = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert len(per) == js["n_chains"] and sorted((p["sample"], p["t"], p["accepted"]) for p in per) == sorted(
+        zip(api.chains["sample"].tolist(), api.chains["t"].tolist(), api.chains["accepted"].tolist()))
+    # eagle_topk 1 forces N = steps + 1 with a notice (as SGLang does)
+    assert main(base + ["--steps", "2", "--eagle-topk", "1", "--num-draft-tokens", "9"]) == 0
+    out = capsys.readouterr().out
+    assert "notice: eagle_topk 1 forces num_draft_tokens = steps + 1 = 3" in out and "K=2" in out
+    # N-1 > k + (S-1)k^2: one line
+    assert main(base + ["--steps", "2", "--eagle-topk", "2", "--num-draft-tokens", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "k + (S-1)*k^2 = 6" in err[0]
+    # a launch command: its flags, and SGLang's auto-defaults when they are unset (a Llama target: 5, 4, 8)
+    cmd = "python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 "
+    assert main(base + ["--sglang-args", cmd + "--speculative-num-steps 2 --speculative-eagle-topk 2 "
+                                              "--speculative-num-draft-tokens 4"]) == 0
+    assert "steps 2, eagle_topk 2, 4 draft tokens" in capsys.readouterr().out
+    assert main(base + ["--sglang-args", cmd]) == 0
+    out = capsys.readouterr().out
+    assert "SGLang picks steps 5, eagle_topk 4, 8 draft tokens" in out and "steps 5, eagle_topk 4, 8 draft" in out
+    assert main(base + ["--sglang-args", cmd, "--steps", "3"]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    # an engine named, no shape: the chain default, and a notice of the shape SGLang would pick
+    assert main(base + ["--engine", "sglang"]) == 0
+    out = capsys.readouterr().out
+    assert "notice: sglang with its speculative flags unset drafts a tree: steps 5" in out and "K=4" in out
+
+
+def test_cli_diagnose_takes_the_tree_flags(setup, tmp_path, capsys):
+    from workbench.cli import main
+
+    target, draft, rows = setup
+    save_world(tmp_path, target, {"draft": draft}, rows, keys=("input_ids", "loss_mask", "source"))
+    rc = main(["diagnose", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
+               "--data", str(tmp_path / "data.jsonl"), "--quiet", "--engine", "sglang", "--steps", "3",
+               "--eagle-topk", "2", "--num-draft-tokens", "6", "--top", "2", "--json", str(tmp_path / "dx.json")])
+    out = capsys.readouterr().out
+    assert rc in (0, 1) and "tree drafting, steps 3, eagle_topk 2, 6 draft tokens" in out
+    js = json.loads((tmp_path / "dx.json").read_text())
+    assert js["setting"]["eagle_topk"] == 2 and js["setting"]["num_draft_tokens"] == 6

@@ -325,7 +325,7 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
            limit=None, device: str | None = "cpu", dtype=None, device_map=None, batch_size: int = 8,
            sglang_rule: str = "classic", trust_remote_code: bool = False, progress: bool = True,
            ctx: distributed.Context | None = None, shard_dir=None, cost_ratio: float | None = None,
-           max_memory=None):
+           max_memory=None, eagle_topk: int | None = None, num_draft_tokens: int | None = None, acc_topk: int = 5):
     """Everything behind ``workbench accept``: returns (AcceptanceResult, wiring note).
 
         >>> # result, note = accept("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl",
@@ -337,6 +337,7 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     visible GPUs; ``shard_dir`` keeps each rank's results for resuming. ``cost_ratio``: a fixed
     draft-step/target-forward ratio for the speed-up projection instead of the measured one.
     ``max_memory``: working memory of the chunked heads and attention (``workbench.chunks``).
+    ``eagle_topk``/``num_draft_tokens`` (or a tree ``setting``): simulate SGLang's draft tree.
     """
     if max_memory is not None:                   # a bad size fails before any model is loaded
         max_memory = parse_memory(max_memory)
@@ -346,9 +347,10 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     tgt, d, ds = inputs.load(target, draft, data, device=ctx.device, dtype=dtype, device_map=device_map,
                              trust_remote_code=trust_remote_code, progress=progress and ctx.is_main)
     w, note = choose_wiring(tgt, d, wiring, engine, sglang_rule=sglang_rule)
-    setting = resolve_setting(K, setting).replace(engine=engine)
+    setting = resolve_setting(K, setting, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens).replace(
+        engine=engine)
     res = simulate(tgt, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting, ctx=ctx,
-                   out_dir=shard_dir, max_memory=max_memory)
+                   out_dir=shard_dir, max_memory=max_memory, acc_topk=acc_topk)
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]

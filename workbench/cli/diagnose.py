@@ -10,7 +10,7 @@ ranks (workbench.distributed), rank 0 prints and writes the same diagnosis as on
 rank keeps its shards in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import add_device_arguments, add_torchrun_arguments
+from workbench.cli import add_device_arguments, add_shape_arguments, add_torchrun_arguments, resolve_shape
 
 NAME = "diagnose"
 HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict on the engine's wiring"
@@ -26,7 +26,7 @@ def add_arguments(parser):
                         help="the engine whose wiring is judged (default sglang)")
     parser.add_argument("--sglang-rule", default="classic", choices=["classic", "first-id-1"],
                         help="SGLang id rule (first-id-1 = after PR #25454)")
-    parser.add_argument("--steps", "-K", type=int, default=4, help="draft depth K for the full curves (chain, topk 1)")
+    add_shape_arguments(parser, "draft depth of the full curves")
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
     parser.add_argument("--screen-chains", type=int, default=300, help="chains for the α1 screen (stage 1)")
     parser.add_argument("--top", type=int, default=4, help="candidates that get full curves (stage 2)")
@@ -45,8 +45,10 @@ def run(args) -> int:
     from workbench.diagnose import diagnose_files
     from workbench.devices import parse_dtype
 
+    shape = resolve_shape(args, engine=args.engine).setting
     with wd.init(args.device, device_map=args.device_map) as ctx:
-        dx = diagnose_files(args.target, args.draft, args.data, engine=args.engine, K=args.steps, limit=args.limit,
+        dx = diagnose_files(args.target, args.draft, args.data, engine=args.engine, K=shape.steps,
+                            eagle_topk=shape.eagle_topk, num_draft_tokens=shape.num_draft_tokens, limit=args.limit,
                             dtype=parse_dtype(args.dtype, ctx.device), batch_size=args.batch_size,
                             screen_chains=args.screen_chains, top=args.top, sglang_rule=args.sglang_rule,
                             trust_remote_code=args.trust_remote_code, progress=not args.quiet, ctx=ctx,
