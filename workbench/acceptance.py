@@ -22,6 +22,7 @@ import numpy as np
 
 from workbench import capture, distributed, inputs
 from workbench.chunks import parse_memory
+from workbench.cost import CostModel, as_cost_model
 from workbench.devices import resolve_device
 from workbench.draft import chain_reference, run_chains
 from workbench.errors import WorkbenchError
@@ -190,6 +191,8 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
         r.seed = seed
         if not any_cached and t_target > 0:
             r.cost_ratio = (t_draft[w.spec] / K) / t_target
+            r.cost_model = CostModel.fixed(r.cost_ratio, device=str(target.device).split(":")[0],
+                                           source="draft/target time ratio of this simulation's batches")
         results[w.spec] = r
     return results
 
@@ -325,7 +328,8 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
            limit=None, device: str | None = "cpu", dtype=None, device_map=None, batch_size: int = 8,
            sglang_rule: str = "classic", trust_remote_code: bool = False, progress: bool = True,
            ctx: distributed.Context | None = None, shard_dir=None, cost_ratio: float | None = None,
-           max_memory=None, eagle_topk: int | None = None, num_draft_tokens: int | None = None, acc_topk: int = 5):
+           max_memory=None, eagle_topk: int | None = None, num_draft_tokens: int | None = None, acc_topk: int = 5,
+           cost_model=None):
     """Everything behind ``workbench accept``: returns (AcceptanceResult, wiring note).
 
         >>> # result, note = accept("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl",
@@ -338,12 +342,14 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     draft-step/target-forward ratio for the speed-up projection instead of the measured one.
     ``max_memory``: working memory of the chunked heads and attention (``workbench.chunks``).
     ``eagle_topk``/``num_draft_tokens`` (or a tree ``setting``): simulate SGLang's draft tree.
+    ``cost_model``: a :class:`workbench.cost.CostModel` or its JSON path for the projection.
     """
     if max_memory is not None:                   # a bad size fails before any model is loaded
         max_memory = parse_memory(max_memory)
     ctx = ctx or distributed.Context(device=resolve_device(device))
     if cost_ratio is not None and not (isinstance(cost_ratio, (int, float)) and cost_ratio >= 0):
         raise WorkbenchError(f"cost_ratio={cost_ratio!r}: expected a number >= 0 (draft step / target forward)")
+    cm = as_cost_model(cost_model, cost_ratio)     # a bad cost-model file fails before any model is loaded
     tgt, d, ds = inputs.load(target, draft, data, device=ctx.device, dtype=dtype, device_map=device_map,
                              trust_remote_code=trust_remote_code, progress=progress and ctx.is_main)
     w, note = choose_wiring(tgt, d, wiring, engine, sglang_rule=sglang_rule)
@@ -354,6 +360,7 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]
-    if cost_ratio is not None:
-        result.cost_ratio = float(cost_ratio)
+    if cm is not None:
+        result.cost_model = cm
+        result.cost_ratio = cm.ratio if cm.kind == "fixed" else result.cost_ratio
     return result, note

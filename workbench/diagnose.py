@@ -425,7 +425,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
         return None
     if cost_ratio is not None:
         for r in list(results.values()) + list(screen.values()):
-            r.cost_ratio = float(cost_ratio)
+            r.cost_ratio, r.cost_model = float(cost_ratio), None
     s2 = {spec: _stats(r, 2) for spec, r in results.items()}
     n_samples = next(iter(results.values())).n_samples
 

@@ -393,7 +393,7 @@ def _reorder(r, position: dict):
     co = np.lexsort((r.chains["t"], pos(r.chains["sample"]))) if len(r.chains["t"]) else np.zeros(0, np.int64)
     return AcceptanceResult(spec=r.spec, taps=r.taps, steps=r.steps, chains={k: v[co] for k, v in r.chains.items()},
                             samples={k: v[so] for k, v in r.samples.items()}, cost_ratio=r.cost_ratio, seed=r.seed,
-                            setting=r.setting)
+                            setting=r.setting, cost_model=r.cost_model)
 
 
 def gather_results(parts: list[dict], order: list[int] | None = None) -> dict:

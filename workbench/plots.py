@@ -185,21 +185,20 @@ def by_source(results, *, title: str | None = None):
     return fig
 
 
-def speedup_projection(results, *, ratio: float | None = None, title: str | None = None):
-    """Projected speed-up vs draft depth K' = 1..K: (E[min(A,K')]+1) / (1 + K'·ratio), best K' marked.
+def speedup_projection(results, *, ratio: float | None = None, cost_model=None, title: str | None = None):
+    """Projected speed-up vs draft depth K' = 1..K (``AcceptanceResult.speedup``), best K' marked.
 
-    ``ratio`` = one draft step's cost ÷ one target forward (default: each result's measured
-    ``cost_ratio``; one of them must be known).
+    The cost model (:mod:`workbench.cost`): ``cost_model`` (a CostModel or its JSON path) or a fixed
+    ``ratio`` (one draft step ÷ one target forward), default each result's own; the legend names it.
     """
     results = as_results(results)
     fig, (ax,) = _figure(1, height=3.6)
-    used = None
     for (label, r), color in zip(results.items(), _colors(len(results))):
-        rows = r.speedup(ratio)
-        used = ratio if ratio is not None else r.cost_ratio
+        cm = r.projection_model(ratio, cost_model)
+        rows = r.speedup(cost_model=cm) if cm is not None else r.speedup(ratio)
         k = [d["k"] for d in rows]
         s = [d["speedup"] for d in rows]
-        ax.plot(k, s, marker="o", color=color, label=f"{label} (cost ratio {used:.3f})")
+        ax.plot(k, s, marker="o", color=color, label=f"{label} ({cm.describe()})")
         for d in rows:
             if d["best"]:
                 ax.plot([d["k"]], [d["speedup"]], marker="*", markersize=14, color=color)
@@ -207,7 +206,7 @@ def speedup_projection(results, *, ratio: float | None = None, title: str | None
     ax.set_xlabel("draft depth K' (draft tokens per verify step)")
     ax.set_ylabel("projected speed-up (× target-only decoding)")
     ax.set_xticks(range(1, max(r.steps for r in results.values()) + 1))
-    ax.set_title(title or "Speed-up projection: tokens per verify step ÷ (1 + K'·cost ratio); ★ best K'")
+    ax.set_title(title or "Speed-up projection: tokens per step · verify(1) ÷ (K'·draft + verify(K'+1)); ★ best K'")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return fig

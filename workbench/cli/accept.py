@@ -36,8 +36,12 @@ def add_arguments(parser):
                         help="write {sample, t, accepted, ...} for every counted start (a chain or a tree)")
     parser.add_argument("--min-accept-length", type=float, default=None, metavar="X",
                         help="exit 1 when the decode-path accept length is below X (CI gate)")
-    parser.add_argument("--cost-ratio", type=float, default=None,
-                        help="draft-step/target-forward cost ratio for the speed-up projection (default: measured)")
+    c = parser.add_mutually_exclusive_group()
+    c.add_argument("--cost-ratio", type=float, default=None,
+                   help="a fixed cost model: draft-step/target-forward cost ratio for the speed-up projection "
+                        "(default: the ratio measured during the run)")
+    c.add_argument("--cost-model", default=None, metavar="FILE.json",
+                   help="a measured cost model (workbench tune --measure-cost-model) for the speed-up projection")
     parser.add_argument("--max-memory", default=None, metavar="SIZE",
                         help="working memory for the chunked heads and attention blocks, e.g. 2GB "
                              "(default: a quarter of the free device memory, at most 512 MiB; docs/long-rows.md)")
@@ -59,7 +63,7 @@ def run(args) -> int:
             acc_topk=args.acc_topk,
             limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
             batch_size=args.batch_size, sglang_rule=args.sglang_rule, trust_remote_code=args.trust_remote_code,
-            progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio, max_memory=args.max_memory,
+            progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio, cost_model=args.cost_model, max_memory=args.max_memory,
             shard_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
                                          if ctx.distributed else None))
     if result is None:                           # not rank 0: rank 0 reports for everyone
