@@ -257,18 +257,21 @@ def measure(target, draft, *, prefix: int = PREFIX, verify_probes=VERIFY_PROBES,
         if str(draft.device).startswith("cuda"):
             torch.cuda.synchronize(draft.device)
 
+    import inspect
+
     model = target.model
+    cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.vocab_size, (1, int(prefix) + max(verify_probes)), generator=g).to(dev)
     verify, spread_v = {}, {}
     with torch.no_grad():
         out = model(input_ids=ids[:, :prefix], use_cache=True)
-        cache = getattr(out, "past_key_values", None) or getattr(out, "cache", None)
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         if cache is None or not hasattr(cache, "crop"):
             raise WorkbenchError("cost probes: the target returns no croppable KV cache (transformers DynamicCache)")
         for n in verify_probes:
             def step(n=n):
-                model(input_ids=ids[:, prefix:prefix + n], past_key_values=cache, use_cache=True)
+                model(input_ids=ids[:, prefix:prefix + n], use_cache=True, **{cache_kw: cache})
                 cache.crop(-int(n))                # negative: remove that many (all transformers versions)
             verify[int(n)], spread_v[int(n)] = _timed(step, repeats, sync)
         # the draft: one step of k lanes after `prefix` cached keys

@@ -214,6 +214,45 @@ def speedup_projection(results, *, ratio: float | None = None, cost_model=None, 
 
 # ------------------------------------------------------------------------------ tap statistics
 
+def tree_sweep(sweep, *, value: str | None = None, title: str | None = None):
+    """Heat maps of a flag sweep (``workbench.tune.SweepResult``): one panel per eagle_topk, steps across,
+    num_draft_tokens up, coloured by accept length (or ``value="speedup"``, the default when a GPU cost
+    model ranks the shapes); the best cell of each panel and the overall best (★) are marked.
+    """
+    t = sweep.table
+    value = value or ("speedup" if sweep.ranks_by_speed else "accept_length")
+    if value not in t:
+        raise WorkbenchError(f"tree_sweep: no column {value!r} (a speed-up needs a cost model)")
+    topks = sorted(set(int(k) for k in t["eagle_topk"]))
+    fig, axes = _figure(len(topks), height=3.8)
+    vmin, vmax = float(t[value].min()), float(t[value].max())
+    best = sweep.best()[0]
+    im = None
+    for ax, k in zip(axes, topks):
+        sub = t[t["eagle_topk"] == k]
+        steps = sorted(set(int(x) for x in sub["steps"]))
+        ns = sorted(set(int(x) for x in sub["num_draft_tokens"]))
+        grid = np.full((len(ns), len(steps)), np.nan)
+        for _, r in sub.iterrows():
+            grid[ns.index(int(r["num_draft_tokens"])), steps.index(int(r["steps"]))] = r[value]
+        im = ax.imshow(grid, origin="lower", aspect="auto", vmin=vmin, vmax=vmax, cmap="viridis")
+        ax.set_xticks(range(len(steps)), [str(x) for x in steps])
+        ax.set_yticks(range(len(ns)), [str(x) for x in ns])
+        ax.set_xlabel("steps")
+        if ax is axes[0]:
+            ax.set_ylabel("num_draft_tokens N")
+        ax.set_title(f"eagle_topk {k}" + (" (chain)" if k == 1 else ""))
+        i, j = np.unravel_index(np.nanargmax(grid), grid.shape)
+        ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", color="white", fontsize="small")
+        if best[1] == k:
+            ax.plot([steps.index(best[0])], [ns.index(best[2])], marker="*", markersize=16, color="red")
+    if im is not None:
+        fig.colorbar(im, ax=axes, label=value.replace("_", " "))
+    what = "projected speed-up" if value == "speedup" else "accept length (E[A]+1)"
+    fig.suptitle(title or f"Flag sweep, wiring {sweep.spec}: {what}; ★ best shape")
+    return fig
+
+
 def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: str | None = None):
     """Left: feature-norm distribution per tap (log scale); right: tap-to-tap cosine heatmap.
 
