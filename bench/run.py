@@ -166,7 +166,7 @@ def run(args) -> int:
         transformers.utils.logging.disable_progress_bar()
     except Exception:  # noqa: BLE001 (an older transformers without the switch: bars stay)
         pass
-    needs_demo = "demo" in targets or any(s in sections for s in ("pipeline", "distributed", "rewire"))
+    needs_demo = "demo" in targets or any(s in sections for s in ("pipeline", "distributed", "rewire", "tree"))
     demo = find_demo(args.demo) if needs_demo else None
     figures: list[benchmark.Figure] = []
     failed = []
@@ -238,6 +238,10 @@ def run(args) -> int:
             raise WorkbenchError(f"--long-lengths {args.long_lengths!r}: expected a comma list of integers") from None
         add("long", "synthetic long rows", lambda: load_bench("long").measure(
             device=device, repeats=repeats, quick=args.quick, threads=args.threads, lengths=lengths))
+
+    if "tree" in sections and load_bench("tree") is not None:           # issue 18: trees and the flag advisor
+        add("tree", "synthetic + demo", lambda: load_bench("tree").measure(
+            demo=demo, device=device, repeats=repeats, quick=args.quick, threads=args.threads))
 
     machine = benchmark.machine(device)
     settings = {"quick": bool(args.quick), "repeats": repeats, "threads": args.threads, "demo": str(demo) if demo else None,

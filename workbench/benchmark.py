@@ -35,7 +35,7 @@ from workbench.errors import WorkbenchError
 from workbench.files import write_json
 
 SCHEMA = 1
-SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire", "long")
+SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire", "long", "tree")
 TARGETS = ("demo", "synthetic")
 _GOAL = re.compile(r"^\s*(<=|>=|==|<|>)\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*$")
 
