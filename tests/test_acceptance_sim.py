@@ -143,7 +143,7 @@ def test_cli_accept(setup, tmp_path, capsys):
 def _fields(r: AcceptanceResult) -> dict:
     """Everything a result says except the setting (and the tree block derived from it); the measured
     cost ratio (a clock) is replaced by a fixed one."""
-    r.cost_ratio = 0.1
+    r.cost_ratio, r.cost_model = 0.1, None
     j = r.to_json()
     return {"json": {k: v for k, v in j.items() if k not in ("setting", "tree", "convention")},
             "summary": [ln for ln in r.summary().splitlines() if not ln.startswith("setting:")]}
