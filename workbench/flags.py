@@ -116,7 +116,7 @@ def auto_notice(engine, target_arch) -> str | None:
 def drafting_shape(steps=None, eagle_topk=None, num_draft_tokens=None, *, sglang_args: str | None = None,
                    engine: str | None = None, target_arch: str | None = None) -> DraftingShape:
     """The shape to simulate (module docstring); ``engine``/``target_arch`` for SGLang's auto-defaults."""
-    S, k, N = _int("steps", steps), _int("eagle_topk", eagle_topk), _int("num_draft_tokens", num_draft_tokens)
+    S, k, N = _int("steps K", steps), _int("eagle_topk", eagle_topk), _int("num_draft_tokens", num_draft_tokens)
     notices: list[str] = []
     if sglang_args is not None:
         if (S, k, N) != (None, None, None):
