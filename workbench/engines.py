@@ -37,8 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
-from workbench.wiring import Resolution, Wiring, load_config, num_layers, parse_tap, tap_to_hf
-from workbench.wiring import id_list as wiring_ids
+from workbench.taps import Resolution, Wiring, load_config, num_layers, parse_tap, tap_to_hf
+from workbench.taps import id_list as wiring_ids
 
 _KEY = "eagle_aux_hidden_state_layer_ids"
 EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
@@ -593,7 +593,7 @@ def default_wiring(draft_config, target) -> Resolution:
 
 # ─────────────────────────────── the table behind `workbench wiring` ───────────────────────────────
 
-def _id_meaning(e: Engine) -> str:
+def id_meaning(e: Engine) -> str:
     if e.hf_indices:
         return "HF hidden_states index (N = post-norm final)"
     if e.shift is None:
@@ -620,7 +620,7 @@ def engine_table() -> list[dict]:
     for e in RECORDS.values():
         rows.append({
             "engine": e.name, "what": e.label, "version": e.boundary, "serving": e.serving,
-            "reads": " > ".join(e.keys) or "(nothing)", "id": _id_meaning(e),
+            "reads": " > ".join(e.keys) or "(nothing)", "id": id_meaning(e),
             "rotary": f"+{e.rotary_offset} at steps k>=1" if e.rotary_offset else "p+k",
             "embed": e.embed, "lm_head": e.lm_head,
             "options": ", ".join(f"{k}" + ("=True if missing (speculators)" if o.speculators_default else "")
@@ -642,4 +642,4 @@ def format_engine_table() -> str:
 
 __all__ = ["Engine", "Feasibility", "Option", "RECORDS", "ENGINE_NAMES", "Reading", "auto_flags", "config_ids",
            "default_engine", "default_wiring", "embed_source", "engine_table", "format_engine_table", "get",
-           "ids_for_taps", "lm_head_source", "options_for", "read", "taps_for_ids", "wiring_for"]
+           "id_meaning", "ids_for_taps", "lm_head_source", "options_for", "read", "taps_for_ids", "wiring_for"]
