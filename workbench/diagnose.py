@@ -97,12 +97,15 @@ def who_can_feed(taps, target, *, exclude=()) -> list[str]:
 
 @dataclass
 class Candidate:
-    """One wiring to try, with every reason it is a candidate. Unpacks as ``(wiring, reasons)``."""
+    """One wiring to try, with every reason it is a candidate. Unpacks as ``(wiring, reasons)``.
+    Shared by the diagnosis and the live comparison (``sglang_live``)."""
 
     wiring: object                      # workbench.wiring.Wiring
     reasons: list[str] = field(default_factory=list)
     feasible: bool = True               # the diagnosis engine can feed it
     why_not: str = ""                   # when not feasible
+    engines: list[str] = field(default_factory=list)    # engine records that feed it as configured
+    trained: bool = False               # the taps the draft was trained on
 
     @property
     def spec(self) -> str:
@@ -165,10 +168,14 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
         add(r.taps, "")
         fed.setdefault(tuple(r.taps), []).append(engine_name(r.engine) + tag)
         seeds.append(tuple(r.taps))
+        if tuple(r.taps) in found and r.feasible:
+            found[tuple(r.taps)].engines.append(r.engine)
     trained = wm.trained_wiring_from_config(cfg, n) if cfg is not None else None
     if trained is not None:
         add(trained.taps, "trained taps (draft config workbench.trained_taps)")
         seeds.append(trained.taps)
+        if trained.taps in found:
+            found[trained.taps].trained = True
     defaults: dict[tuple, list[str]] = {}
     for e in wm.ENGINES:
         r = wm.resolve(e, target_config, None)
