@@ -419,6 +419,12 @@ def ids_for_taps(engine, taps, target) -> Feasibility:
         ids = points            # PR #25454: ids not starting at 1 are read as capture points
     r = _taps_for_ids(e, ids, n, arch)
     if not r.feasible or r.taps != taps:          # a rule this search does not model: say so, never guess
+        if e.first_id_rule and points and points[0] == 1:
+            # PR #25454: ids [0, ...] are read as is (capture point 0 = embed); ids [1, ...] get +1; so the
+            # capture point 1 (L0) cannot come first
+            return Feasibility(None, f"{e.label.split(' (')[0]} cannot feed {taps[0]} first: ids starting at 1 "
+                                     f"get +1, other ids are capture points (PR #25454), so capture point 1 "
+                                     f"is unreachable")
         return Feasibility(None, f"{e.name}: no ids found ({r.explanation})")
     return Feasibility(ids)
 

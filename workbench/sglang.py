@@ -453,8 +453,8 @@ def _fix_for(rec, trained: Wiring, tcfg) -> str:
                 f"(checked: {rec.name} then feeds {trained.spec})")
     v = engines.ids_for_taps("vllm", trained.taps, tcfg)
     alt = (f"; vLLM can feed {trained.spec} with top-level ids {v.ids}" if v.feasible and rec.name != "vllm" else "")
-    return (f"{_short_name(rec)} cannot feed {trained.spec} ({f.reason}): rewire the draft for taps {rec.name} can "
-            f"feed (`workbench rewire`) or retrain{alt}")
+    return (f"{f.reason}: {_short_name(rec)} cannot feed {trained.spec}; rewire the draft for taps it can feed "
+            f"(`workbench rewire`) or retrain{alt}")
 
 
 def _short_name(rec) -> str:
