@@ -194,8 +194,8 @@ def test_sampling_settings_are_checked():
 def test_batched_kv_generation_equals_the_no_cache_reference_and_hf_generate():
     target = tiny_target(eos=5)
     info = target_info(target)
-    prompts = random_prompts(7)
-    max_new = [3, 9, 6, 12, 1, 8, 10]
+    prompts = random_prompts(5)
+    max_new = [3, 9, 1, 8, 10]
     got = generate_hf(target, jobs_of(prompts, max_new), eos_ids=info.eos_ids, batch_size=3, agreement=False)
     one = generate_hf(target, jobs_of(prompts, max_new), eos_ids=info.eos_ids, batch_size=1, agreement=False)
     ended = 0
@@ -237,18 +237,16 @@ def test_regenerated_greedy_responses_equal_the_exact_speculative_loop(tmp_path)
 
     target = tiny_target(eos=5)
     draft = _draft_for(target)
-    prompts = random_prompts(5, lo=3)
-    foreign = [[(7 * i + j) % V for j in range(10)] for i in range(5)]
+    prompts = random_prompts(3, lo=3, hi=6)
+    foreign = [[(7 * i + j) % V for j in range(8)] for i in range(3)]
     src = write(tmp_path / "in.jsonl", rows_of(prompts, foreign))
-    res = regenerate(target, src, tmp_path / "out.jsonl", ignore_eos=True, batch_size=2, progress=False)
-    out = data.load(tmp_path / "out.jsonl").rows()
-    for p, r in zip(prompts, out):
-        gen, accepts = exact_decode(target, draft, p, "L0,L1,L3", 3, 10)
-        assert r["input_ids"][len(p):] == gen and len(accepts) >= 1
+    exact = [exact_decode(target, draft, p, "L0,L1,L3", 3, 8)[0] for p in prompts]
+    regenerate(target, src, tmp_path / "out.jsonl", ignore_eos=True, batch_size=2, progress=False)
+    for p, r, gen in zip(prompts, data.load(tmp_path / "out.jsonl").rows(), exact):
+        assert r["input_ids"][len(p):] == gen
     # stopping at EOS: the same tokens up to and with the first EOS
     res = regenerate(target, src, tmp_path / "eos.jsonl", batch_size=2, progress=False)
-    for p, r in zip(prompts, data.load(tmp_path / "eos.jsonl").rows()):
-        gen, _ = exact_decode(target, draft, p, "L0,L1,L3", 3, 10)
+    for p, r, gen in zip(prompts, data.load(tmp_path / "eos.jsonl").rows(), exact):
         cut = gen.index(5) + 1 if 5 in gen else len(gen)
         assert r["input_ids"][len(p):] == gen[:cut]
         assert r["generation"]["finish"] == ("eos" if 5 in gen else "length")
@@ -366,8 +364,9 @@ def test_interrupted_run_resumes_and_loses_nothing(tmp_path):
 def test_resume_after_sigkill_of_the_cli(tmp_path):
     target = tiny_target()
     target.model.save_pretrained(tmp_path / "target")
-    prompts = random_prompts(40, lo=20, hi=40)
-    src = write(tmp_path / "in.jsonl", rows_of(prompts, [[1] * 24] * 40))
+    n = 30
+    prompts = random_prompts(n, lo=10, hi=30)
+    src = write(tmp_path / "in.jsonl", rows_of(prompts, [[1] * 16] * n))
     out = tmp_path / "out.jsonl"
     cmd = [sys.executable, "-m", "workbench", "regenerate", "--target", str(tmp_path / "target"), "--data", src,
            "--out", str(out), "--batch-size", "1", "--flush-every", "1", "--quiet"]
@@ -376,21 +375,21 @@ def test_resume_after_sigkill_of_the_cli(tmp_path):
     part = tmp_path / "out.jsonl.part"
     t0 = time.time()
     while time.time() - t0 < 120 and proc.poll() is None:
-        if part.exists() and part.read_text().count("\n") >= 3:
+        if part.exists() and part.read_text().count("\n") >= 2:
             break
-        time.sleep(0.05)
+        time.sleep(0.01)
     assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-    os.kill(proc.pid, signal.SIGKILL)
+    os.kill(proc.pid, signal.SIGKILL)                                             # no cleanup runs
     proc.wait()
     n_before = part.read_text().count("\n")
-    assert 3 <= n_before < 40 and not out.exists()
+    assert 2 <= n_before < n and not out.exists()
     rc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert rc.returncode == 0, rc.stderr[-2000:]
-    assert f"({40 - n_before} new, {n_before} already written)" in rc.stdout
+    assert f"({n - n_before} new, {n_before} already written)" in rc.stdout
     done = data.load(out).rows()
-    assert [r["generation"]["input_row"] for r in done] == list(range(40))
-    ref = regenerate(str(tmp_path / "target"), src, tmp_path / "ref.jsonl", progress=False)
-    assert ref.n_rows == 40 and out.read_text() == (tmp_path / "ref.jsonl").read_text()
+    assert [r["generation"]["input_row"] for r in done] == list(range(n))
+    ref = generate_hf(target, jobs_of(prompts, [16] * n), agreement=False)
+    assert [r["input_ids"][len(p):] for r, p in zip(done, prompts)] == [g.tokens for g in ref]
 
 
 # ─────────────────────────────── the live server path ───────────────────────────────
