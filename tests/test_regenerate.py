@@ -454,3 +454,25 @@ def test_cli_regenerate(tmp_path, capsys):
     assert "error: --top-p 2.0" in capsys.readouterr().err
     assert main(["inspect", str(tmp_path / "o.jsonl")]) == 0
     assert "target, T=0.7 top_k=5 seed=1 (3 rows)" in capsys.readouterr().out
+
+
+# ─────────────────────────────── on the demo ───────────────────────────────
+
+def test_on_the_smoke_demo_regenerate_gives_back_its_greedy_data_and_the_exact_loops_tokens(smoke_demo, tmp_path):
+    from workbench import capture
+    from workbench.acceptance import exact_decode
+    from workbench.demo import read_manifest
+    from workbench.draft import load_draft
+
+    target = capture.load_target(smoke_demo / "target", progress=False)
+    res = regenerate(target, smoke_demo / "val.jsonl", tmp_path / "regen.jsonl", ignore_eos=True, limit=3,
+                     progress=False)
+    old = data.load(smoke_demo / "val.jsonl").rows(3)
+    new = data.load(tmp_path / "regen.jsonl").rows()
+    assert [r["input_ids"] for r in new] == [r["input_ids"] for r in old]        # the demo's data is target-greedy
+    assert all(v["agreement_before"] == 1.0 for v in res.by_source().values())
+    draft = load_draft(smoke_demo / "draft-aligned", target)
+    spec = ",".join(read_manifest(smoke_demo)["taps"]["aligned"])
+    r = new[0]
+    gen, _ = exact_decode(target, draft, r["input_ids"][:r["n_prompt_tokens"]], spec, 3, r["n_response_tokens"])
+    assert gen == r["input_ids"][r["n_prompt_tokens"]:]

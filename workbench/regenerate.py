@@ -245,7 +245,7 @@ def _batch(target, jobs: list[Job], *, eos_ids, ignore_eos, sampling, agreement:
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, **kw)
     logits = out.logits[:, -(R + 1):]                    # column Lp-1+j predicts old[j]
-    cache = getattr(out, "past_key_values", None) or getattr(out, "cache", None)
+    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
     res = [Generated([], "") for _ in jobs]
     if R:
         g = logits[:, :R].argmax(-1).cpu()
@@ -284,7 +284,7 @@ def _batch(target, jobs: list[Job], *, eos_ids, ignore_eos, sampling, agreement:
         with torch.no_grad():
             out = model(input_ids=step, attention_mask=att, position_ids=last[:, None], use_cache=True,
                         **{cache_kw: cache})
-        cache = getattr(out, "past_key_values", None) or getattr(out, "cache", None)
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         nxt = out.logits[:, -1]
         del out
 
