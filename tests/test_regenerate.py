@@ -59,6 +59,18 @@ def jobs_of(prompts, max_new):
     return [Job(i, f"row {i}", "s", p, [], [], m, {}) for i, (p, m) in enumerate(zip(prompts, max_new))]
 
 
+def test_docstring_examples_run():
+    import doctest
+
+    import workbench.agreement
+    import workbench.regenerate
+    import workbench.sampling
+
+    for mod in (workbench.agreement, workbench.sampling, workbench.regenerate):
+        res = doctest.testmod(mod)
+        assert res.attempted > 0 and res.failed == 0, mod.__name__
+
+
 # ─────────────────────────────── greedy agreement ───────────────────────────────
 
 def test_agreement_numbers_on_hand_made_data():
@@ -320,6 +332,8 @@ def test_prompt_less_and_bad_rows(tmp_path, capsys):
     assert res.skipped == {"no_prompt": 1, "bad_row": 1}
     with pytest.raises(WorkbenchError, match="same file as --data"):
         regenerate(target, src, src, progress=False)
+    with pytest.raises(WorkbenchError, match="nope.jsonl: no such file"):
+        regenerate(target, tmp_path / "nope.jsonl", tmp_path / "d.jsonl", progress=False)
 
 
 # ─────────────────────────────── interruption ───────────────────────────────

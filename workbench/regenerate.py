@@ -472,21 +472,34 @@ class RegenerateResult:
 # ───────────────────────────── the resumable writer ─────────────────────────────
 
 def _input_fingerprint(path) -> dict:
+    """Which input a run read: path, size and a hash of its first MiB (a folder: its files' names and sizes)."""
     p = os.fspath(path)
     h = hashlib.sha256()
-    with open(p, "rb") as f:
-        h.update(f.read(1 << 20))
-    return {"path": os.path.abspath(p), "bytes": os.path.getsize(p), "head_sha256": h.hexdigest()[:16]}
+    if os.path.isdir(p):
+        size = 0
+        for name in sorted(os.listdir(p)):
+            q = os.path.join(p, name)
+            n = os.path.getsize(q) if os.path.isfile(q) else 0
+            size += n
+            h.update(f"{name}:{n}\n".encode())
+    else:
+        size = os.path.getsize(p)
+        with open(p, "rb") as f:
+            h.update(f.read(1 << 20))
+    return {"path": os.path.abspath(p), "bytes": size, "head_sha256": h.hexdigest()[:16]}
 
 
-def _read_part(part: str) -> list[dict]:
-    """Rows already in ``part``; a torn last line (a kill mid-write) is cut off the file."""
+def _read_part(part: str, *, repair: bool = True) -> list[dict]:
+    """Rows already in ``part``; a torn last line (a kill mid-write) is cut off the file when ``repair``."""
     if not os.path.exists(part):
         return []
     with open(part, "rb") as f:
         data = f.read()
     end = data.rfind(b"\n") + 1
     if end < len(data):
+        if not repair:
+            raise WorkbenchError(f"{part}: the last line is not terminated (a truncated file?); "
+                                 "choose another --out, or delete it to regenerate")
         with open(part, "r+b") as f:
             f.truncate(end)
     rows = []
@@ -554,10 +567,11 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
         info = target_info(target)
         settings = settings_of("target", info, sampling, max_new_tokens, ignore_eos)
 
+    ds = dmod.load(data, vocab_size=info.vocab_size, on_error=on_error)   # unusable input: one-line error here
     result = RegenerateResult(out=out, settings=settings)
     ident = {"version": 1, "settings": settings, "data": _input_fingerprint(data)}
     if os.path.exists(out):
-        rows = _read_part(out)
+        rows = _read_part(out, repair=False)
         if rows:
             _check_same(rows[0].get("generation") or {}, {k: settings[k] for k in _SETTINGS}, out,
                         "choose another --out, or delete it to regenerate")
@@ -586,7 +600,6 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
         result.add(r)
     result.n_resumed = len(done_rows)
 
-    ds = dmod.load(data, vocab_size=info.vocab_size, on_error=on_error)
     total = len(ds) if limit is None else min(len(ds), int(limit))
     bar = tqdm(total=total, desc="regenerate", unit="row", disable=not progress, initial=0)
     t0 = time.perf_counter()
