@@ -47,8 +47,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from workbench import capture
+from workbench import data as dmod
+from workbench.agreement import greedy_matches_reference
 from workbench.errors import WorkbenchError, write_json
-from workbench.sampling import Sampling, draw, row_generator
+from workbench.sampling import Sampling, draw, row_generator, row_seed
+from workbench.sglang_live import Client
 
 SKIP_REASONS = {"no_prompt": "no prompt (loss_mask starts with 1)",
                 "prompt_too_long": "prompt fills the target's max positions",
@@ -67,6 +71,12 @@ class TargetInfo:
     max_positions: int | None
     eos_ids: frozenset
     dtype: str | None = None
+
+
+def _text_config(config):
+    """The text part of a multimodal config (``get_text_config``), else the config itself."""
+    get = getattr(config, "get_text_config", None)
+    return get() if callable(get) else config
 
 
 def _ids(v) -> set:
@@ -88,8 +98,6 @@ def eos_ids_of(config, generation_config=None, tokenizer=None) -> frozenset:
         >>> sorted(eos_ids_of(type("C", (), {"eos_token_id": [2, 7]})()))
         [2, 7]
     """
-    from workbench.capture import _text_config
-
     out = _ids(getattr(config, "eos_token_id", None)) | _ids(getattr(_text_config(config), "eos_token_id", None))
     out |= _ids(getattr(generation_config, "eos_token_id", None))
     out |= _ids(getattr(tokenizer, "eos_token_id", None))
@@ -108,8 +116,6 @@ def target_info(target) -> TargetInfo:
                           eos_ids=eos_ids_of(target.config, gen_cfg, target.tokenizer),
                           dtype=_DTYPE_NAMES.get(str(target.dtype), str(target.dtype)))
     import transformers
-
-    from workbench.capture import _text_config
 
     path = os.fspath(target)
     if not os.path.isfile(os.path.join(path, "config.json")):
@@ -222,8 +228,6 @@ def _batch(target, jobs: list[Job], *, eos_ids, ignore_eos, sampling, agreement:
     """One batch: left-padded prefill (prompt + old response when ``agreement``), then cached steps."""
     import torch
 
-    from workbench.agreement import greedy_matches_reference
-
     model, dev = target.model, target.device
     B = len(jobs)
     Lp = max(len(j.prompt) for j in jobs)
@@ -318,8 +322,6 @@ def generate_server(client, jobs: list[Job], *, eos_ids=frozenset(), ignore_eos:
     with a seed, each row's ``sampling_seed`` is :func:`workbench.sampling.row_seed` (SGLang honours it
     with ``--enable-deterministic-inference``). Tokens after the first EOS are cut, like the HF path.
     """
-    from workbench.sampling import row_seed
-
     def one(job: Job) -> Generated:
         sp = sampling.sglang_params()
         if ignore_eos:
@@ -532,8 +534,6 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
     """
     from tqdm.auto import tqdm
 
-    from workbench import data as dmod
-
     sampling = sampling or Sampling()
     if on_error not in ("raise", "skip"):
         raise WorkbenchError(f"on_error={on_error!r}: expected 'raise' or 'skip'")
@@ -548,8 +548,6 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
         raise WorkbenchError(f"--out {out}: the same file as --data (expected a new file)")
 
     if url is not None:
-        from workbench.sglang_live import Client
-
         client = client or Client(url, timeout=timeout, retries=retries, concurrency=int(concurrency))
         info = target_info(target)
         model_name = None
@@ -559,8 +557,6 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
             pass                                     # optional: an older or proxied server may not answer
         settings = settings_of("server", info, sampling, max_new_tokens, ignore_eos, model=model_name or info.name)
     else:
-        from workbench import capture
-
         if not hasattr(target, "model"):
             target = capture.load_target(target, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                                          progress=progress)
