@@ -222,6 +222,24 @@ def test_batched_kv_generation_equals_the_no_cache_reference_and_hf_generate():
     assert [len(g.tokens) for g in no_eos] == max_new and all(g.finish == "length" for g in no_eos)
 
 
+def test_lean_prefill_agrees_with_the_plain_one():
+    # the agreement prefill: argmax of lm_head over the hooked final norm, chunked, vs the model's own logits
+    target = tiny_target(eos=5)
+    prompts = [[3]] + random_prompts(5)
+    olds = [[(t + 1) % V if j % 3 == 2 else t for j, t in enumerate(generate_reference(target, p, k).tokens)]
+            for p, k in zip(prompts, [4, 9, 1, 6, 12, 3])]                    # greedy, every third token changed
+    jobs = [Job(i, f"row {i}", "s", p, o, [1] * len(o), 7, {}) for i, (p, o) in enumerate(zip(prompts, olds))]
+    jobs[2].old_mask = [0]
+    for s in (Sampling(), Sampling(temperature=0.8, seed=3)):
+        lean = generate_hf(target, jobs, eos_ids={5}, batch_size=3, sampling=s, lean=True)
+        plain = generate_hf(target, jobs, eos_ids={5}, batch_size=3, sampling=s, lean=False)
+        none = generate_hf(target, jobs, eos_ids={5}, batch_size=3, sampling=s, agreement=False)
+        assert [(x.tokens, x.finish, x.matches, x.counted) for x in lean] == \
+            [(x.tokens, x.finish, x.matches, x.counted) for x in plain]
+        assert [x.tokens for x in lean] == [x.tokens for x in none]
+    assert [x.counted for x in lean] == [4, 9, 0, 6, 12, 3] and any(x.matches for x in lean)
+
+
 def test_sampled_generation_is_seeded_reproducible_and_independent_of_batching():
     target = tiny_target()
     prompts = random_prompts(5)

@@ -18,7 +18,9 @@ Generation, two ways:
   prompts end in the same column, positions counted from each row's first real token), one prefill
   and then one step per token with a KV cache; finished rows leave the batch. The prefill also runs
   over the old response, so the *agreement before* (share of old response tokens equal to the
-  target's argmax) costs no extra forward; the cache is then cropped back to the prompt.
+  target's argmax) costs no extra forward; the cache is then cropped back to the prompt. That
+  argmax is taken over ``lm_head`` of the final norm's output in chunks (:func:`_prefill`), so a long
+  response never materialises its ``[B, R, V]`` logits.
   :func:`generate_reference` is the exact reference (one row, no cache, a full forward per token).
 - **Live SGLang** (:func:`generate_server`): ``POST /generate`` through ``sglang_live.Client``
   (retries, concurrency), every sampling parameter sent explicitly.
@@ -224,7 +226,53 @@ def generate_reference(target, prompt: list[int], max_new: int, *, eos_ids=froze
                 return Generated(out, fin)
 
 
-def _batch(target, jobs: list[Job], *, eos_ids, ignore_eos, sampling, agreement: bool) -> list[Generated]:
+def _prefill(target, ids, att, pos, Lp: int, R: int, *, lean: bool = True, chunk: int = 256):
+    """Prefill prompts (columns < Lp) and old responses (R columns after them).
+
+    Returns (logits predicting the first new token ``[B, V]``, the target's argmax over the old
+    response ``[B, R]`` (None when R = 0), the KV cache of the prompt columns only).
+
+    The plain path asks the model for the logits of the last R + 1 columns (``B·(R+1)·V`` values).
+    The ``lean`` path keeps memory at ``B·chunk·V``: it reads the final norm's output with a hook,
+    takes the argmax of ``lm_head`` over ``chunk`` columns at a time (the model's own logits are a
+    positive scaling or a soft-capping of these, which keeps the argmax), then crops the cache to
+    the first Lp - 1 columns and runs the last prompt token again for the first new token's exact
+    logits. Both paths agree (tests/test_regenerate.py).
+    """
+    import torch
+
+    model = target.model
+    cache_kw = _cache_kw(model)
+    keep_ok = "logits_to_keep" in inspect.signature(model.forward).parameters
+    head = model.get_output_embeddings()
+    if lean and R and keep_ok and isinstance(head, torch.nn.Linear) and capture.find_layers(model)[3] is not None:
+        with torch.no_grad(), capture.tap_hooks(model, ["final"]) as feats:
+            out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, logits_to_keep=1)
+            h = feats["final"]
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        del out
+        with torch.no_grad():
+            g = torch.cat([head(h[:, c:min(c + chunk, Lp - 1 + R)]).argmax(-1)
+                           for c in range(Lp - 1, Lp - 1 + R, chunk)], dim=1)
+            del h
+            cache.crop(-(R + 1))                             # keep columns 0 .. Lp-2
+            out = model(input_ids=ids[:, Lp - 1:Lp], attention_mask=att[:, :Lp], position_ids=pos[:, Lp - 1:Lp],
+                        use_cache=True, **{cache_kw: cache})
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        return out.logits[:, -1], g, cache
+    kw = {"logits_to_keep": R + 1} if keep_ok else {}     # columns Lp-1 .. Lp+R-1 only
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, **kw)
+    logits = out.logits[:, -(R + 1):]                    # column Lp-1+j predicts old[j]
+    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+    g = logits[:, :R].argmax(-1) if R else None
+    if R:
+        cache.crop(-R)                                    # keep the prompt columns only (negative = remove)
+    return logits[:, 0], g, cache
+
+
+def _batch(target, jobs: list[Job], *, eos_ids, ignore_eos, sampling, agreement: bool,
+           lean: bool = True) -> list[Generated]:
     """One batch: left-padded prefill (prompt + old response when ``agreement``), then cached steps."""
     import torch
 
@@ -243,23 +291,14 @@ def _batch(target, jobs: list[Job], *, eos_ids, ignore_eos, sampling, agreement:
             att[b, Lp:Lp + len(o)] = 1
     pos = (att.cumsum(-1) - 1).clamp(min=0)
     ids, att, pos = ids.to(dev), att.to(dev), pos.to(dev)
-    kw = {}
-    if "logits_to_keep" in inspect.signature(model.forward).parameters:
-        kw["logits_to_keep"] = R + 1                     # columns Lp-1 .. Lp+R-1 only
-    with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, **kw)
-    logits = out.logits[:, -(R + 1):]                    # column Lp-1+j predicts old[j]
-    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
     res = [Generated([], "") for _ in jobs]
+    nxt, g, cache = _prefill(target, ids, att, pos, Lp, R, lean=lean)
     if R:
-        g = logits[:, :R].argmax(-1).cpu()
+        g = g.cpu()
         for b, (j, o) in enumerate(zip(jobs, olds)):
             n, d = greedy_matches_reference([j.prompt[-1]] + o, g[b, :len(o)].tolist() + [0],
                                             [0] + j.old_mask[:len(o)])
             res[b].matches, res[b].counted = n, d
-        cache.crop(-R)                                    # keep the prompt columns only (negative = remove)
-    nxt = logits[:, 0]
-    del out, logits
     att, last = att[:, :Lp], pos[:, Lp - 1]
     gens = [row_generator(sampling.seed, j.row) for j in jobs] if not sampling.greedy else []
     alive = list(range(B))                                # batch slot -> job index
@@ -294,7 +333,8 @@ def _batch(target, jobs: list[Job], *, eos_ids, ignore_eos, sampling, agreement:
 
 
 def generate_hf(target, jobs: list[Job], *, eos_ids=frozenset(), ignore_eos: bool = False,
-                sampling: Sampling = Sampling(), batch_size: int = 8, agreement: bool = True) -> list[Generated]:
+                sampling: Sampling = Sampling(), batch_size: int = 8, agreement: bool = True,
+                lean: bool = True) -> list[Generated]:
     """Generate every job with the HF target, batched by prompt length; results in the order of ``jobs``.
 
     Equal to :func:`generate_reference` row by row (tests/test_regenerate.py), up to floating-point
@@ -307,7 +347,7 @@ def generate_hf(target, jobs: list[Job], *, eos_ids=frozenset(), ignore_eos: boo
     for k in range(0, len(order), int(batch_size)):
         idx = order[k:k + int(batch_size)]
         for i, g in zip(idx, _batch(target, [jobs[i] for i in idx], eos_ids=eos_ids, ignore_eos=ignore_eos,
-                                     sampling=sampling, agreement=agreement)):
+                                     sampling=sampling, agreement=agreement, lean=lean)):
             out[i] = g
     return out
 
