@@ -29,7 +29,7 @@ chromium:
 	  else echo "note: chromium missing and not root: the browser test will be skipped (sudo apt-get install chromium)"; fi; }
 
 bench: $(STAMP)
-	$(PY) bench/run.py
+	$(PY) -m bench.run
 
 clean-demo:
 	rm -rf data/demo reports

@@ -1,7 +1,7 @@
 """Benchmarks of workbench.acceptance (issue 5); every ratio is measured in this one run.
 
-    $ .venv/bin/python bench/acceptance.py                      # CPU, tiny model, ~1-3 min
-    $ .venv/bin/python bench/acceptance.py --device cuda --hidden 512 --layers 16 --json bench.json
+    $ .venv/bin/python -m bench.acceptance                      # CPU, tiny model, ~1-3 min
+    $ .venv/bin/python -m bench.acceptance --device cuda --hidden 512 --layers 16 --json bench.json
 
 (a) fast vs exact on the same chains (T=512, K=7): speed-up of ``simulate`` over the real
     speculative-decoding loop ``exact_simulate``, with identical decode-path A values (goal >= 30x).
@@ -23,12 +23,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-
-def _sync(device):
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
+from bench.common import ROOT, peak_rss, sync
 
 
 def build(args, device):
@@ -41,7 +36,7 @@ def build(args, device):
     cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=2 * args.hidden,
                                    num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=4,
                                    max_position_embeddings=max(1024, args.T), initializer_range=0.1)
-    from workbench.errors import default_dtype
+    from workbench.devices import default_dtype
 
     model = transformers.LlamaForCausalLM(cfg).to(device=device, dtype=default_dtype(device))
     target = capture.target_from_model(model)
@@ -81,14 +76,14 @@ def fast_vs_exact(target, draft, rows, spec, K: int) -> dict:
     """One run of (a): seconds of ``simulate`` and ``exact_simulate`` on ``rows``, and whether the A values agree."""
     from workbench.acceptance import exact_simulate, simulate
 
-    _sync(target.device)
+    sync(target.device)
     t0 = time.perf_counter()
     fast = simulate(target, draft, rows, [spec], K=K, batch_size=4, progress=False, topk=0)[spec]
-    _sync(target.device)
+    sync(target.device)
     t_fast = time.perf_counter() - t0
     t0 = time.perf_counter()
     exact = exact_simulate(target, draft, rows, spec, K=K, progress=False)
-    _sync(target.device)
+    sync(target.device)
     t_exact = time.perf_counter() - t0
     on = fast.chains["on_path"]
     key = lambda s, t, a: sorted(zip(s.tolist(), t.tolist(), a.tolist()))  # noqa: E731
@@ -118,70 +113,40 @@ def pipeline_vs_bare(target, draft, rows, spec, K: int, bs: int = 4) -> dict:
     from workbench.acceptance import simulate
     from workbench.draft import run_chains
 
-    _sync(target.device)
+    sync(target.device)
     t0 = time.perf_counter()
     simulate(target, draft, rows, [spec], K=K, batch_size=bs, progress=False)
-    _sync(target.device)
+    sync(target.device)
     t_pipe = time.perf_counter() - t0
     batches = list(capture.extract(target, rows, [spec], batch_size=bs, progress=False))     # same padding
     taps = spec.split(",")
     t_target = t_draft = 0.0
     with torch.no_grad():
         for b in batches:
-            _sync(target.device)
+            sync(target.device)
             t0 = time.perf_counter()
             target.model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
-            _sync(target.device)
+            sync(target.device)
             t_target += time.perf_counter() - t0
             feats = b.concat(taps)
             t0 = time.perf_counter()
             for _ in range(K):                                       # K bare one-step draft forwards
                 run_chains(draft, feats, b.input_ids, b.attention_mask, 1)
-            _sync(target.device)
+            sync(target.device)
             t_draft += time.perf_counter() - t0
     bare = t_target + t_draft
     return {"pipeline_s": t_pipe, "bare_target_s": t_target, "bare_draft_Kx_s": t_draft, "ratio": t_pipe / bare}
 
 
-def _peak_rss_during(fn):
-    """(absolute peak RSS bytes while ``fn()`` runs, RSS before it), sampled every 0.2 ms after a full release."""
-    import ctypes
-    import gc
-    import threading
-
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    before = rss()
-    state = {"peak": before, "stop": False}
-
-    def sample():
-        while not state["stop"]:
-            state["peak"] = max(state["peak"], rss())
-            time.sleep(0.0002)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    try:
-        fn()
-    finally:
-        state["stop"] = True
-        th.join()
-    return max(state["peak"], rss()), before
-
-
 def _child_mem(args):
     """In a fresh process: load target, draft and rows, simulate on the first N rows --mem-repeats times,
     report the process's peak memory during each run (CPU: RSS incl. the loaded models; CUDA: max allocated)."""
-    from workbench import capture, data, draft as dmod
+    from workbench import capture, checkpoint, data
     from workbench.acceptance import simulate
 
     device = args.device
     target = capture.load_target(args.target_path or os.path.join(args.artifacts, "target"), device=device)
-    draft = dmod.load_draft(args.draft_path or os.path.join(args.artifacts, "draft"), target, device=device,
+    draft = checkpoint.load_draft(args.draft_path or os.path.join(args.artifacts, "draft"), target, device=device,
                             dtype=target.dtype)
     ds = data.load(args.rows_path or os.path.join(args.artifacts, "rows.jsonl"))
     chains = []
@@ -200,7 +165,7 @@ def _child_mem(args):
             torch.cuda.synchronize()
             peaks.append(torch.cuda.max_memory_allocated())
         else:
-            peak, before = _peak_rss_during(run)
+            peak, before, _ = peak_rss(run)
             peaks.append(peak)
             bases.append(before)
     print(json.dumps({"n": args.child_mem, "peak_bytes": peaks[0], "after_load_bytes": bases[0], "peaks": peaks,
@@ -224,10 +189,10 @@ def memory_scaling(target_path, draft_path, spec, *, vocab: int, device: str = "
         rows = os.path.join(tmp, "rows.jsonl")
         write_mem_rows(rows, 10 * n_small, mem_T, vocab)
         for n in (n_small, 10 * n_small):
-            cmd = [sys.executable, os.path.abspath(__file__), "--child-mem", str(n), "--target-path", str(target_path),
+            cmd = [sys.executable, "-m", "bench.acceptance", "--child-mem", str(n), "--target-path", str(target_path),
                    "--draft-path", str(draft_path), "--rows-path", rows, "--spec", spec, "--device", device,
                    "--K", str(K), "--threads", str(threads), "--mem-repeats", str(repeats)]
-            p = subprocess.run(cmd, capture_output=True, text=True)
+            p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             if p.returncode:
                 raise RuntimeError(f"(c) memory child failed: "
                                    f"{p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
@@ -240,7 +205,7 @@ def memory_scaling(target_path, draft_path, spec, *, vocab: int, device: str = "
 
 
 def bench_c(args, target, draft, spec):
-    from workbench.draft import save_draft
+    from workbench.checkpoint import save_draft
 
     n_small = args.mem_samples
     with tempfile.TemporaryDirectory() as tmp:
@@ -263,7 +228,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
             samples: int = 8, hidden: int = 64, layers: int = 4, vocab: int = 256, prompt: int = 16,
             train_epochs: int = 8, mem_samples: int = 8, mem_T: int = 256, threads: int = 1,
             seed: int = 0) -> list[dict]:
-    """Figures (a), (b), (c) as dicts for ``bench/run.py`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
+    """Figures (a), (b), (c) as dicts for ``bench.run`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
 
         >>> # figs = measure("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl", "L1,L3,L4")
         >>> # [f["key"] for f in figs]     # ['fast_vs_exact', 'pipeline_vs_bare', 'memory_scaling']
@@ -274,9 +239,9 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
     """
     import statistics
 
-    from workbench import capture, data, draft as dmod
+    from workbench import capture, checkpoint, data
     from workbench.acceptance import simulate
-    from workbench.errors import resolve_device
+    from workbench.devices import resolve_device
 
     device = resolve_device(device)
     torch.set_num_threads(threads)
@@ -284,7 +249,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
     try:
         if target_path is not None:
             target = capture.load_target(target_path, device=device)
-            draft = dmod.load_draft(draft_path, target, device=device, dtype=target.dtype)
+            draft = checkpoint.load_draft(draft_path, target, device=device, dtype=target.dtype)
             rows = data.load(data_path).rows()
             vocab = target.vocab_size
         else:
@@ -293,7 +258,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
             target, draft, rows, spec = build(args, device)
             target_path, draft_path = os.path.join(tmp.name, "target"), os.path.join(tmp.name, "draft")
             target.model.save_pretrained(target_path)
-            dmod.save_draft(draft, draft_path)
+            checkpoint.save_draft(draft, draft_path)
         label = label or f"synthetic Llama N={target.n_layers} H={target.hidden_size}"
         T_max = max(len(r["input_ids"]) for r in rows)
 
@@ -371,7 +336,7 @@ def main(argv=None):
     if "c" in args.only:
         out["c"] = bench_c(args, target, draft, spec)
     if args.json:
-        from workbench.errors import write_json
+        from workbench.files import write_json
 
         write_json(args.json, out, indent=2)
     return 0

@@ -1,7 +1,7 @@
 """Capture benchmark: prints measured numbers, asserts nothing about time.
 
-    $ .venv/bin/python bench/capture.py                      # tiny 16-layer Llama built locally
-    $ .venv/bin/python bench/capture.py --target data/demo/target --repeats 11
+    $ .venv/bin/python -m bench.capture                      # tiny 16-layer Llama built locally
+    $ .venv/bin/python -m bench.capture --target data/demo/target --repeats 11
 
 (a) capture of 4 wirings in one pass vs a bare forward: time ratio, median of --repeats runs (goal <= 1.10);
 (b) target forwards per sample when comparing W wirings (must be 1);
@@ -18,15 +18,13 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
 
-import torch  # noqa: E402
-
-from workbench.capture import count_forwards, extract, load_target, target_from_model, union_taps  # noqa: E402
-from workbench.errors import resolve_device  # noqa: E402
+from bench.common import ROOT, peak_rss, sync
+from workbench.capture import count_forwards, extract, load_target, target_from_model, union_taps
+from workbench.devices import resolve_device
 
 
 def tiny_target(device: str, layers: int = 16, hidden: int = 256, vocab: int = 4096):
@@ -49,11 +47,6 @@ def make_rows(target, batch: int, seq: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     return [{"input_ids": torch.randint(0, target.vocab_size, (seq,), generator=g).tolist(), "_row": i}
             for i in range(batch)]
-
-
-def sync(device):
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def time_ratio(target, rows, wirings, repeats: int):
@@ -87,11 +80,6 @@ def paired_runs(target, rows, wirings, repeats: int) -> tuple[list[float], list[
     return t_bare, t_cap
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def mem_child(mode: str, args) -> dict:
     """One forward in this (fresh) process; returns the peak bytes above the pre-forward level."""
     device = resolve_device(args.device)
@@ -123,9 +111,9 @@ def mem_child(mode: str, args) -> dict:
 
 def _peak_of(run, device: str):
     """(peak bytes above the level before ``run()``, what it returned)."""
-    import gc
-
     if device.startswith("cuda"):
+        import gc
+
         gc.collect()
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -133,39 +121,21 @@ def _peak_of(run, device: str):
         kept = run()
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - before, kept
-    import ctypes
-
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    before = _rss_bytes()
-    state = {"peak": before, "stop": False}
-
-    def sample():
-        while not state["stop"]:
-            state["peak"] = max(state["peak"], _rss_bytes())
-            time.sleep(0.0002)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    try:
-        kept = run()
-    finally:
-        state["stop"] = True
-        th.join()
-    return max(state["peak"], _rss_bytes()) - before, kept
+    peak, before, kept = peak_rss(run)
+    return peak - before, kept
 
 
 def measure_memory(args) -> dict:
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     out = {}
     for mode in ("hooks", "ohs"):
-        cmd = [sys.executable, os.path.abspath(__file__), "--mem-child", mode, "--device", args.device,
+        cmd = [sys.executable, "-m", "bench.capture", "--mem-child", mode, "--device", args.device,
                "--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab", str(args.vocab),
                "--threads", str(args.threads), "--mem-batch", str(args.mem_batch), "--mem-seq", str(args.mem_seq),
                "--mem-repeats", str(getattr(args, "mem_repeats", 1))]
         if args.target:
             cmd += ["--target", args.target]
-        res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         if res.returncode != 0:
             raise RuntimeError(f"capture memory child ({mode}) failed: "
                                f"{(res.stderr.strip().splitlines() or ['exit %d' % res.returncode])[-1]}")
@@ -176,7 +146,7 @@ def measure_memory(args) -> dict:
 def measure(target_path=None, *, label: str | None = None, device: str = "cpu", repeats: int = 5,
             layers: int = 16, hidden: int = 256, vocab: int = 4096, batch: int = 4, seq: int = 64,
             mem_batch: int = 8, mem_seq: int = 512, threads: int = 1) -> list[dict]:
-    """Figures (a), (b), (c) as dicts for ``bench/run.py`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
+    """Figures (a), (b), (c) as dicts for ``bench.run`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
 
         >>> # figs = measure("data/demo/target", label="demo", repeats=5)
         >>> # figs[0]["key"], figs[0]["values"]          # 'capture_overhead', [1.04, 1.07, ...]

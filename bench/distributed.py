@@ -1,14 +1,14 @@
 """Benchmark of workbench.distributed (issue 9): wall time of `workbench accept` under torchrun with
 N processes vs one process on the demo, and a check that both write the same JSON.
 
-    $ .venv/bin/python bench/distributed.py                          # data/demo or the smoke demo, 2 vs 1
-    $ .venv/bin/python bench/distributed.py --demo data/demo --data val.jsonl --nproc 2 --json b.json
-    $ .venv/bin/python bench/distributed.py --device auto --nproc 8  # one GPU per rank on a GPU node
+    $ .venv/bin/python -m bench.distributed                          # data/demo or the smoke demo, 2 vs 1
+    $ .venv/bin/python -m bench.distributed --demo data/demo --data val.jsonl --nproc 2 --json b.json
+    $ .venv/bin/python -m bench.distributed --device auto --nproc 8  # one GPU per rank on a GPU node
 
 Wall time is end to end (process start, imports, loading, capture, K draft steps, merge): what a user
 waits for. On a 2-core CPU box the ranks share the same cores and each pays its own start-up, so expect
 a ratio near or above 1; the speed-up shows with one GPU per rank, on data large enough that capture
-and the draft dominate start-up. ``measure`` is what bench/run.py calls.
+and the draft dominate start-up. ``measure`` is what ``bench.run`` calls.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import ROOT, find_demo
 
 
 def _accept(cmd_prefix, demo: Path, data: str, draft: str, out: Path, steps: int, batch_size: int,
@@ -48,12 +47,7 @@ def _accept(cmd_prefix, demo: Path, data: str, draft: str, out: Path, steps: int
 def measure(demo=None, device: str = "cpu", repeats: int = 3, quick: bool = False, nproc: int = 2,
             data: str = "val.jsonl", draft: str = "draft-mismatched", steps: int = 3, batch_size: int = 4) -> list[dict]:
     """One figure: wall time of N torchrun processes ÷ one process, per repeat (fresh shard dirs)."""
-    if demo is None:
-        from workbench.demo import ensure_demo
-
-        demo = ROOT / "data" / "demo" if (ROOT / "data" / "demo" / "manifest.json").is_file() else \
-            ensure_demo(ROOT / "data" / "demo-smoke", size="smoke", progress=False)
-    demo = Path(demo)
+    demo = find_demo(demo)
     repeats = 1 if quick else max(1, int(repeats))
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     tmp = Path(tempfile.mkdtemp(prefix="wb-bench-dist-"))
@@ -100,7 +94,7 @@ def main(argv=None) -> int:
           f"{statistics.median(d[f'{args.nproc}_processes_s']):.1f} s -> wall-time ratio {fig['ratio']:.2f} "
           f"(same JSON; {os.cpu_count()} CPU cores)")
     if args.json:
-        from workbench.errors import write_json
+        from workbench.files import write_json
 
         write_json(args.json, fig, indent=2)
     return 0

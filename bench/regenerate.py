@@ -1,8 +1,8 @@
 """Regenerate benchmark: tokens per second of ``workbench regenerate``'s HF path against a bare HF ``generate``.
 
-    $ .venv/bin/python bench/regenerate.py                                   # synthetic 8-layer Llama
-    $ .venv/bin/python bench/regenerate.py --target data/demo/target --repeats 7 --json regen-bench.json
-    $ .venv/bin/python bench/regenerate.py --device cuda --batch-size 32 --prompts 128
+    $ .venv/bin/python -m bench.regenerate                                   # synthetic 8-layer Llama
+    $ .venv/bin/python -m bench.regenerate --target data/demo/target --repeats 7 --json regen-bench.json
+    $ .venv/bin/python -m bench.regenerate --device cuda --batch-size 32 --prompts 128
 
 Same prompts (lengths spread over ``--prompt-len``), same batch size, greedy, ``--max-new`` tokens each
 (EOS ignored on both sides, so both generate exactly the same number of tokens):
@@ -26,11 +26,11 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
 
-import torch  # noqa: E402
-
-from workbench.errors import resolve_device, write_json  # noqa: E402
+from bench.common import sync as _sync
+from workbench.devices import resolve_device
+from workbench.files import write_json
 
 
 def synthetic_target(device: str, layers: int = 8, hidden: int = 256, vocab: int = 4096, seed: int = 0):
@@ -50,11 +50,6 @@ def _prompts(vocab: int, n: int, lo: int, hi: int, seed: int = 1):
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(lo, hi + 1, (n,), generator=g).tolist()
     return [torch.randint(0, vocab, (k,), generator=g).tolist() for k in lens]
-
-
-def _sync(device):
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def hf_generate(target, prompts, max_new: int, batch_size: int) -> list[list[int]]:

@@ -1,7 +1,7 @@
 """Rewire benchmark: the share of the accept-length gap recovered on the demo, closed form and fine-tuned.
 
-    $ .venv/bin/python bench/rewire.py                                    # data/demo (built if missing)
-    $ .venv/bin/python bench/rewire.py --demo /tmp/demo --finetune-seconds 120 --json rewire-bench.json
+    $ .venv/bin/python -m bench.rewire                                    # data/demo (built if missing)
+    $ .venv/bin/python -m bench.rewire --demo /tmp/demo --finetune-seconds 120 --json rewire-bench.json
 
 Rewires ``draft-mismatched`` (trained on embed,L1,L{N//2-1}) for what SGLang feeds it, evaluates on
 ``val.jsonl``: once with the closed-form refit alone, once with a fine-tune capped at
@@ -17,11 +17,9 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from workbench.demo import ensure_demo  # noqa: E402
-from workbench.errors import write_json  # noqa: E402
-from workbench.rewire import rewire  # noqa: E402
+from workbench.demo import ensure_demo
+from workbench.files import write_json
+from workbench.rewire import rewire
 
 
 def main(argv=None) -> int:

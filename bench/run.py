@@ -1,13 +1,13 @@
 """Every benchmark in ``bench/`` in one run: one markdown table, and ``bench/results.json``.
 
-    $ .venv/bin/python bench/run.py                       # full run (CPU: ~5-10 min on 2 cores)
+    $ .venv/bin/python -m bench.run                       # full run (CPU: ~5-10 min on 2 cores)
     $ workbench bench --quick --out /tmp/results.json     # the same code at tiny sizes (seconds)
     $ workbench bench --device cuda                       # bf16 on a GPU
 
-Runs ``measure(...)`` of bench/capture.py and bench/acceptance.py on the demo target and draft
+Runs ``measure(...)`` of ``bench.capture`` and ``bench.acceptance`` on the demo target and draft
 (``data/demo`` when built, else the smoke demo built into ``data/demo-smoke``) and on a deeper
 synthetic target (>= 16 layers, built in memory); adds the tokens per second of the whole pipeline
-(``workbench accept`` end to end) on the demo; calls bench/distributed.py and bench/rewire.py when they
+(``workbench accept`` end to end) on the demo; calls ``bench.distributed`` and ``bench.rewire`` when they
 exist and expose ``measure`` (else their rows say "not run" and why). Each figure: median, min and max
 over ``--repeats`` runs (>= 5), the ratio it is judged by and the goal. Numbers are measured here and
 never asserted; a benchmark that fails becomes a "failed" row and the exit code is 1.
@@ -16,35 +16,42 @@ never asserted; a benchmark that fails becomes a "failed" row and the exit code 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import inspect
 import statistics
 import sys
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT))
+from bench.common import ROOT, find_demo
+from workbench import benchmark
+from workbench.errors import WorkbenchError
 
-from workbench import benchmark  # noqa: E402
-from workbench.errors import WorkbenchError  # noqa: E402
+PACKAGE = __package__ or "bench"        # where the benchmark modules are found (tests point it elsewhere)
+BENCH = ROOT / "bench"
 
-# Sizes: the full run fits ~10 minutes on 2 busy CPU cores; --quick is the same code in seconds.
-FULL = {"repeats": 5,
-        "capture": {"batch": 4, "seq": 64, "mem_batch": 8, "mem_seq": 512},
-        "capture_synthetic": {"layers": 16, "hidden": 256, "vocab": 4096},
-        "acceptance": {"K": 7, "exact_samples": 4, "mem_samples": 8, "mem_T": 128},
-        "acceptance_synthetic": {"layers": 16, "hidden": 64, "vocab": 256, "T": 256, "samples": 8,
-                                 "exact_samples": 1, "train_epochs": 6, "mem_T": 256},
-        "pipeline": {"K": 4, "batch_size": 8}}
-QUICK = {"repeats": 5,
-         "capture": {"batch": 2, "seq": 16, "mem_batch": 2, "mem_seq": 32},
-         "capture_synthetic": {"layers": 16, "hidden": 32, "vocab": 128},
-         "acceptance": {"K": 3, "exact_samples": 1, "mem_samples": 2, "mem_T": 32},
-         "acceptance_synthetic": {"layers": 16, "hidden": 32, "vocab": 128, "T": 32, "samples": 4,
-                                  "exact_samples": 1, "train_epochs": 1, "mem_T": 32},
-         "pipeline": {"K": 3, "batch_size": 8}}
+# Sizes, (full run, --quick) per setting: the full run fits ~10 minutes on 2 busy CPU cores; --quick is
+# the same code in seconds.
+SIZES = {"capture": {"batch": (4, 2), "seq": (64, 16), "mem_batch": (8, 2), "mem_seq": (512, 32)},
+         "capture_synthetic": {"layers": (16, 16), "hidden": (256, 32), "vocab": (4096, 128)},
+         "acceptance": {"K": (7, 3), "exact_samples": (4, 1), "mem_samples": (8, 2), "mem_T": (128, 32)},
+         "acceptance_synthetic": {"layers": (16, 16), "hidden": (64, 32), "vocab": (256, 128), "T": (256, 32),
+                                  "samples": (8, 4), "exact_samples": (1, 1), "train_epochs": (6, 1),
+                                  "mem_T": (256, 32)},
+         "pipeline": {"K": (4, 3), "batch_size": (8, 8)}}
+REPEATS = 5
+
+
+def sizes(quick: bool) -> dict:
+    """The settings of a full run (``quick=False``) or a --quick one, with ``repeats``.
+
+        >>> sizes(True)["capture"], sizes(False)["pipeline"], sizes(False)["repeats"]
+        ({'batch': 2, 'seq': 16, 'mem_batch': 2, 'mem_seq': 32}, {'K': 4, 'batch_size': 8}, 5)
+    """
+    return {"repeats": REPEATS, **{sec: {k: v[int(quick)] for k, v in kv.items()} for sec, kv in SIZES.items()}}
+
+
+FULL, QUICK = sizes(False), sizes(True)
 SECTIONS, TARGETS = benchmark.SECTIONS, benchmark.TARGETS
 add_arguments = benchmark.add_arguments
 
@@ -60,27 +67,14 @@ def _pick(text: str | None, allowed: tuple, flag: str) -> list[str]:
 
 
 def load_bench(name: str):
-    """bench/<name>.py as a module (bench/ is not a package), or None when the file is absent."""
-    path = BENCH / f"{name}.py"
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location(f"wb_bench_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def find_demo(demo: str | None) -> Path:
-    """The demo to measure: ``--demo``, else data/demo when built, else the smoke demo (built once)."""
-    from workbench.demo import ensure_demo, read_manifest
-
-    if demo:
-        read_manifest(demo)                              # WorkbenchError naming the folder when it is not a demo
-        return Path(demo)
-    if (ROOT / "data" / "demo" / "manifest.json").is_file():
-        return ROOT / "data" / "demo"
-    print("data/demo is not built: using the smoke demo in data/demo-smoke", flush=True)
-    return ensure_demo(ROOT / "data" / "demo-smoke", size="smoke", progress=False)
+    """The benchmark module ``bench.<name>``, or None when there is no such module."""
+    full = f"{PACKAGE}.{name}"
+    try:
+        return importlib.import_module(full)
+    except ModuleNotFoundError as e:
+        if e.name in (full, PACKAGE):
+            return None
+        raise
 
 
 def _tokens(rows) -> int:
@@ -131,6 +125,17 @@ def pipeline_throughput(demo: Path, *, device: str, repeats: int, K: int = 4, ba
              "note": f"{len(rows)} samples, {n_tok} tokens, K={K}; load+capture+chains+stats"}]
 
 
+def measurer(section: str, figure: str, figures: list):
+    """``bench.<section>`` when it exposes ``measure``; else None, after adding its "not run" row to ``figures``."""
+    mod = load_bench(section)
+    if mod is not None and hasattr(mod, "measure"):
+        return mod
+    why = (f"bench/{section}.py does not exist yet" if mod is None
+           else f"bench/{section}.py has no measure() yet (run it alone: .venv/bin/python -m bench.{section})")
+    figures.append(benchmark.not_run(section, figure, why))
+    return None
+
+
 def _call_measure(mod, name: str, **offered):
     """Call ``mod.measure`` with the keyword arguments it accepts (distributed/rewire: written elsewhere)."""
     sig = inspect.signature(mod.measure)
@@ -142,7 +147,7 @@ def _call_measure(mod, name: str, **offered):
 def run(args) -> int:
     import torch
 
-    from workbench.errors import resolve_device
+    from workbench.devices import resolve_device
 
     device = resolve_device(args.device)
     cfg = QUICK if args.quick else FULL
@@ -197,10 +202,8 @@ def run(args) -> int:
     for section in ("capture", "acceptance"):
         if section not in sections:
             continue
-        mod = load_bench(section)
-        if mod is None or not hasattr(mod, "measure"):
-            why = f"bench/{section}.py {'is missing' if mod is None else 'exposes no measure()'}"
-            figures.append(benchmark.not_run(section, section, why))
+        mod = measurer(section, section, figures)
+        if mod is None:
             continue
         common = dict(device=device, repeats=repeats, threads=args.threads, **cfg[section])
         if "demo" in targets:
@@ -222,11 +225,8 @@ def run(args) -> int:
                             ("rewire", "accept-length gap recovered by rewire")):
         if section not in sections:
             continue
-        mod = load_bench(section)
-        if mod is None or not hasattr(mod, "measure"):
-            why = (f"bench/{section}.py does not exist yet" if mod is None
-                   else f"bench/{section}.py has no measure() yet (run it alone: .venv/bin/python bench/{section}.py)")
-            figures.append(benchmark.not_run(section, figure, why))
+        mod = measurer(section, figure, figures)
+        if mod is None:
             continue
         add(section, demo_label or "demo", lambda: _call_measure(mod, section, demo=demo, device=device,
                                                                  repeats=repeats, quick=args.quick))

@@ -38,14 +38,12 @@ from workbench.report import record_headline, setup_notebook
 setup_notebook()
 import pandas as pd
 
-from workbench import capture, plots, wiring
+from workbench import capture, inputs, plots, statistics, wiring
 from workbench.demo import fill_paths
-from workbench import data as wb_data
-from workbench.draft import describe_draft, load_draft
+from workbench.draft import describe_draft
 
 target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
-tgt = capture.load_target(target, device=device)
-drf = load_draft(draft, tgt, device=device)
+tgt, drf, ds = inputs.load(target, draft, data, device=device)
 tgt
 
 # %% [markdown]
@@ -81,8 +79,7 @@ for r in table:
 # %%
 n = tgt.n_layers
 all_taps = ["embed"] + [f"L{k}" for k in range(n)] + ["final"]
-ds = wb_data.load(data)
-stats = plots.tap_statistics(capture.extract(tgt, ds, all_taps, limit=limit or None), all_taps)
+stats = statistics.tap_statistics(capture.extract(tgt, ds, all_taps, limit=limit or None), all_taps)
 trained = wiring.trained_wiring_from_config(drf.config, n)
 served = next(r for r in table if r.engine == "sglang")
 highlight = {"SGLang feeds": list(served.taps)}

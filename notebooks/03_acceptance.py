@@ -45,15 +45,11 @@ from workbench.report import record_headline, setup_notebook
 setup_notebook()
 import pandas as pd
 
-from workbench import acceptance, capture, plots, widgets, wiring
+from workbench import acceptance, inputs, plots, widgets, wiring
 from workbench.demo import fill_paths
-from workbench import data as wb_data
-from workbench.draft import load_draft
 
 target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
-tgt = capture.load_target(target, device=device, progress=False)
-drf = load_draft(draft, tgt, device=device)
-ds = wb_data.load(data)
+tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=False)
 
 # %% [markdown]
 # ## Candidate wirings

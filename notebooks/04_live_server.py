@@ -48,17 +48,13 @@ from workbench.report import record_headline, setup_notebook
 setup_notebook()
 import contextlib
 
-from workbench import capture
+from workbench import inputs, plots
 from workbench.demo import fill_paths
-from workbench import data as wb_data
-from workbench.draft import load_draft
 from workbench.fake_sglang import serve
-from workbench.sglang_live import compare, plot_comparison, plot_histograms
+from workbench.sglang_live import compare
 
 target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
-tgt = capture.load_target(target, device=device)
-drf = load_draft(draft, tgt, device=device)
-ds = wb_data.load(data)
+tgt, drf, ds = inputs.load(target, draft, data, device=device)
 
 # %% [markdown]
 # ## Live and offline, side by side
@@ -80,10 +76,10 @@ print(cmp.summary())
 # output under each wiring. The live line follows the wiring the server really feeds.
 
 # %%
-plot_comparison(cmp);
+plots.live_comparison(cmp)
 
 # %%
-plot_histograms(cmp);
+plots.live_histograms(cmp)
 
 # %%
 cmp.to_frame()

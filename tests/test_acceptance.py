@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.acceptance import AcceptanceResult, accepted_counts, decode_path, wilson
+from workbench.statistics import AcceptanceResult, accepted_counts, decode_path, wilson
 from workbench.errors import WorkbenchError
 
 

@@ -6,10 +6,11 @@ import json
 import numpy as np
 import pytest
 import torch
-import transformers
+from conftest import greedy_rows, save_world, tiny_draft, tiny_target
 
 from workbench import capture, draft as dmod, train
-from workbench.acceptance import AcceptanceResult, exact_decode, exact_simulate, simulate
+from workbench.acceptance import exact_decode, exact_simulate, simulate
+from workbench.statistics import AcceptanceResult
 from workbench.errors import WorkbenchError
 
 TRAINED = "L0,L1,L2"
@@ -25,30 +26,11 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-def _greedy(model, prompt, n):
-    ids = list(prompt)
-    with torch.no_grad():
-        for _ in range(n):
-            ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
-    return ids
-
-
 @pytest.fixture(scope="module")
 def setup(one_thread):
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                   initializer_range=0.3)            # chaotic enough that taps matter
-    target = capture.target_from_model(transformers.LlamaForCausalLM(cfg))
-    g = torch.Generator().manual_seed(1)
-    rows = []
-    for i in range(6):
-        prompt = torch.randint(0, 32, (2 + i % 3,), generator=g).tolist()
-        ids = _greedy(target.model, prompt, N_RESP)                     # target-greedy responses
-        rows.append({"input_ids": ids, "loss_mask": [0] * len(prompt) + [1] * N_RESP,
-                     "n_prompt_tokens": len(prompt), "_row": i, "source": "ab"[i % 2]})
-    draft = dmod.Eagle3Draft.from_config(dmod.new_draft_config(cfg.to_dict(), layer_ids=[0, 1, 2]),
-                                         target.embed_weight())
+    target = tiny_target(initializer_range=0.3)                     # chaotic enough that taps matter
+    draft = tiny_draft(target, trained=TRAINED.split(","))
+    rows = greedy_rows(target, [N_RESP] * 6)                        # target-greedy responses
     train.train_draft(draft, target, rows, TRAINED.split(","), K=3, epochs=12, lr=1e-2, batch_size=6,
                       progress=False)
     draft.eval()
@@ -131,12 +113,7 @@ def test_cli_accept(setup, tmp_path, capsys):
     from workbench.cli import main
 
     target, draft, rows = setup
-    target.model.save_pretrained(tmp_path / "target")
-    dmod.save_draft(draft, tmp_path / "draft", extra_config={"workbench": {"trained_taps": TRAINED.split(",")}})
-    with open(tmp_path / "data.jsonl", "w") as f:
-        for row in rows:
-            f.write(json.dumps({"input_ids": row["input_ids"], "loss_mask": row["loss_mask"],
-                                "source": row["source"]}) + "\n")
+    save_world(tmp_path, target, {"draft": draft}, rows, keys=("input_ids", "loss_mask", "source"))
     base = ["accept", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
             "--data", str(tmp_path / "data.jsonl"), "--steps", "3", "--quiet"]
     rc = main(base + ["--json", str(tmp_path / "a.json"), "--per-chain", str(tmp_path / "c.jsonl")])

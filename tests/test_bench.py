@@ -61,22 +61,23 @@ def test_quick_run_writes_results_schema(smoke_demo, tmp_path, capsys):
     assert doc["markdown"] in printed and "| tokens/s, whole pipeline" in printed
 
 
-def _runner():
-    import importlib.util
+def _fake_package(tmp_path, monkeypatch, files: dict):
+    """``bench.run`` looking for its benchmark modules in a package holding only ``files`` (name -> source)."""
+    from bench import run
 
-    spec = importlib.util.spec_from_file_location("wb_bench_run_test", ROOT / "bench" / "run.py")
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
+    package = f"fakebench_{abs(hash(str(tmp_path)))}"       # a fresh name: imported packages stay cached
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
+    for module, text in files.items():
+        (tmp_path / package / f"{module}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(run, "PACKAGE", package)
     return run
 
 
 def test_missing_or_measureless_benchmarks_are_not_run_rows(smoke_demo, tmp_path, monkeypatch, capsys):
-    run = _runner()
-    fake = tmp_path / "bench"
-    fake.mkdir()
-    (fake / "rewire.py").write_text("def main():\n    return 0\n")       # exists, but no measure()
-    monkeypatch.setattr(run, "BENCH", fake)                                 # and no distributed.py at all
-    out = tmp_path / "r.json"
+    run = _fake_package(tmp_path, monkeypatch, {"rewire": "def main():\n    return 0\n"})  # no measure(),
+    out = tmp_path / "r.json"                                                                  # no distributed
     assert run.main(["--quick", "--demo", str(smoke_demo), "--out", str(out), "--only", "distributed,rewire"]) == 0
     rows = {r["key"]: r for r in json.loads(out.read_text())["table"]}
     assert rows["distributed"]["status"] == "not run" and "does not exist" in rows["distributed"]["note"]
@@ -85,15 +86,27 @@ def test_missing_or_measureless_benchmarks_are_not_run_rows(smoke_demo, tmp_path
 
 
 def test_a_failing_benchmark_is_a_failed_row_and_exit_1(tmp_path, monkeypatch):
-    run = _runner()
-    fake = tmp_path / "bench"
-    fake.mkdir()
-    (fake / "capture.py").write_text("def measure(*a, **k):\n    raise RuntimeError('memory child died')\n")
-    monkeypatch.setattr(run, "BENCH", fake)
+    run = _fake_package(tmp_path, monkeypatch,
+                        {"capture": "def measure(*a, **k):\n    raise RuntimeError('memory child died')\n"})
     out = tmp_path / "r.json"
     assert run.main(["--quick", "--out", str(out), "--only", "capture", "--targets", "synthetic"]) == 1
     (row,) = json.loads(out.read_text())["table"]
     assert row["status"] == "failed" and "RuntimeError: memory child died" in row["note"]
+
+
+def test_bench_is_a_package_run_without_file_paths_or_sys_path_edits():
+    """`python -m bench.run --help` works from the checkout root; no bench script edits sys.path, and
+    `workbench bench` imports the package instead of loading bench/run.py by its path."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "bench.run", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and "--quick" in out.stdout, out.stderr
+    for f in sorted((ROOT / "bench").glob("*.py")):
+        text = f.read_text()
+        assert "sys.path" not in text and "spec_from_file_location" not in text, f.name
+    cli = (ROOT / "workbench" / "cli" / "bench.py").read_text()
+    assert "from bench import run" in cli and "spec_from_file_location" not in cli
 
 
 def test_bad_options_exit_2_with_one_line(tmp_path, capsys):
@@ -103,3 +116,13 @@ def test_bad_options_exit_2_with_one_line(tmp_path, capsys):
     assert cli_main(["bench", "--quick", "--demo", str(tmp_path), "--out", str(tmp_path / "r.json")]) == 2
     assert "no demo manifest" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_bench_docstring_examples_run():
+    import doctest
+
+    from bench import common, run
+
+    for mod in (common, run):
+        res = doctest.testmod(mod)
+        assert res.attempted > 0 and res.failed == 0, mod.__name__

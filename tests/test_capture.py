@@ -10,37 +10,23 @@ import warnings
 import pytest
 import torch
 import transformers
+from conftest import FAMILIES, LLAMA, random_rows, tiny_target
 
 from workbench.capture import (Batch, check_width, count_forwards, extract, find_layers, load_target, tap_hooks,
                                target_from_model, union_taps)
 from workbench.errors import WorkbenchError
 
 N = 4
-COMMON = dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=N, num_attention_heads=4,
-              num_key_value_heads=2, max_position_embeddings=64)
-FAMILIES = {
-    "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM, {}),
-    "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM, {}),
-    "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, {"head_dim": 8}),
-    "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM, {"sliding_window": None}),
-}
+COMMON = dict(LLAMA, vocab_size=96, num_hidden_layers=N, max_position_embeddings=64)
 
 
 def tiny(family="llama", seed=0, **over):
-    torch.manual_seed(seed)
-    cfg_cls, model_cls, extra = FAMILIES[family]
-    model = model_cls(cfg_cls(**{**COMMON, **extra, **over}))
-    return target_from_model(model)
+    return tiny_target(seed, family, **{**COMMON, **over})
 
 
 def make_rows(lengths, seed=1, vocab=96):
-    g = torch.Generator().manual_seed(seed)
-    rows = []
-    for i, n in enumerate(lengths):
-        ids = torch.randint(0, vocab, (n,), generator=g).tolist()
-        rows.append({"input_ids": ids, "loss_mask": [0] * 2 + [1] * (n - 2), "_row": i, "_where": f"d.jsonl:{i + 1}",
-                     "n_prompt_tokens": 2, "source": f"s{i % 2}"})
-    return rows
+    return [{**r, "_row": i, "_where": f"d.jsonl:{i + 1}", "n_prompt_tokens": 2, "source": f"s{i % 2}"}
+            for i, r in enumerate(random_rows(vocab, lengths, prompt=2, seed=seed))]
 
 
 ALL = ["embed"] + [f"L{k}" for k in range(N)] + ["final"]

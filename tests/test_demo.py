@@ -155,10 +155,10 @@ def test_smoke_drafts_are_saved_with_sglang_ids_and_their_training_taps(smoke_de
 
 
 def test_smoke_drafts_load_against_the_demo_target(smoke_demo):
-    from workbench import capture, draft
+    from workbench import capture, checkpoint
 
     target = capture.load_target(smoke_demo / "target")
-    d = draft.load_draft(smoke_demo / "draft-aligned", target)
+    d = checkpoint.load_draft(smoke_demo / "draft-aligned", target)
     assert d.eagle_layer_ids == [1, 3, 4] and d.target_hidden_size == target.hidden_size
 
 

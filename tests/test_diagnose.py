@@ -19,6 +19,7 @@ import math
 
 import pytest
 import torch
+from conftest import save_world, tiny_draft, tiny_target
 
 from workbench.errors import WorkbenchError
 
@@ -40,36 +41,26 @@ def _rows(model, n, seed):
 def wired(tmp_path_factory):
     """Folders target/, draft-mismatched/, draft-aligned/ and val.jsonl of the clear task."""
     from safetensors.torch import load_file, save_file
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from workbench import capture, train
-    from workbench import draft as dm
-    from workbench.demo import write_jsonl
 
-    out = tmp_path_factory.mktemp("wired")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=N, num_attention_heads=4,
-                      num_key_value_heads=4, max_position_embeddings=64, tie_word_embeddings=False)
-    model = LlamaForCausalLM(cfg).eval()
+    target = tiny_target(vocab_size=V, hidden_size=H, num_hidden_layers=N, num_key_value_heads=4,
+                         max_position_embeddings=64, tie_word_embeddings=False)
+    model = target.model
     with torch.no_grad():
         for k, layer in enumerate(model.model.layers):
             layer.mlp.down_proj.weight.mul_(4.0 ** k)
             layer.self_attn.o_proj.weight.zero_()
-    model.save_pretrained(str(out / "target"), safe_serialization=True)
-    target = capture.target_from_model(model)
+    out = save_world(tmp_path_factory.mktemp("wired"), target, rows=_rows(model, 24, seed=2), data="val.jsonl")
     train_rows = _rows(model, 96, seed=1)
-    write_jsonl([{k: v for k, v in r.items() if not k.startswith("_")} for r in _rows(model, 24, seed=2)],
-                out / "val.jsonl")
     for name, taps in (("mismatched", ["embed", "L1", "L3"]), ("aligned", ["L1", "L3", "L4"])):
-        torch.manual_seed(0)
-        d = dm.Eagle3Draft.from_config(dm.new_draft_config(model.config, layer_ids=[1, 3, 4]), torch.zeros(V, H))
+        d = tiny_draft(target, [1, 3, 4], trained=taps, embed=torch.zeros(V, H), seed=0)
         batches = list(capture.extract(target, train_rows, taps, batch_size=32, progress=False))
         opt = torch.optim.AdamW([p for p in d.parameters() if p.requires_grad], lr=1e-2)
         for _ in range(8):
             log = train.train_on_batches(d, batches, taps, K=1, optimizer=opt)
         assert log.acc_per_step[0] > 0.8, f"draft-{name} did not learn its task: {log.acc_per_step}"
-        folder = out / f"draft-{name}"
-        dm.save_draft(d, folder, extra_config={"workbench": {"trained_taps": taps}})
+        folder = save_world(out, drafts={f"draft-{name}": d}) / f"draft-{name}"
         sd = load_file(str(folder / "model.safetensors"))
         sd["embed_tokens.weight"] = torch.zeros(V, H)          # the draft carries its own (zero) embedding
         save_file(sd, str(folder / "model.safetensors"))
@@ -78,10 +69,10 @@ def wired(tmp_path_factory):
 
 def _load(wired, name):
     from workbench import capture, data
-    from workbench import draft as dm
+    from workbench import checkpoint
 
     target = capture.load_target(wired / "target")
-    return target, dm.load_draft(wired / name, target), data.load(wired / "val.jsonl")
+    return target, checkpoint.load_draft(wired / name, target), data.load(wired / "val.jsonl")
 
 
 # ---------------------------------------------------------------------------------------- candidates
@@ -169,11 +160,11 @@ def test_aligned_draft_gets_a_healthy_verdict(wired):
 
 def test_one_target_pass_per_stage_on_the_smoke_demo(smoke_demo):
     from workbench import capture, data
-    from workbench import draft as dm
+    from workbench import checkpoint
     from workbench.diagnose import diagnose
 
     target = capture.load_target(smoke_demo / "target")
-    d = dm.load_draft(smoke_demo / "draft-mismatched", target)
+    d = checkpoint.load_draft(smoke_demo / "draft-mismatched", target)
     ds = data.load(smoke_demo / "val.jsonl", tokenizer=target.tokenizer)
     with capture.count_forwards(target.model) as c:
         dx = diagnose(target, d, ds, K=2, screen_chains=40, top=2, limit=6, batch_size=4, progress=False)

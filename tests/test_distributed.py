@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import transformers
+from conftest import greedy_rows, save_world, tiny_draft, tiny_target
 
-from workbench import capture, distributed as wd, draft as dmod, train
-from workbench.acceptance import AcceptanceResult, simulate
+from workbench import capture, distributed as wd, train
+from workbench.acceptance import simulate
+from workbench.statistics import AcceptanceResult
 from workbench.errors import WorkbenchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,31 +31,13 @@ BS = 3          # 12 samples -> 4 batches -> 2 per rank with 2 ranks
 def tiny(tmp_path_factory):
     n = torch.get_num_threads()
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                   initializer_range=0.3)
-    target = capture.target_from_model(transformers.LlamaForCausalLM(cfg))
-    g = torch.Generator().manual_seed(1)
-    rows = []
-    for i in range(12):                       # prompts of 2-4 tokens, responses of 12-22: lengths vary
-        ids = torch.randint(0, 32, (2 + i % 3,), generator=g).tolist()
-        n_prompt, n_resp = len(ids), 12 + (i * 5) % 11
-        with torch.no_grad():
-            for _ in range(n_resp):
-                ids.append(int(target.model(torch.tensor([ids])).logits[0, -1].argmax()))
-        rows.append({"input_ids": ids, "loss_mask": [0] * n_prompt + [1] * n_resp, "n_prompt_tokens": n_prompt,
-                     "_row": i, "source": "ab"[i % 2]})
-    draft = dmod.Eagle3Draft.from_config(dmod.new_draft_config(cfg.to_dict(), layer_ids=[0, 1, 2]),
-                                         target.embed_weight())
+    target = tiny_target(initializer_range=0.3)
+    draft = tiny_draft(target, trained=TAPS.split(","))
+    rows = greedy_rows(target, [12 + (i * 5) % 11 for i in range(12)])   # prompts of 2-4, responses of 12-22
     train.train_draft(draft, target, rows, TAPS.split(","), K=K, epochs=6, lr=1e-2, batch_size=12, progress=False)
     draft.eval()
-    folder = tmp_path_factory.mktemp("dist")
-    target.model.save_pretrained(folder / "target")
-    dmod.save_draft(draft, folder / "draft", extra_config={"workbench": {"trained_taps": TAPS.split(",")}})
-    with open(folder / "data.jsonl", "w") as f:
-        for r in rows:
-            f.write(json.dumps({"input_ids": r["input_ids"], "loss_mask": r["loss_mask"], "source": r["source"]}) + "\n")
+    folder = save_world(tmp_path_factory.mktemp("dist"), target, {"draft": draft}, rows,
+                        keys=("input_ids", "loss_mask", "source"))
     yield target, draft, rows, folder
     torch.set_num_threads(n)
 
@@ -210,7 +193,7 @@ def test_killed_run_resumes_from_finished_shards(tiny, single, tmp_path):
 _GENERIC = '''
 import json, sys
 from workbench import distributed as wd
-from workbench.acceptance import AcceptanceResult
+from workbench.statistics import AcceptanceResult
 
 def fn(shard):
     sample, t, acc, src = [], [], [], []

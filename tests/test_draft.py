@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from workbench.cli import main as cli_main
-from workbench.draft import (ChainOutput, Eagle3Draft, chain_reference, describe_draft, load_draft,
-                             new_draft_config, run_chains, save_draft)
+from workbench.checkpoint import load_draft, save_draft
+from workbench.draft import ChainOutput, Eagle3Draft, chain_reference, describe_draft, new_draft_config, run_chains
 from workbench.errors import WorkbenchError
 
 V, H = 60, 32
@@ -179,7 +179,8 @@ def test_bin_sharded_and_speculators_checkpoints_load_to_the_same_model(tmp_path
     layer = {k: v for k, v in cfg.items() if k not in ("draft_vocab_size", "eagle_config", "architectures")}
     (tmp_path / "spec" / "config.json").write_text(json.dumps({
         "speculators_model_type": "eagle3", "architectures": ["Eagle3Speculator"], "draft_vocab_size": 40,
-        "transformer_layer_config": layer, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]}))
+        "transformer_layer_config": layer, "eagle_aux_hidden_state_layer_ids": [1, 3, 4],
+        "norm_before_residual": False}))      # speculators always writes it; missing means True to vLLM
     spec_sd = {k.replace("midlayer.", "layers.0."): v for k, v in sd.items()}
     spec_sd["embed_tokens.weight"] = d.embed_tokens.weight.detach().clone()
     save_file(spec_sd, str(tmp_path / "spec" / "model.safetensors"))
@@ -350,3 +351,28 @@ def test_top_level_layer_ids_are_flagged_because_sglang_ignores_them(saved):
     d2 = load_draft(folder)
     assert d2.eagle_layer_ids == [1, 3, 4] and "eagle_config" not in d2.raw_config
     assert any("SGLang reads only eagle_config" in n for n in describe_draft(d2)["notes"])
+
+
+def test_save_draft_is_atomic(tmp_path, monkeypatch):
+    """A crash while writing leaves no half checkpoint: no folder at all (new) or the old files (existing)."""
+    from workbench import checkpoint
+
+    d = make_draft()
+    save_draft(d, tmp_path / "dr")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "dr").iterdir()}
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(checkpoint, "write_json", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_draft(d, tmp_path / "new")
+    assert not (tmp_path / "new").exists() and [p.name for p in tmp_path.iterdir()] == ["dr"]
+    d.fc.weight.data += 1
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_draft(d, tmp_path / "dr")
+    assert {p.name for p in (tmp_path / "dr").iterdir()} == set(before)      # no temp file left behind
+    assert (tmp_path / "dr" / "config.json").read_bytes() == before["config.json"]
+    monkeypatch.undo()
+    save_draft(d, tmp_path / "dr")
+    assert torch.equal(load_draft(tmp_path / "dr", fake_target(d)).fc.weight, d.fc.weight)

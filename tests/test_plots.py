@@ -5,8 +5,8 @@ import pytest
 import torch
 from types import SimpleNamespace
 
-from workbench import plots, widgets
-from workbench.acceptance import AcceptanceResult
+from workbench import plots, statistics, widgets
+from workbench.statistics import AcceptanceResult
 from workbench.errors import WorkbenchError
 
 
@@ -81,7 +81,7 @@ def test_tap_statistics_make_the_embedding_stand_out():
         h = h + 0.3 * torch.randn(2, 6, 16)
         feats[f"L{k}"] = h.clone()
     mask = torch.tensor([[1] * 6, [1] * 3 + [0] * 3])
-    stats = plots.tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)])
+    stats = statistics.tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)])
     assert stats.taps == ["embed", "L0", "L1", "L2", "L3"] and stats.n_tokens == 9
     frame = stats.to_frame()
     assert frame.loc["embed", "norm_mean"] < 0.1 * frame.loc["L0", "norm_mean"]
@@ -90,7 +90,7 @@ def test_tap_statistics_make_the_embedding_stand_out():
     fig = plots.tap_stats_figure(stats, highlight={"trained on": ["embed", "L0", "L2"], "served": ["L0", "L2", "L3"]})
     _labelled(fig)
     with pytest.raises(WorkbenchError, match="tap 'L9' was not captured"):
-        plots.tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)], ["L9"])
+        statistics.tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)], ["L9"])
 
 
 def test_tokens_html_escapes_and_colours_by_accepted_count():

@@ -2,37 +2,22 @@
 `--quiet` CLI), the global transformers setting restored afterwards, and one line per epoch (no
 per-epoch capture bar) from ``train.train_draft(progress=True)``."""
 
-import json
-
 import pytest
 import torch
-import transformers
+from conftest import random_rows, save_world, tiny_draft, tiny_target
 from transformers.utils import logging as hf_logging
 
 from workbench import capture, train
-from workbench import draft as dmod
 
 V, H, N = 32, 32, 4
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=N,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    model = transformers.LlamaForCausalLM(cfg).eval()
-    folder = tmp_path_factory.mktemp("progress")
-    model.save_pretrained(folder / "target")
-    target = capture.target_from_model(model)
-    g = torch.Generator().manual_seed(1)
-    rows = [{"input_ids": torch.randint(0, V, (12,), generator=g).tolist(), "loss_mask": [0] * 3 + [1] * 9}
-            for _ in range(6)]
-    with open(folder / "data.jsonl", "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-    draft = dmod.Eagle3Draft.from_config(dmod.new_draft_config(cfg.to_dict(), layer_ids=[0, 1, 2]),
-                                         target.embed_weight())
-    dmod.save_draft(draft, folder / "draft")
+    target = tiny_target(vocab_size=V, hidden_size=H, num_hidden_layers=N, max_position_embeddings=64)
+    draft = tiny_draft(target)
+    rows = random_rows(V, [12] * 6, prompt=3)
+    folder = save_world(tmp_path_factory.mktemp("progress"), target, {"draft": draft}, rows)
     return folder, target, draft, rows
 
 

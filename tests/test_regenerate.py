@@ -494,7 +494,7 @@ def test_on_the_smoke_demo_regenerate_gives_back_its_greedy_data_and_the_exact_l
     from workbench import capture
     from workbench.acceptance import exact_decode
     from workbench.demo import read_manifest
-    from workbench.draft import load_draft
+    from workbench.checkpoint import load_draft
 
     target = capture.load_target(smoke_demo / "target", progress=False)
     res = regenerate(target, smoke_demo / "val.jsonl", tmp_path / "regen.jsonl", ignore_eos=True, limit=3,

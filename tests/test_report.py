@@ -17,7 +17,7 @@ OK_CELLS = [
     ("code", 'token = "hello"\nn = 2', ["parameters"]),
     ("code", "from workbench.report import setup_notebook, record_headline, in_report\nsetup_notebook()\n"
              "from tqdm.auto import tqdm\nfor _ in tqdm(range(n), desc='work'):\n    pass\nprint('in report:', in_report())", []),
-    ("code", "import torch\nfrom workbench.acceptance import AcceptanceResult\nfrom workbench import plots, widgets\n"
+    ("code", "import torch\nfrom workbench.statistics import AcceptanceResult\nfrom workbench import plots, widgets\n"
              "torch.manual_seed(0)\n"
              "r = AcceptanceResult.from_arrays('L1,L3,L4', K=2, sample=[0, 0, 0], t=[0, 1, 2], accepted=[2, 1, 0])\n"
              "plots.acceptance_curves({'L1,L3,L4': r})", []),

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from conftest import random_rows, tiny_draft, tiny_target
 
 from workbench.errors import WorkbenchError
 from workbench.rewire import (ALPHAS, NormalEquations, config_for_taps, finetune, fit_ridge, recovered_share,
@@ -123,23 +124,12 @@ def test_config_ids_make_each_engine_feed_the_new_taps():
 # ───────────────────────── a tiny random target and draft ─────────────────────────
 
 def _tiny(hidden=32, layers=6, vocab=64, seed=0):
-    import transformers
-
-    from workbench.capture import target_from_model
-    from workbench.draft import Eagle3Draft, new_draft_config
-
-    torch.manual_seed(seed)
-    cfg = transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
-                                   num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                                   initializer_range=0.3)   # big layer updates: taps differ
-    target = target_from_model(transformers.LlamaForCausalLM(cfg))
-    dcfg = new_draft_config(cfg, layer_ids=[1, 2, 3])
-    dcfg["workbench"] = {"trained_taps": ["L1", "L2", "L3"]}
-    draft = Eagle3Draft.from_config(dcfg, target.embed_weight())
-    g = torch.Generator().manual_seed(seed)
-    rows = [{"input_ids": torch.randint(0, vocab, (n,), generator=g).tolist(),
-             "loss_mask": [0] * 3 + [1] * (n - 3), "_row": i, "n_prompt_tokens": 3}
-            for i, n in enumerate([12, 16, 9, 14, 16, 11, 13, 10, 15, 12] * 2)]
+    target = tiny_target(seed, vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=layers, max_position_embeddings=2048,   # LlamaConfig's default
+                         initializer_range=0.3)                                     # big layer updates: taps differ
+    draft = tiny_draft(target, [1, 2, 3], trained=["L1", "L2", "L3"])
+    rows = [{**r, "_row": i, "n_prompt_tokens": 3}
+            for i, r in enumerate(random_rows(vocab, [12, 16, 9, 14, 16, 11, 13, 10, 15, 12] * 2, prompt=3, seed=seed))]
     return target, draft, rows
 
 
@@ -209,7 +199,7 @@ def test_cli_rewire_smoke_demo(smoke_demo, tmp_path, capsys):
 
     from workbench.capture import load_target
     from workbench.cli import main
-    from workbench.draft import load_draft
+    from workbench.checkpoint import load_draft
     from workbench.wiring import resolve
 
     d = smoke_demo

@@ -45,3 +45,23 @@ def test_console_script_is_installed_and_lists_every_command():
     assert out.returncode == 0
     for cmd in ("inspect", "wiring", "accept", "diagnose", "demo", "report", "sglang"):
         assert cmd in out.stdout
+
+
+def _links(path: Path) -> list[str]:
+    """The relative targets of the markdown links ``[text](target)`` in ``path`` (no URLs, no #anchors)."""
+    found = re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", path.read_text())
+    return [t.split("#")[0] for t in found if not re.match(r"[a-z]+:", t) and not t.startswith("#")]
+
+
+def test_every_docs_link_resolves_and_every_command_has_a_linked_page():
+    """The README links its reference pages in docs/; each link (and each link inside docs/) names a file,
+    and every command but `demo` (the README's own story) has a page the README links."""
+    readme = ROOT / "README.md"
+    linked = [t for t in _links(readme) if t.startswith("docs/")]
+    assert linked, "the README links no docs/ page"
+    for page in [readme, *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in _links(page):
+            assert (page.parent / target).is_file(), f"{page.relative_to(ROOT)}: link {target!r} names no file"
+    commands = {p.stem for p in (ROOT / "workbench" / "cli").glob("*.py") if not p.stem.startswith("_")} - {"demo"}
+    missing = {c for c in commands if f"docs/{c}.md" not in linked}
+    assert not missing, f"commands without a docs page linked from the README: {sorted(missing)}"

@@ -59,7 +59,7 @@ def test_parse_command_forms():
 def test_clean_setup_has_no_errors(dirs):
     t, d = dirs
     res = lint_command(GOOD.format(t=t, d=d), trained_wiring="L1,L15,L28")
-    assert res.ok, res.to_text()
+    assert res.ok, res.summary()
     assert res.wiring.spec == "L1,L15,L28" and res.settings["tokens_drafted_per_verify"] == 3
     assert main(["sglang", "lint", GOOD.format(t=t, d=d)]) == 0
 

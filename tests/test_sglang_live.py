@@ -15,6 +15,7 @@ import time
 
 import pytest
 import torch
+from conftest import save_world, tiny_draft, tiny_target
 
 from workbench.cli import main
 from workbench.errors import WorkbenchError
@@ -28,32 +29,25 @@ MISMATCHED = "embed,L1,L3"   # the demo's bug: trained on taps off by one
 
 
 def _build(tmp_path_factory):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from workbench import capture
-    from workbench.draft import Eagle3Draft, new_draft_config, save_draft
     from workbench.wiring import Wiring
 
-    torch.manual_seed(0)
     V, H, N = 48, 32, 8
-    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=N, num_attention_heads=4,
-                      num_key_value_heads=4, max_position_embeddings=64, tie_word_embeddings=False,
-                      initializer_range=0.5)
-    model = LlamaForCausalLM(cfg).eval()
+    target = tiny_target(vocab_size=V, hidden_size=H, num_hidden_layers=N, num_key_value_heads=4,
+                         max_position_embeddings=64, tie_word_embeddings=False, initializer_range=0.5)
+    model = target.model
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()           # position-wise: tap = a function of the token
         final = model(torch.arange(V)[None], output_hidden_states=True).hidden_states[-1][0]
         model.lm_head.weight.copy_(final)                   # greedy next token = the current token
-    target = capture.target_from_model(model)
     feats = {}
     with torch.no_grad(), capture.tap_hooks(model, ["embed"] + [f"L{i}" for i in range(N)]) as f:
         model(torch.arange(V)[None])
         feats = {k: v[0].clone() for k, v in f.items()}
 
     def make(trained: str):
-        d = Eagle3Draft.from_config(new_draft_config(cfg, layer_ids=[1, 3, 4]), target.embed_weight())
-        d.config["workbench"] = {"trained_taps": list(Wiring.parse(trained, N).taps)}
+        d = tiny_draft(target, [1, 3, 4], trained=Wiring.parse(trained, N).taps)
         with torch.no_grad():
             d.midlayer.self_attn.o_proj.weight.zero_()
             d.midlayer.mlp.down_proj.weight.zero_()
@@ -72,13 +66,8 @@ def _build(tmp_path_factory):
         rows.append({"input_ids": ids, "loss_mask": [0] * PROMPT + [1] * RESPONSE, "seq_len": len(ids),
                      "n_prompt_tokens": PROMPT, "n_response_tokens": RESPONSE, "source": "code" if i % 2 else "prose",
                      "_row": i, "_where": f"val.jsonl:{i + 1}"})
-    root = tmp_path_factory.mktemp("live")
-    model.save_pretrained(root / "target")
-    for name, d in drafts.items():
-        save_draft(d, root / f"draft-{name}", extra_config={"workbench": d.config["workbench"]})
-    with open(root / "val.jsonl", "w") as fh:
-        for r in rows:
-            fh.write(json.dumps({k: v for k, v in r.items() if not k.startswith("_")}) + "\n")
+    root = save_world(tmp_path_factory.mktemp("live"), target, {f"draft-{k}": d for k, d in drafts.items()}, rows,
+                      data="val.jsonl")
     return {"target": target, "drafts": drafts, "rows": rows, "root": root}
 
 
@@ -264,7 +253,7 @@ def test_cli_unreachable_server_exits_2(world, capsys):
 
 def _synthetic(live_hist, offline: dict, trained="embed,L1,L3", topk=1):
     """A Comparison from a pooled live histogram and {spec: A values on the decode path} (no server)."""
-    from workbench.acceptance import AcceptanceResult
+    from workbench.statistics import AcceptanceResult
     from workbench.sglang_live import Candidate, Comparison, LiveSample, SpecMeta
 
     meta = SpecMeta("new", completion_tokens=sum((a + 1) * c for a, c in enumerate(live_hist)),

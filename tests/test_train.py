@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from workbench.draft import Eagle3Draft, _unroll, new_draft_config, run_chains
+from workbench.draft import Eagle3Draft, new_draft_config, run_chains, unroll
 from workbench.errors import WorkbenchError
 from workbench.train import build_vocab_map, train_on_batches, ttt_targets
 
@@ -82,7 +82,7 @@ def test_training_layout_is_the_chain_layout():
     teacher[:, :-1, 0] = b.input_ids[:, 1:]
     teacher[:, :, 1:] = out.tokens[:, :, :3]
     with torch.no_grad():
-        logits = torch.stack(list(_unroll(d, feats, b.input_ids, b.attention_mask, 4, teacher=teacher)), 2)
+        logits = torch.stack(list(unroll(d, feats, b.input_ids, b.attention_mask, 4, teacher=teacher)), 2)
     torch.testing.assert_close(logits, out.logits, rtol=1e-5, atol=1e-5)
 
 
@@ -153,24 +153,16 @@ def test_build_vocab_map_like_specforge():
 
 
 def test_train_draft_end_to_end_with_capture():
-    capture = pytest.importorskip("workbench.capture", reason="capture.py not written yet")
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from conftest import random_rows, tiny_draft, tiny_target
 
     from workbench.train import train_draft
 
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=4,
-                                         num_attention_heads=4, max_position_embeddings=64)).eval()
-    target = capture.target_from_model(model)
-    g = torch.Generator().manual_seed(0)
-    rows = []
-    for i in range(8):
-        ids = torch.randint(0, V, (10,), generator=g).tolist()
-        rows.append({"input_ids": ids, "loss_mask": [0] * 4 + [1] * 6, "seq_len": 10, "n_prompt_tokens": 4,
-                     "n_response_tokens": 6, "source": "code", "_row": i, "_where": f"x:{i + 1}"})
+    target = tiny_target(vocab_size=V, hidden_size=H, num_key_value_heads=4, max_position_embeddings=64)
+    rows = [{**r, "seq_len": 10, "n_prompt_tokens": 4, "n_response_tokens": 6, "source": "code", "_row": i,
+             "_where": f"x:{i + 1}"} for i, r in enumerate(random_rows(V, [10] * 8, prompt=4, seed=0))]
+
     def fresh():
-        torch.manual_seed(0)
-        return Eagle3Draft.from_config(new_draft_config(target.config, layer_ids=[0, 1, 2]), target.embed_weight())
+        return tiny_draft(target, seed=0)
 
     a = train_draft(fresh(), target, rows, TAPS, K=2, epochs=2, batch_size=4, seed=0, progress=False)
     b = train_draft(fresh(), target, rows, "L1,L2,L3", K=2, epochs=1, batch_size=4, seed=0, progress=False)

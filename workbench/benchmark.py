@@ -30,7 +30,9 @@ import re
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from workbench.errors import WorkbenchError, write_json
+from workbench import __version__
+from workbench.errors import WorkbenchError
+from workbench.files import write_json
 
 SCHEMA = 1
 SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire")
@@ -64,7 +66,7 @@ class Figure:
 
 
 def add_arguments(p) -> None:
-    """The options of ``bench/run.py`` and ``workbench bench`` (one definition for both)."""
+    """The options of ``python -m bench.run`` and ``workbench bench`` (one definition for both)."""
     p.add_argument("--device", default="cpu", help="cpu (fp32), cuda or cuda:N (bf16), auto")
     p.add_argument("--demo", help="demo folder (default: data/demo when built, else the smoke demo in data/demo-smoke)")
     p.add_argument("--out", help="results JSON (default: bench/results.json)")
@@ -122,8 +124,6 @@ def machine(device: str) -> dict:
     """CPU model, cores, versions and the device the run used (GPU name when CUDA)."""
     import torch
     import transformers
-
-    from workbench import __version__
 
     cpu = platform.processor() or platform.machine()
     try:

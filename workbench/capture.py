@@ -38,7 +38,9 @@ from typing import Iterator
 
 import torch
 
-from workbench.errors import WorkbenchError, atomic_write, default_dtype, resolve_device, write_json
+from workbench.devices import default_dtype, parse_dtype, resolve_device
+from workbench.errors import WorkbenchError
+from workbench.files import atomic_write, write_json
 from workbench.wiring import Wiring, parse_tap, tap_sort_key
 
 CACHE_VERSION = 1
@@ -192,8 +194,6 @@ def load_target(path, *, device: str = "cpu", dtype=None, device_map=None, trust
         device = resolve_device(device)
     dtype_device = device if device_map is None else ("cuda" if torch.cuda.is_available() else "cpu")
     if isinstance(dtype, str):
-        from workbench.errors import parse_dtype
-
         dtype = parse_dtype(dtype, dtype_device)
     if dtype is None:
         dtype = default_dtype(dtype_device)

@@ -44,7 +44,6 @@ import difflib
 import gzip
 import html
 import json
-import os
 import warnings
 import zlib
 from array import array
@@ -53,7 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench.errors import WorkbenchError
+from workbench.files import atomic_write, is_path
+from workbench.render import Rendered
+from workbench.setting import SCHEMA_VERSION
 
 CANONICAL = ("input_ids", "loss_mask", "seq_len", "n_prompt_tokens", "n_response_tokens", "source")
 
@@ -174,7 +176,7 @@ class KeyInfo:
 
 
 @dataclass
-class Description:
+class Description(Rendered):
     """Every key of the raw rows: type, how many rows have it, an example. Notebooks display it as a table."""
     name: str
     format: str
@@ -192,7 +194,7 @@ class Description:
                 "keys": [vars(k) for k in self.keys], "notices": list(self.notices),
                 "n_unparseable": self.n_unparseable}
 
-    def __str__(self) -> str:
+    def summary(self) -> str:
         lines = [f"{self.name}: {self.format}, {self.n_rows} rows"
                  + (f" ({self.n_unparseable} not parseable as JSON objects)" if self.n_unparseable else "")]
         if self.keys:
@@ -207,7 +209,7 @@ class Description:
 
 
 @dataclass
-class ValidationReport:
+class ValidationReport(Rendered):
     """Result of :meth:`Dataset.validate`: counts plus the first ``max_problems`` problems."""
     name: str
     n_rows: int
@@ -230,7 +232,7 @@ class ValidationReport:
                 "n_invalid": self.n_invalid, "n_problems": self.n_problems, "stopped_early": self.stopped_early,
                 "problem_counts": dict(self.problem_counts), "problems": [str(p) for p in self.problems]}
 
-    def __str__(self) -> str:
+    def summary(self) -> str:
         stop = " (stopped at the first bad row)" if self.stopped_early else ""
         lines = [f"validation: {self.n_rows} rows checked{stop}, {self.n_valid} valid, {self.n_invalid} invalid"]
         lines += [f"  {p}" for p in self.problems]
@@ -250,8 +252,8 @@ class Inspection:
 
     def to_dict(self) -> dict:
         s = self.summary.reset_index().to_dict(orient="records")
-        return {"description": self.description.to_dict(), "validation": self.validation.to_dict(), "summary": s,
-                "generation": self.generation or {}}
+        return {"schema_version": SCHEMA_VERSION, "description": self.description.to_dict(),
+                "validation": self.validation.to_dict(), "summary": s, "generation": self.generation or {}}
 
     def __str__(self) -> str:
         out = [str(self.description), "summary by source (valid rows):"]
@@ -300,7 +302,7 @@ def load(source, *, tokenizer=None, vocab_size: int | None = None, on_error: str
     """
     if on_error not in ("raise", "skip"):
         raise WorkbenchError(f"on_error={on_error!r} is not supported (expected 'raise' or 'skip')")
-    if isinstance(tokenizer, (str, os.PathLike)):
+    if is_path(tokenizer):
         tokenizer = load_tokenizer(tokenizer)
     if vocab_size is None and tokenizer is not None:
         vocab_size = _vocab_size_of(tokenizer)
@@ -358,7 +360,7 @@ class Dataset:
         if isinstance(source, (list, tuple)):
             self._list, self.name, self.format, self.default_source = list(source), "<memory>", "list of dicts", "memory"
             return
-        if not isinstance(source, (str, os.PathLike)):
+        if not is_path(source):
             raise WorkbenchError(f"cannot load a {cls} (expected a path, a datasets.Dataset or a list of dicts)")
         p = Path(source)
         self.path, self.name = p, str(source)
@@ -775,7 +777,7 @@ class Dataset:
         ``tokenizer`` defaults to the one given to :func:`load`; without one the ids are shown.
         """
         tok = tokenizer if tokenizer is not None else self.tokenizer
-        if isinstance(tok, (str, os.PathLike)):
+        if is_path(tok):
             tok = load_tokenizer(tok)
         r = self.get(i)
         ids, mask = r["input_ids"], r["loss_mask"]

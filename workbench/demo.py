@@ -41,7 +41,8 @@ import tokenize
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from workbench.errors import WorkbenchError, atomic_write, write_json
+from workbench.errors import WorkbenchError
+from workbench.files import atomic_write, write_json
 
 MANIFEST = "manifest.json"
 FORMAT = 2  # bump when the layout of the demo changes: older builds are then rebuilt
@@ -461,30 +462,12 @@ def tap_stats(target, rows, taps) -> dict:
     the same after subtracting each tap's mean vector (the part that varies with the context; a
     large shared component makes raw cosines look close to 1). Meant for demo-sized data (held in memory).
     """
-    import torch
+    from workbench import capture, statistics
 
-    from workbench import capture
-
-    taps = list(taps)
     story = demo_taps(target.n_layers)
-    pairs = list(zip(story["mismatched"], story["aligned"]))
-    wanted = list(dict.fromkeys(taps + story["mismatched"] + story["aligned"]))
-    feats = {t: [] for t in wanted}
-    for batch in capture.extract(target, rows, wanted, batch_size=32, progress=False):
-        m = batch.attention_mask.bool()
-        for t in wanted:
-            feats[t].append(batch.features[t][m].float())
-    f = {t: torch.cat(v) for t, v in feats.items()}
-    c = {t: v - v.mean(0, keepdim=True) for t, v in f.items()}
-
-    def cos(x, a, b):
-        return round(float(torch.nn.functional.cosine_similarity(x[a], x[b], dim=-1).mean()), 3)
-
-    return {"norm": {t: round(float(f[t].norm(dim=-1).mean()), 3) for t in taps},
-            "cos_next": {a: cos(f, a, b) for a, b in zip(taps, taps[1:])},
-            "slots": {f"{a}->{b}": cos(f, a, b) for a, b in pairs},
-            "slots_centered": {f"{a}->{b}": cos(c, a, b) for a, b in pairs},
-            "n_tokens": int(next(iter(f.values())).shape[0])}
+    wanted = list(dict.fromkeys(list(taps) + story["mismatched"] + story["aligned"]))
+    return statistics.tap_statistics(capture.extract(target, rows, wanted, batch_size=32, progress=False), wanted,
+                                     centered=True).story(taps, list(zip(story["mismatched"], story["aligned"])))
 
 
 def response_stats(rows) -> dict:
@@ -511,7 +494,7 @@ def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
         >>> measure_story("data/demo", K=4)["draft-mismatched"]["loss"]   # doctest: +SKIP
         0.41
     """
-    from workbench import acceptance, capture, data, draft
+    from workbench import acceptance, capture, checkpoint, data
 
     out = Path(out)
     target = target if target is not None else capture.load_target(out / "target", device="cpu")
@@ -521,7 +504,7 @@ def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
              "metric": "decode-path accept length (chain, greedy, bonus counted)",
              "trained": ",".join(taps["mismatched"]), "sglang": ",".join(taps["aligned"])}
     for name in ("draft-mismatched", "draft-aligned"):
-        d = draft.load_draft(out / name, target)
+        d = checkpoint.load_draft(out / name, target)
         res = acceptance.simulate(target, d, ds, [",".join(taps["mismatched"]), ",".join(taps["aligned"])],
                                   K=int(K), progress=False, topk=0, seed=seed)
         acc = {spec: round(float(r.decode_path["accept_length"]), 4) for spec, r in res.items()}
@@ -535,8 +518,8 @@ def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
 # ---------------------------------------------------------------------------------------- build
 
 def _train_drafts(target, tmp: Path, size: DemoSize, seed: int, progress: bool) -> dict:
-    """Both drafts through ``train.train_draft`` on ``train.jsonl``, saved with ``draft.save_draft``."""
-    from workbench import data, draft, train
+    """Both drafts through ``train.train_draft`` on ``train.jsonl``, saved with ``checkpoint.save_draft``."""
+    from workbench import checkpoint, data, draft, train
 
     dataset = data.load(tmp / "train.jsonl")
     taps = demo_taps(target.n_layers)
@@ -550,7 +533,7 @@ def _train_drafts(target, tmp: Path, size: DemoSize, seed: int, progress: bool) 
             log = train.train_draft(model, target, dataset, list(taps[name]), K=size.draft_K,
                                     epochs=size.draft_epochs, lr=size.draft_lr, batch_size=size.draft_batch,
                                     seed=seed, progress=progress)
-        draft.save_draft(model, tmp / f"draft-{name}",
+        checkpoint.save_draft(model, tmp / f"draft-{name}",
                          extra_config={"workbench": {"trained_taps": list(taps[name])}})
         out[f"draft-{name}"] = {
             "trained_taps": list(taps[name]), "layer_ids": list(taps["layer_ids"]),

@@ -1,9 +1,9 @@
 """Wiring diagnosis: which target taps does this draft really want, and what does the engine feed it?
 
-    >>> # from workbench import capture, data, draft
+    >>> # from workbench import capture, checkpoint, data
     >>> # from workbench.diagnose import diagnose
     >>> # target = capture.load_target("data/demo/target")
-    >>> # d = draft.load_draft("data/demo/draft-mismatched", target)
+    >>> # d = checkpoint.load_draft("data/demo/draft-mismatched", target)
     >>> # ds = data.load("data/demo/val.jsonl", tokenizer=target.tokenizer)
     >>> # dx = diagnose(target, d, ds, engine="sglang", K=4)
     >>> # print(dx.verdict)
@@ -27,7 +27,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from workbench.errors import WorkbenchError, jsonable, write_json
+from workbench import acceptance, inputs
+from workbench import wiring as wm
+from workbench.devices import resolve_device
+from workbench.errors import WorkbenchError
+from workbench.files import jsonable, write_json
+from workbench.render import Rendered
+from workbench.setting import SCHEMA_VERSION, Setting
+from workbench.statistics import wilson
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "eagle": "EAGLE", "specforge": "SpecForge",
                 "modelopt": "ModelOpt", "hf": "HF"}
@@ -84,9 +91,7 @@ def config_ids(engine: str, taps, n_layers: int) -> list[int] | None:
     """
     if cannot_feed(engine, taps, n_layers) is not None or engine == "hf":
         return None
-    from workbench.wiring import ids_for
-
-    return ids_for(engine, taps, n_layers)
+    return wm.ids_for(engine, taps, n_layers)
 
 
 @dataclass
@@ -137,8 +142,6 @@ def candidates(target_config, draft, *, engine: str | None = None, sglang_rule: 
     Wirings an engine cannot feed are kept with ``feasible=False`` (for ``engine``; without one:
     when no serving engine can feed them). Only wirings of ``n_slots`` distinct taps are returned.
     """
-    from workbench import wiring as wm
-
     n = wm.num_layers(target_config)
     cfg = getattr(draft, "raw_config", None) or getattr(draft, "config", None) if not isinstance(draft, dict) \
         else draft
@@ -222,7 +225,7 @@ def _fmt(x, nd: int = 2) -> str:
 
 
 @dataclass
-class Diagnosis:
+class Diagnosis(Rendered):
     """Result of :func:`diagnose`: a ranked table of wirings and a verdict in plain words.
 
     ``table`` (pandas DataFrame, best first): ``spec``, ``reasons``, ``feasible`` (the engine can
@@ -248,6 +251,11 @@ class Diagnosis:
     n_screen_samples: int = 0
     n_samples: int = 0
     candidates: list = field(default_factory=list, repr=False)
+    setting: Setting | None = None      # chain K=steps, greedy, the engine judged (default)
+
+    def __post_init__(self):
+        if self.setting is None:
+            self.setting = Setting(steps=int(self.steps), engine=self.engine)
 
     @property
     def exit_code(self) -> int:
@@ -275,7 +283,8 @@ class Diagnosis:
             r = dict(r)
             r["reasons"] = list(r["reasons"])
             rows.append(r)
-        out = {"engine": self.engine, "steps": self.steps,
+        out = {"schema_version": SCHEMA_VERSION, "engine": self.engine, "steps": self.steps,
+               "setting": self.setting.to_dict(),
                "convention": "chain drafting (topk 1), greedy; accept_length = E[A]+1 (bonus counted)",
                "verdict": self.verdict, "exit_code": self.exit_code, "engine_ok": self.engine_ok,
                "best": self.best, "best_feasible": self.best_feasible, "engine_wiring": self.engine_wiring,
@@ -292,8 +301,9 @@ class Diagnosis:
         """The ranked table as text, then the verdict."""
         t = self.table.head(max_rows)
         w = max([len("wiring")] + [len(s) for s in t["spec"]])
-        lines = [f"wiring diagnosis for {engine_name(self.engine)}, K={self.steps}, chain drafting, greedy; "
-                 f"screened on {self.n_screen_samples} samples, full curves on {self.n_samples}",
+        lines = [f"wiring diagnosis for {engine_name(self.engine)}: screened on {self.n_screen_samples} samples, "
+                 f"full curves on {self.n_samples}",
+                 f"setting: {self.setting.describe()}",
                  f"{'#':>2}  {'wiring'.ljust(w)}  {'α1':>5}  {'accept':>6}  {'95% interval':>13}  "
                  f"{'path':>5}  {'chains':>6}  feasible  reasons"]
         for r in t.to_dict("records"):
@@ -313,8 +323,7 @@ class Diagnosis:
 def _rows_for_screen(dataset, limit, screen_chains: int) -> list[dict]:
     """The first samples of the data holding about ``screen_chains`` step-1 chains."""
     rows, chains = [], 0
-    src = dataset.rows(limit) if hasattr(dataset, "rows") else list(dataset)[:limit] if limit else list(dataset)
-    for row in src:
+    for row in inputs.rows(dataset, limit):
         if chains >= screen_chains:
             break
         rows.append(row)
@@ -326,9 +335,7 @@ def _rows_for_screen(dataset, limit, screen_chains: int) -> list[dict]:
 
 
 def _stats(res, stage: int) -> dict:
-    from workbench.acceptance import wilson
-
-    al = res._s()["at_least"]
+    al = res.at_least
     lo, hi = wilson(int(al[1]), int(al[0])) if len(al) > 1 else (math.nan, math.nan)
     out = {"alpha1": _nan(res.cumulative[0]) if res.n_chains else math.nan, "alpha1_low": lo, "alpha1_high": hi,
            "n_chains": res.n_chains, "stage": stage, "accept_length": math.nan, "accept_length_low": math.nan,
@@ -343,7 +350,7 @@ def _stats(res, stage: int) -> dict:
 
 def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, screen_chains: int = 300,
              top: int = 4, limit: int | None = None, progress: bool = True, sglang_rule: str = "classic",
-             batch_size: int = 8, ctx=None, shard_dir=None) -> Diagnosis | None:
+             batch_size: int = 8, ctx=None, shard_dir=None, cost_ratio: float | None = None) -> Diagnosis | None:
     """Rank candidate wirings of ``draft`` on ``target`` over ``dataset`` and say what ``engine`` does.
 
         >>> # dx = diagnose(target, draft, ds, engine="sglang", K=4, limit=200)
@@ -358,12 +365,10 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     sharded over the ranks and merged exactly (every rank gets the stage-1 screen, so all pick the
     same stage-2 wirings); rank 0 returns the Diagnosis, the other ranks None. ``shard_dir`` keeps
     each rank's results (``screen.rank-R-of-W.npz``, ``curves.rank-R-of-W.npz``) for resuming.
+    ``cost_ratio``: a fixed draft-step/target-forward cost ratio for the results' speed-up projection
+    instead of the measured one (reproducible output).
     """
     import pandas as pd
-
-    from workbench import distributed as wd
-    from workbench import wiring as wm
-    from workbench.acceptance import _fc_width
 
     engine = str(engine).lower()
     if engine not in wm.ENGINES:
@@ -374,14 +379,17 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
         raise WorkbenchError(f"limit={limit!r}: expected a positive number of samples (or None for all)")
     if int(top) < 1 or int(screen_chains) < 1:
         raise WorkbenchError(f"top={top}, screen_chains={screen_chains}: expected both >= 1")
+    if cost_ratio is not None and not (isinstance(cost_ratio, (int, float)) and cost_ratio >= 0):
+        raise WorkbenchError(f"cost_ratio={cost_ratio!r}: expected a number >= 0 (draft step / target forward)")
+    setting = Setting(steps=K, engine=engine)
     n = target.n_layers
     H = int(target.hidden_size)
-    width = _fc_width(draft)
+    width = draft.fc_width
     if H < 1 or width % H:
         raise WorkbenchError(f"the draft's fc reads {width} features, not a multiple of the target hidden size {H}: "
                              f"draft and target do not match")
     n_slots = width // H
-    cfg = getattr(draft, "raw_config", None) or getattr(draft, "config", None)
+    cfg = draft.raw_config
 
     cands = candidates(target.config, draft, engine=engine, sglang_rule=sglang_rule, n_slots=n_slots)
     if not cands:
@@ -395,9 +403,9 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     # stage 1: α1 of every candidate, one pass over the screening samples
     screen_rows = _rows_for_screen(dataset, limit, int(screen_chains))
     progress = bool(progress) and (ctx is None or ctx.is_main)
-    screen = wd.simulate_sharded(target, draft, screen_rows, [c.wiring for c in cands], K=1, batch_size=batch_size,
+    screen = acceptance.simulate(target, draft, screen_rows, [c.wiring for c in cands], batch_size=batch_size,
                                  progress=progress, topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
-                                 everywhere=True)
+                                 everywhere=True, setting=setting.replace(steps=1))
     s1 = {spec: _stats(r, 1) for spec, r in screen.items()}
     order = sorted(range(len(cands)), key=lambda i: (-_key(s1[cands[i].spec]["alpha1"]), i))
     ranked1 = [cands[i].spec for i in order]
@@ -408,11 +416,14 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     for s in (feas[:1] + [eng_spec, trained]):
         if s is not None and s not in chosen:
             chosen.append(s)
-    results = wd.simulate_sharded(target, draft, dataset, [by_spec[s].wiring for s in chosen], K=K, limit=limit,
+    results = acceptance.simulate(target, draft, dataset, [by_spec[s].wiring for s in chosen], limit=limit,
                                   batch_size=batch_size, progress=progress, ctx=ctx, out_dir=shard_dir,
-                                  name="curves")
+                                  name="curves", setting=setting)
     if results is None:                      # not rank 0: rank 0 reports for everyone
         return None
+    if cost_ratio is not None:
+        for r in list(results.values()) + list(screen.values()):
+            r.cost_ratio = float(cost_ratio)
     s2 = {spec: _stats(r, 2) for spec, r in results.items()}
     n_samples = next(iter(results.values())).n_samples
 
@@ -441,7 +452,8 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     return Diagnosis(engine=engine, steps=K, table=table, results=results, screen=screen, best=best,
                      best_feasible=best_feasible, engine_wiring=eng_spec, engine_explanation=eng.explanation,
                      engine_warnings=list(eng.warnings), trained_wiring=trained, engine_ok=engine_ok,
-                     verdict=verdict, n_screen_samples=len(screen_rows), n_samples=n_samples, candidates=cands)
+                     verdict=verdict, n_screen_samples=len(screen_rows), n_samples=n_samples, candidates=cands,
+                     setting=setting)
 
 
 def _key(x) -> float:
@@ -489,7 +501,8 @@ def _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok,
 def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang", K: int = 4, limit=None,
                    device: str | None = "cpu", dtype=None, batch_size: int = 8, screen_chains: int = 300,
                    top: int = 4, sglang_rule: str = "classic", trust_remote_code: bool = False,
-                   progress: bool = True, ctx=None, shard_dir=None, device_map=None) -> Diagnosis | None:
+                   progress: bool = True, ctx=None, shard_dir=None, device_map=None,
+                   cost_ratio: float | None = None) -> Diagnosis | None:
     """Everything behind ``workbench diagnose``: load target, draft and data, then :func:`diagnose`.
 
         >>> # dx = diagnose_files("data/demo/target", "data/demo/draft-mismatched", "data/demo/val.jsonl")
@@ -498,19 +511,12 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
     gets the Diagnosis (None elsewhere); ``device_map`` (e.g. "auto") spreads a large target over the
     visible GPUs, the draft then sits on the device of the target's embedding.
     """
-    from workbench import capture, data
-    from workbench import draft as dmod
-    from workbench.errors import resolve_device
-
     device = ctx.device if ctx is not None else resolve_device(device)
-    target = capture.load_target(target_path, device=device, dtype=dtype, device_map=device_map,
-                                 trust_remote_code=trust_remote_code,
-                                 progress=progress and (ctx is None or ctx.is_main))
-    d = dmod.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
-    ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
+    target, d, ds = inputs.load(target_path, draft_path, data_path, device=device, dtype=dtype, device_map=device_map,
+                                trust_remote_code=trust_remote_code, progress=progress and (ctx is None or ctx.is_main))
     return diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
                     progress=progress, sglang_rule=sglang_rule, batch_size=batch_size, ctx=ctx,
-                    shard_dir=shard_dir)
+                    shard_dir=shard_dir, cost_ratio=cost_ratio)
 
 
 __all__ = ["Candidate", "Diagnosis", "candidates", "cannot_feed", "config_ids", "diagnose", "diagnose_files"]

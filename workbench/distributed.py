@@ -13,7 +13,7 @@ builds in :func:`workbench.capture.extract`. Batch j goes to rank ``j % world_si
 runs the very batches a single process would run (same padding, same numerics), and round-robin over
 length-sorted batches balances the tokens per rank to within one batch.
 
-**Merge.** Each rank's result is its per-chain table (:class:`~workbench.acceptance.AcceptanceResult`,
+**Merge.** Each rank's result is its per-chain table (:class:`~workbench.statistics.AcceptanceResult`,
 sample ids = GLOBAL dataset rows); rank 0 gathers the tables over a gloo group, concatenates them and
 restores the single-process order, so every statistic, the JSON and the per-chain file are those of
 one process (the measured cost ratio is the mean of the ranks' ratios: timings are the one thing
@@ -39,9 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.errors import WorkbenchError, atomic_write
+from workbench import inputs
+from workbench.devices import resolve_device
+from workbench.errors import WorkbenchError
+from workbench.files import atomic_write
+from workbench.setting import Setting
+from workbench.statistics import CHAIN_COLUMNS, SAMPLE_COLUMNS, AcceptanceResult
 
-SHARD_VERSION = 1
+SHARD_VERSION = 2
 FAIL_ENV = "WORKBENCH_FAIL_RANK"
 TIMEOUT_ENV = "WORKBENCH_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 6 * 3600      # ranks wait at the gather for the slowest shard
@@ -96,8 +101,6 @@ def rank_device(device: str | None, local_rank: int, *, cuda_available: bool | N
         if device == "cuda":
             raise WorkbenchError("device 'cuda' requested but CUDA is not available (use --device cpu)")
         return "cpu"
-    from workbench.errors import resolve_device
-
     return resolve_device(device)
 
 
@@ -253,10 +256,7 @@ def shard_plan(lengths, batch_size: int, world_size: int, max_positions: int | N
 
 def global_rows(dataset, limit: int | None = None) -> list[dict]:
     """The rows a single process would use (first ``limit``), each with its GLOBAL ``_row``."""
-    if hasattr(dataset, "rows"):
-        rows = dataset.rows(limit)
-    else:
-        rows = list(itertools.islice(iter(dataset), None if limit is None else int(limit)))
+    rows = inputs.rows(dataset, limit)
     out = []
     for i, r in enumerate(rows):
         if not isinstance(r, dict):
@@ -283,8 +283,6 @@ def shard_rows(rows: list[dict], rank: int, world_size: int, batch_size: int,
 # Shard files: the per-chain tables of several wirings, npz without pickle
 # --------------------------------------------------------------------------------------------------
 
-_CHAIN = ("sample", "t", "accepted", "source", "on_path", "top1", "top5")
-_SAMPLE = ("sample", "source", "n_prompt_tokens", "n_response_tokens", "n_coverable")
 
 
 def encode_results(results: dict, key: dict | None = None) -> bytes:
@@ -293,14 +291,15 @@ def encode_results(results: dict, key: dict | None = None) -> bytes:
     for i, (spec, r) in enumerate(results.items()):
         names = sorted(set(map(str, r.chains["source"].tolist())) | set(map(str, r.samples["source"].tolist())))
         code = {n: c for c, n in enumerate(names)}
-        for prefix, table, cols in (("c", r.chains, _CHAIN), ("s", r.samples, _SAMPLE)):
+        for prefix, table, cols in (("c", r.chains, CHAIN_COLUMNS), ("s", r.samples, SAMPLE_COLUMNS)):
             for col in cols:
                 v = table[col]
                 if col == "source":
                     v = np.asarray([code[str(s)] for s in v.tolist()], np.int32)
                 arrays[f"{i}.{prefix}.{col}"] = np.asarray(v)
         meta["results"].append({"key": spec, "spec": r.spec, "taps": list(r.taps), "steps": int(r.steps),
-                                "cost_ratio": r.cost_ratio, "seed": int(r.seed), "sources": names})
+                                "cost_ratio": r.cost_ratio, "seed": int(r.seed), "sources": names,
+                                "setting": r.setting.to_dict()})
     arrays["meta"] = np.asarray(json.dumps(meta))
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -309,8 +308,6 @@ def encode_results(results: dict, key: dict | None = None) -> bytes:
 
 def decode_results(data: bytes) -> tuple[dict, dict]:
     """Inverse of :func:`encode_results`: ``({spec: AcceptanceResult}, key)``."""
-    from workbench.acceptance import AcceptanceResult
-
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
         if meta.get("version") != SHARD_VERSION:
@@ -319,13 +316,13 @@ def decode_results(data: bytes) -> tuple[dict, dict]:
         for i, m in enumerate(meta["results"]):
             names = np.asarray(m["sources"] + [""], dtype=object)
             tables = []
-            for prefix, cols in (("c", _CHAIN), ("s", _SAMPLE)):
+            for prefix, cols in (("c", CHAIN_COLUMNS), ("s", SAMPLE_COLUMNS)):
                 t = {c: z[f"{i}.{prefix}.{c}"] for c in cols}
                 t["source"] = names[t["source"]] if len(t["source"]) else np.zeros(0, dtype=object)
                 tables.append(t)
             out[m["key"]] = AcceptanceResult(spec=m["spec"], taps=tuple(m["taps"]), steps=m["steps"],
                                              chains=tables[0], samples=tables[1], cost_ratio=m["cost_ratio"],
-                                             seed=m["seed"])
+                                             seed=m["seed"], setting=Setting.from_dict(m["setting"]))
     return out, meta["key"]
 
 
@@ -390,20 +387,19 @@ def rows_fingerprint(rows: list[dict]) -> str:
 
 def _reorder(r, position: dict):
     """``r`` with samples in global plan order and chains by (plan position of sample, t)."""
-    from workbench.acceptance import AcceptanceResult
-
     big = len(position)
     pos = lambda s: np.asarray([position.get(int(x), big + int(x)) for x in s], np.int64)  # noqa: E731
     so = np.argsort(pos(r.samples["sample"]), kind="stable")
     co = np.lexsort((r.chains["t"], pos(r.chains["sample"]))) if len(r.chains["t"]) else np.zeros(0, np.int64)
     return AcceptanceResult(spec=r.spec, taps=r.taps, steps=r.steps, chains={k: v[co] for k, v in r.chains.items()},
-                            samples={k: v[so] for k, v in r.samples.items()}, cost_ratio=r.cost_ratio, seed=r.seed)
+                            samples={k: v[so] for k, v in r.samples.items()}, cost_ratio=r.cost_ratio, seed=r.seed,
+                            setting=r.setting)
 
 
 def gather_results(parts: list[dict], order: list[int] | None = None) -> dict:
     """Exact merge of the ranks' ``{spec: AcceptanceResult}`` (disjoint samples) into one dict.
 
-        >>> from workbench.acceptance import AcceptanceResult as R
+        >>> from workbench.statistics import AcceptanceResult as R
         >>> a = {"L1": R.from_arrays("L1", 2, sample=[2], t=[0], accepted=[1])}
         >>> b = {"L1": R.from_arrays("L1", 2, sample=[0, 0], t=[1, 0], accepted=[2, 0])}
         >>> m = gather_results([a, b])["L1"]
@@ -413,8 +409,6 @@ def gather_results(parts: list[dict], order: list[int] | None = None) -> dict:
     ``order``: global row ids in single-process order (default: ascending row id); samples and
     chains are put back in that order, so even the per-chain file equals a single process's.
     """
-    from workbench.acceptance import AcceptanceResult
-
     parts = [p for p in parts if p is not None]
     if not parts:
         raise WorkbenchError("nothing to merge: no rank returned results")
@@ -451,9 +445,10 @@ def sharded(rows: list[dict], fn, *, ctx: Context | None = None, batch_size: int
     """
     ctx = ctx or Context()
     mine = shard_rows(rows, ctx.rank, ctx.world_size, batch_size, max_positions)
-    full_key = dict(key or {}, version=SHARD_VERSION, rank=ctx.rank, world_size=ctx.world_size,
-                    batch_size=int(batch_size), rows=rows_fingerprint(mine), n_rows=len(mine))
     path = shard_path(out_dir, ctx.rank, ctx.world_size, name) if out_dir is not None else None
+    full_key = None if path is None else dict(key or {}, version=SHARD_VERSION, rank=ctx.rank,
+                                              world_size=ctx.world_size, batch_size=int(batch_size),
+                                              rows=rows_fingerprint(mine), n_rows=len(mine))
     results, why = load_shard(path, full_key) if path is not None else (None, "")
     if results is not None:
         ctx.log(f"reused {path} ({len(mine)} samples)")
@@ -486,75 +481,6 @@ def sharded(rows: list[dict], fn, *, ctx: Context | None = None, batch_size: int
     return gather_results(parts, [int(rows[i]["_row"]) for i in single])   # single-process order
 
 
-def simulate_sharded(target, draft, dataset, wirings, *, K: int = 4, limit: int | None = None, batch_size: int = 8,
-                     ctx: Context | None = None, out_dir=None, name: str | None = None, progress: bool = True,
-                     topk: int = 5, seed: int = 0, everywhere: bool = False) -> dict | None:
-    """:func:`workbench.acceptance.simulate` over this rank's shard; merged ``{spec: result}`` on rank 0.
-
-        >>> # with init("auto") as ctx:
-        >>> #     res = simulate_sharded(target, draft, ds, ["embed,L1,L3", "L1,L3,L4"], K=4, ctx=ctx,
-        >>> #                            out_dir="diag.json.shards")
-        >>> #     if res is None: return 0          # not rank 0: nothing to report
-
-    On one process it equals ``simulate`` exactly (and resumes from ``out_dir`` when given).
-    ``everywhere=True``: every rank gets the merged results (see :func:`sharded`).
-    """
-    from workbench import capture
-    from workbench.acceptance import AcceptanceResult, _as_wirings, simulate
-
-    ctx = ctx or Context()
-    wl = _as_wirings(wirings, target.n_layers)
-    rows = global_rows(dataset, limit)
-    if not rows:
-        raise WorkbenchError("the dataset has no rows")
-    key = {"target": capture.target_fingerprint(target),
-           "draft": module_fingerprint(draft, getattr(draft, "config", None)),
-           "wirings": [w.spec for w in wl], "K": int(K), "limit": limit, "topk": int(topk), "seed": int(seed),
-           "device": str(target.device).split(":")[0], "dtype": str(target.dtype)}
-
-    def fn(shard):
-        if not shard:
-            out = {}
-            for w in wl:
-                out[w.spec] = AcceptanceResult(spec=w.spec, taps=tuple(w.taps), steps=int(K))
-                out[w.spec].seed = seed
-            return out
-        return simulate(target, draft, shard, wl, K=K, batch_size=batch_size, progress=progress, topk=topk,
-                        seed=seed)
-
-    return sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
-                   max_positions=target.max_positions, everywhere=everywhere)
-
-
-def accept_sharded(target_path, draft_path, data_path, *, wiring=None, engine=None, K: int = 4, limit=None,
-                   dtype=None, device_map=None, batch_size: int = 8, sglang_rule: str = "classic",
-                   trust_remote_code: bool = False, progress: bool = True, ctx: Context | None = None,
-                   out_dir=None):
-    """``workbench accept`` on this rank's shard: ``(AcceptanceResult or None off rank 0, wiring note)``.
-
-        >>> # with init("auto") as ctx:
-        >>> #     res, note = accept_sharded("target", "draft", "val.jsonl", engine="sglang", ctx=ctx,
-        >>> #                                out_dir="acc.json.shards")
-
-    Same loading as :func:`workbench.acceptance.accept`, plus ``device_map`` (e.g. "auto") for a target
-    larger than one GPU; the draft goes to the device of the target's embedding.
-    """
-    from workbench import capture, data
-    from workbench import draft as dmod
-    from workbench.acceptance import choose_wiring
-
-    ctx = ctx or Context()
-    target = capture.load_target(target_path, device=ctx.device, dtype=dtype, device_map=device_map,
-                                 trust_remote_code=trust_remote_code, progress=progress and ctx.is_main)
-    d = dmod.load_draft(draft_path, target, device=target.device, dtype=target.dtype)
-    w, note = choose_wiring(target, d, wiring, engine, sglang_rule=sglang_rule)
-    ds = data.load(data_path, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-    res = simulate_sharded(target, d, ds, [w], K=K, limit=limit, batch_size=batch_size, ctx=ctx, out_dir=out_dir,
-                           progress=progress and ctx.is_main)
-    return (None if res is None else res[w.spec]), note
-
-
 __all__ = ["Context", "init", "torchrun_env", "rank_device", "shard_plan", "shard_rows", "global_rows",
            "encode_results", "decode_results", "save_shard", "load_shard", "shard_path", "module_fingerprint",
-           "rows_fingerprint", "gather_results", "default_shard_dir", "sharded", "simulate_sharded",
-           "accept_sharded"]
+           "rows_fingerprint", "gather_results", "default_shard_dir", "sharded"]

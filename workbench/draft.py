@@ -1,4 +1,4 @@
-"""The EAGLE-3 draft model: load/save real checkpoints, run draft chains for every start position.
+"""The EAGLE-3 draft model: its modules and draft chains for every start position (checkpoint files: ``checkpoint``).
 
     >>> import torch
     >>> from workbench.draft import Eagle3Draft, new_draft_config, run_chains, chain_reference
@@ -13,39 +13,35 @@
     >>> bool((out.tokens[0, 2] == chain_reference(draft, feats[0], ids[0], 2, 3)).all())
     True
 
-The computation is the one of SGLang ``llama_eagle3.py`` / SpecForge ``llama3_eagle.py`` (see
-``shared/eagle3-facts.md`` section 2). One draft step at position p:
+The computation is the one of SGLang ``python/sglang/srt/models/llama_eagle3.py`` / SpecForge
+``specforge/modeling/draft/llama3_eagle.py``. One draft step at position p:
 
-    h = fc(concat(taps))            # first step only (fc_norm: one RMSNorm per tap first)
+    h = fc(concat(taps))            # first step only (norm_before_fc: RMSNorm of the concat; fc_norm: per tap)
     x = concat(input_layernorm(embed(token_{p+1})), hidden_norm(h))     # embeds FIRST, width 2H
-    h = h + o_proj(attn(q/k/v(x)))  # rotary position p + k at step k
+    h = h + o_proj(attn(q/k/v(x)))  # rotary position p + k at step k (+ rotary_offset for k >= 1)
     h = h + mlp(post_attention_layernorm(h))
     logits = lm_head(norm(h))       # draft vocab; target id = draft id + d2t[draft id]
     next step's hidden = h          # pre-norm (norm(h) when config norm_output is on)
 
-Checkpoint format (SafeAILab/EAGLE, SpecForge, SGLang): ``config.json`` with architectures
-``["LlamaForCausalLMEagle3"]`` and ``model.safetensors`` (or ``pytorch_model.bin``, read with
-``weights_only=True``; sharded ``*.index.json`` too). vLLM ``speculators`` checkpoints
-(``speculators_model_type: eagle3``, ``layers.0.*`` keys) are read as well. Keys are strict:
-unknown or missing keys are an error that lists them (SGLang would silently skip them).
+The residual is ``h`` (``hidden_norm(h)`` with norm_before_residual). ``Eagle3Draft.set_variant``
+switches these options and the rotary offset to what one engine computes (``workbench/engines.py``).
+
+Reading and writing checkpoint folders lives in :mod:`workbench.checkpoint`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from workbench.errors import WorkbenchError, write_json
+from workbench.errors import WorkbenchError
+from workbench.render import Rendered
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
-_ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")   # the second is vLLM's registry name
 _ACTS = {"silu": F.silu, "swish": F.silu, "gelu": F.gelu, "relu": F.relu,
          "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
          "gelu_new": lambda x: F.gelu(x, approximate="tanh")}
@@ -73,6 +69,7 @@ class _Spec:
     attention_bias: bool
     mlp_bias: bool
     fc_norm: bool
+    norm_before_fc: bool
     norm_output: bool
     norm_before_residual: bool
     layer_ids: tuple | None
@@ -154,7 +151,10 @@ def _spec(cfg: dict, where: str = "config.json") -> _Spec:
         rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), hidden_act=act, rope_theta=theta,
         rope_scaling=scaling, fc_bias=bool(cfg.get("bias", False)),
         attention_bias=bool(cfg.get("attention_bias", False)), mlp_bias=bool(cfg.get("mlp_bias", False)),
-        fc_norm=bool(cfg.get("fc_norm", False)), norm_output=bool(cfg.get("norm_output", False)),
+        # fc_norm alias use_aux_norm (SGLang llama_eagle3.py); norm_before_fc nested first (vLLM llama_eagle3.py)
+        fc_norm=bool(cfg.get("fc_norm") or cfg.get("use_aux_norm") or False),
+        norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
+        norm_output=bool(cfg.get("norm_output", False)),
         norm_before_residual=bool(cfg.get("norm_before_residual", False)), layer_ids=ids,
         has_draft_vocab_key=has_dv)
 
@@ -309,7 +309,9 @@ class Eagle3Draft(nn.Module):
         self.embed_tokens = nn.Embedding(s.vocab_size, s.hidden_size)
         self.embed_tokens.weight.requires_grad_(False)
         self.fc = nn.Linear(3 * s.target_hidden_size, s.hidden_size, bias=s.fc_bias)
-        if s.fc_norm:
+        if s.norm_before_fc:      # one RMSNorm over the concatenated taps (vLLM/speculators ``input_norm``)
+            self.input_norm = _RMSNorm(3 * s.target_hidden_size, s.rms_norm_eps)
+        if s.fc_norm:             # one RMSNorm per tap (Eagle-3.1 ``fc_norm``)
             self.fc_norm = nn.ModuleList(_RMSNorm(s.target_hidden_size, s.rms_norm_eps) for _ in range(3))
         self.midlayer = _MidLayer(s)
         self.norm = _RMSNorm(s.hidden_size, s.rms_norm_eps)
@@ -325,6 +327,12 @@ class Eagle3Draft(nn.Module):
         self.path = None
         self.notes: list[str] = []        # non-fatal findings (shown by describe_draft / the CLI)
         self.raw_config = self.config     # the config.json as found on disk (load_draft sets it)
+        # what the forward computes: the config's Eagle-3.1 options (set_variant switches them to what an
+        # engine computes, see workbench/engines.py) and the extra rotary offset of decode steps k >= 1
+        self.variant = {"norm_before_fc": s.norm_before_fc, "fc_norm": s.fc_norm, "norm_output": s.norm_output,
+                        "norm_before_residual": s.norm_before_residual}
+        self.rotary_offset = 0
+        self.lm_head_source = "checkpoint"
 
     # attributes of the agreed API
     hidden_size = property(lambda self: self.spec.hidden_size)
@@ -332,6 +340,24 @@ class Eagle3Draft(nn.Module):
     vocab_size = property(lambda self: self.spec.vocab_size)
     draft_vocab_size = property(lambda self: self.spec.draft_vocab_size)
     eagle_layer_ids = property(lambda self: list(self.spec.layer_ids) if self.spec.layer_ids is not None else None)
+
+    @property
+    def fc_width(self) -> int:
+        """Features the ``fc`` reads: (number of taps) x target hidden size."""
+        return int(self.fc.in_features)
+
+    @property
+    def emittable(self) -> torch.Tensor:
+        """Bool [vocab_size]: the target ids the draft vocab can emit (all True without a reduced vocab)."""
+        return self.t2d.bool()
+
+    @property
+    def device(self) -> torch.device:
+        return self.fc.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.weight.dtype
 
     @classmethod
     def from_config(cls, config: dict, embed_weight: torch.Tensor) -> "Eagle3Draft":
@@ -349,6 +375,46 @@ class Eagle3Draft(nn.Module):
         with torch.no_grad():
             self.embed_tokens.weight.copy_(weight.detach().to(self.embed_tokens.weight))
         self.has_embed, self.embed_source = True, source
+
+    def set_variant(self, *, rotary_offset: int | None = None, **options) -> "Eagle3Draft":
+        """Compute as an engine does: switch Eagle-3.1 options (``norm_before_fc``, ``fc_norm``,
+        ``norm_output``, ``norm_before_residual``) and the rotary offset of decode steps k >= 1.
+
+            >>> import torch
+            >>> cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+            ...                         "intermediate_size": 64})
+            >>> d = Eagle3Draft.from_config(dict(cfg, norm_output=True), torch.zeros(50, 32))
+            >>> d.set_variant(norm_output=False, rotary_offset=1).variant["norm_output"], d.rotary_offset
+            (False, 1)
+
+        Switching on a norm the checkpoint has no weights for is an error (the engine would crash or
+        compute with ones): ``fc_norm`` needs ``fc_norm.{0,1,2}.weight``, ``norm_before_fc`` needs
+        ``input_norm.weight``.
+        """
+        for name, value in options.items():
+            if name not in self.variant:
+                raise WorkbenchError(f"unknown draft option {name!r} (expected one of {', '.join(self.variant)})")
+            need = {"fc_norm": "fc_norm", "norm_before_fc": "input_norm"}.get(name)
+            if value and need and not hasattr(self, need):
+                raise WorkbenchError(f"cannot switch on {name}: the draft has no {need} weights "
+                                     f"(its config.json does not set {name})")
+            self.variant[name] = bool(value)
+        if rotary_offset is not None:
+            if isinstance(rotary_offset, bool) or not isinstance(rotary_offset, int):
+                raise WorkbenchError(f"rotary_offset must be an integer, got {rotary_offset!r}")
+            self.rotary_offset = rotary_offset
+        return self
+
+    def set_lm_head(self, weight: torch.Tensor, source: str = "target"):
+        """Use ``weight`` [draft_vocab_size, hidden_size] as lm_head (SGLang takes the target's when
+        the config has no ``draft_vocab_size``)."""
+        want = tuple(self.lm_head.weight.shape)
+        if tuple(weight.shape) != want:
+            raise WorkbenchError(f"lm_head from the {source} has shape {list(weight.shape)}, the draft expects "
+                                 f"[draft_vocab_size, hidden_size] = {list(want)}")
+        with torch.no_grad():
+            self.lm_head.weight.copy_(weight.detach().to(self.lm_head.weight))
+        self.lm_head_source = source
 
     def set_vocab_map(self, d2t: torch.Tensor, t2d: torch.Tensor | None = None, *, where: str = "d2t"):
         """Install a reduced-vocab map: ``d2t`` offsets [draft_vocab_size], ``t2d`` bool [vocab_size]."""
@@ -393,21 +459,28 @@ class Eagle3Draft(nn.Module):
         return idx[target_ids]
 
     def project(self, features: torch.Tensor) -> torch.Tensor:
-        """``fc`` over the concatenated taps [..., 3·H_target] → [..., H] (per-tap RMSNorm first if fc_norm)."""
+        """``fc`` over the concatenated taps [..., 3·H_target] → [..., H].
+
+        ``norm_before_fc``: one RMSNorm over the concatenation first (``input_norm``); ``fc_norm``: one
+        RMSNorm per tap. Both on: input_norm, then fc_norm (the order of vLLM llama_eagle3.py
+        ``combine_hidden_states``; speculators refuses both at once).
+        """
         want = 3 * self.target_hidden_size
         if features.shape[-1] != want:
             raise WorkbenchError(f"draft features have width {features.shape[-1]} (shape {list(features.shape)}); "
                                  f"the draft's fc expects 3 taps x target hidden {self.target_hidden_size} = {want}")
         x = features.to(self.fc.weight.dtype)
-        if self.spec.fc_norm:
+        if self.variant["norm_before_fc"]:
+            x = self.input_norm(x)
+        if self.variant["fc_norm"]:
             x = torch.cat([n(c) for n, c in zip(self.fc_norm, x.chunk(3, dim=-1))], dim=-1)
         return self.fc(x)
 
-    def _qkv(self, h, emb, pos):
+    def qkv(self, h, emb, pos):
         """q [B,nh,T,d], k/v [B,nkv,T,d] (rotary at ``pos``) and the residual, for hidden ``h`` + token embeds."""
         m, s = self.midlayer, self.spec
         hn = m.hidden_norm(h)
-        residual = hn if s.norm_before_residual else h
+        residual = hn if self.variant["norm_before_residual"] else h
         x = torch.cat((m.input_layernorm(emb.to(h.dtype)), hn), dim=-1)          # embeds FIRST
         B, T = x.shape[:2]
         q = m.self_attn.q_proj(x).view(B, T, s.num_heads, s.head_dim).transpose(1, 2)
@@ -419,7 +492,7 @@ class Eagle3Draft(nn.Module):
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         return q, k, v, residual
 
-    def _finish(self, residual, attn):
+    def finish(self, residual, attn):
         """Attention output [B,nh,T,d] → the layer's pre-norm output [B,T,H]."""
         m = self.midlayer
         B, _, T, _ = attn.shape
@@ -432,9 +505,9 @@ class Eagle3Draft(nn.Module):
 
     def next_hidden(self, h):
         """The hidden fed to the next step: pre-norm (post-norm when config ``norm_output``)."""
-        return self.norm(h) if self.spec.norm_output else h
+        return self.norm(h) if self.variant["norm_output"] else h
 
-    def _check_ready(self):
+    def check_ready(self):
         if not self.has_embed:
             raise WorkbenchError("the draft has no embed_tokens (the checkpoint has none): load it with the "
                                  "target, load_draft(path, target), so the target's embedding is used")
@@ -453,7 +526,7 @@ class ChainOutput:
     logits: torch.Tensor | None = None            # [B, T, K, draft_vocab] fp32, only if asked
 
 
-def _unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teacher=None):
+def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teacher=None):
     """The training-time-test layout, yielding step-k logits [B, T, Vd] for k = 0..K-1.
 
     Step k at position p: rotary position p+k; attends to step-0 keys at positions <= p (masked by
@@ -477,7 +550,7 @@ def _unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, tea
     k0 = v0 = None
     own_k, own_v = [], []
     for k in range(K):
-        q, kk, vv, residual = draft._qkv(h, draft.embed_tokens(tok), pos + k)
+        q, kk, vv, residual = draft.qkv(h, draft.embed_tokens(tok), pos + k + (draft.rotary_offset if k else 0))
         if k == 0:
             k0, v0 = kk, vv
         else:
@@ -490,7 +563,7 @@ def _unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, tea
         out = p[..., :T] @ v0
         for j, vj in enumerate(own_v):
             out = out + p[..., T + j, None] * vj
-        hk = draft._finish(residual, out)
+        hk = draft.finish(residual, out)
         logits = draft.logits(hk)
         yield logits
         if k + 1 < K:
@@ -498,7 +571,8 @@ def _unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, tea
             tok = teacher[:, :, k + 1].to(dev) if teacher is not None else draft.to_target(logits.argmax(-1))
 
 
-def _check_inputs(features, input_ids, attention_mask, K):
+def check_chain_inputs(features, input_ids, attention_mask, K):
+    """One-line errors for the shapes of a parallel draft run (chains or trees) and its step count."""
     if input_ids.dim() != 2:
         raise WorkbenchError(f"input_ids has shape {list(input_ids.shape)}, expected [B, T]")
     if features.dim() != 3 or tuple(features.shape[:2]) != tuple(input_ids.shape):
@@ -528,13 +602,13 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
     Chains whose bonus token x_{p+1} is padding or past the end (p >= length-1) are computed but
     meaningless; acceptance does not count them.
     """
-    _check_inputs(features, input_ids, attention_mask, K)
-    draft._check_ready()
+    check_chain_inputs(features, input_ids, attention_mask, K)
+    draft.check_ready()
     if topk < 0 or topk > draft.draft_vocab_size:
         raise WorkbenchError(f"topk must be in 0..{draft.draft_vocab_size}, got {topk}")
     toks, tids, tlps, logs = [], [], [], []
     with torch.no_grad():
-        for logits in _unroll(draft, features, input_ids, attention_mask, K):
+        for logits in unroll(draft, features, input_ids, attention_mask, K):
             toks.append(draft.to_target(logits.argmax(-1)))
             if topk:
                 lp, ix = torch.log_softmax(logits.float(), dim=-1).topk(topk, dim=-1)
@@ -571,20 +645,20 @@ def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch
         raise WorkbenchError(f"chain start t={t} needs the bonus token x_(t+1): expected 0 <= t <= {T - 2}")
     if K < 1:
         raise WorkbenchError(f"K (draft steps) must be a positive integer, got {K!r}")
-    draft._check_ready()
+    draft.check_ready()
     dev = draft.fc.weight.device
     ids = input_ids.to(dev)
     scale = 1.0 / math.sqrt(draft.spec.head_dim)
     cache_k, cache_v = [], []
 
     def attend(h, token, position):
-        q, k, v, residual = draft._qkv(h, draft.embed_tokens(token.view(1, 1)),
+        q, k, v, residual = draft.qkv(h, draft.embed_tokens(token.view(1, 1)),
                                        torch.tensor([position], device=dev))
         cache_k.append(k)
         cache_v.append(v)
         keys, values = torch.cat(cache_k, dim=2), torch.cat(cache_v, dim=2)
         p = torch.softmax((q @ keys.transpose(-1, -2)).float() * scale, dim=-1).to(q.dtype)
-        return draft._finish(residual, p @ values)
+        return draft.finish(residual, p @ values)
 
     tokens, logits_out = [], []
     with torch.no_grad():
@@ -597,243 +671,35 @@ def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch
             tokens.append(tok)
             logits_out.append(logits.float())
             if k + 1 < K:
-                out = attend(draft.next_hidden(out), tok, t + k + 1)
+                out = attend(draft.next_hidden(out), tok, t + k + 1 + draft.rotary_offset)
     tokens = torch.stack(tokens)
     return (tokens, torch.stack(logits_out)) if return_logits else tokens
 
 
-# ----------------------------------------------------------------------------------------- files
+class DraftDescription(Rendered, dict):
+    """What :func:`describe_draft` returns: a plain dict (JSON-ready) that renders as text."""
 
-_SKIP_ON_SAVE = ("embed_tokens.weight",)
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise WorkbenchError(f"{path}: cannot read ({e.strerror})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise WorkbenchError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
-
-
-def _load_tensor_file(path: Path) -> dict:
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-        try:
-            return load_file(str(path), device="cpu")
-        except Exception as e:  # safetensors raises its own SafetensorError / OSError
-            raise WorkbenchError(f"{path}: not a readable safetensors file ({str(e).splitlines()[0]})") from None
-    import pickle
-    try:
-        sd = torch.load(str(path), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise WorkbenchError(f"{path}: refused, loading it needs unsafe unpickling (torch.load weights_only=True "
-                             f"said: {str(e).splitlines()[0][:160]}); convert it to safetensors") from None
-    except Exception as e:
-        raise WorkbenchError(f"{path}: not a readable torch checkpoint ({str(e).splitlines()[0][:160]})") from None
-    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise WorkbenchError(f"{path}: expected a flat state dict of tensors")
-    return sd
+    def summary(self) -> str:
+        """What ``workbench draft`` prints."""
+        info = self
+        f = info["features"]
+        on = [k for k, v in f.items() if v] or ["none"]
+        lines = [
+            f"{info['path']}: {info['architecture']} ({info['format']} format), {info['parameters']:,} parameters "
+            f"(without embed_tokens), {info['dtype']} on {info['device']}",
+            f"  hidden {info['hidden_size']}, target hidden {info['target_hidden_size']} (fc input "
+            f"{info['fc_input']}), heads {info['heads']}/{info['kv_heads']} kv, head_dim {info['head_dim']}, "
+            f"mlp {info['intermediate_size']}, rope theta {info['rope_theta']:g} ({info['rope_scaling']})",
+            f"  vocab {info['vocab_size']}, draft vocab {info['draft_vocab_size']}"
+            + (f" (d2t maps to {info['t2d_coverage']} target ids)" if info["vocab_mapped"] else " (no mapping)"),
+            f"  eagle_config layer ids {info['eagle_layer_ids']}, embed_tokens from {info['embed_source']}",
+            f"  variant features on: {', '.join(on)}",
+        ]
+        lines += [f"  note: {n}" for n in info["notes"]]
+        return "\n".join(lines)
 
 
-def _load_weights(folder: Path) -> tuple[dict, str]:
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (folder / name).is_file():
-            return _load_tensor_file(folder / name), name
-    for name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        index = folder / name
-        if index.is_file():
-            wmap = _read_json(index).get("weight_map")
-            if not isinstance(wmap, dict):
-                raise WorkbenchError(f"{index}: missing key 'weight_map' (expected tensor name -> shard file)")
-            sd = {}
-            for shard in sorted(set(wmap.values())):
-                if not (folder / shard).is_file():
-                    raise WorkbenchError(f"{index}: shard {shard!r} is listed but not in {folder}")
-                sd.update(_load_tensor_file(folder / shard))
-            return sd, name
-    raise WorkbenchError(f"{folder}: no weights (expected model.safetensors, pytorch_model.bin or a sharded "
-                         "*.index.json)")
-
-
-def _speculators_to_llama(cfg: dict, where: str) -> dict:
-    """A vLLM ``speculators`` Eagle3 config → the SpecForge/SGLang (Llama) draft config."""
-    if cfg.get("speculators_model_type") != "eagle3":
-        raise WorkbenchError(f"{where}: speculators_model_type is {cfg.get('speculators_model_type')!r}; "
-                             "only 'eagle3' speculators are EAGLE-3 drafts")
-    layer = cfg.get("transformer_layer_config")
-    if not isinstance(layer, dict):
-        raise WorkbenchError(f"{where}: missing key 'transformer_layer_config' (the draft layer's Llama config)")
-    out = {k: v for k, v in layer.items() if k not in ("architectures",)}
-    out.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1)
-    for key in ("draft_vocab_size", "target_hidden_size", "norm_before_residual"):
-        if cfg.get(key) is not None:
-            out[key] = cfg[key]
-    ids = cfg.get("eagle_aux_hidden_state_layer_ids")
-    if ids is not None:
-        out["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": ids, "use_aux_hidden_state": True}
-    return out
-
-
-def _rename(key: str) -> str:
-    if key.startswith("model."):
-        key = key[len("model."):]
-    if key.startswith("layers.0."):
-        key = "midlayer." + key[len("layers.0."):]
-    return {"draft_id_to_target_id": "d2t"}.get(key, key)
-
-
-def _short(names) -> str:
-    names = sorted(names)
-    return ", ".join(names[:6]) + (f" (+{len(names) - 6} more)" if len(names) > 6 else "")
-
-
-def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> Eagle3Draft:
-    """Load an EAGLE-3 draft checkpoint directory; ``embed_tokens`` comes from ``target`` when absent.
-
-        >>> d = load_draft("data/demo/draft-aligned", target)          # doctest: +SKIP
-        >>> describe_draft(d)["draft_vocab_size"]                        # doctest: +SKIP
-    """
-    from workbench.errors import default_dtype, resolve_device
-
-    folder = Path(path)
-    if folder.is_file() and folder.name == "config.json":
-        folder = folder.parent
-    if not folder.is_dir():
-        raise WorkbenchError(f"{folder}: no such draft directory")
-    cfg_path = folder / "config.json"
-    if not cfg_path.is_file():
-        raise WorkbenchError(f"{folder}: no config.json (expected an EAGLE-3 draft directory: config.json + "
-                             "model.safetensors)")
-    raw = _read_json(cfg_path)
-    if not isinstance(raw, dict):
-        raise WorkbenchError(f"{cfg_path}: expected a JSON object")
-    fmt = "eagle3"
-    if "speculators_model_type" in raw:
-        cfg, fmt = _speculators_to_llama(raw, str(cfg_path)), "speculators"
-    else:
-        arch = raw.get("architectures") or []
-        if not any(a in _ARCH_ALIASES for a in arch):
-            hint = (" (an EAGLE-1/2 draft: no fc over three taps)" if any("Eagle" in str(a) for a in arch)
-                    else " (a plain model, not a draft)" if arch else "")
-            raise WorkbenchError(f"{cfg_path}: architectures is {arch!r}{hint}; expected ['{ARCHITECTURE}']")
-        cfg = raw
-    draft = Eagle3Draft(cfg, where=str(cfg_path))
-    draft.source_format, draft.path = fmt, str(folder)
-    sd_raw, wname = _load_weights(folder)
-    if fmt == "eagle3":
-        nested = isinstance(raw.get("eagle_config"), dict) and \
-            raw["eagle_config"].get("eagle_aux_hidden_state_layer_ids") is not None
-        if not nested and raw.get("eagle_aux_hidden_state_layer_ids") is not None:
-            notes = ["eagle_aux_hidden_state_layer_ids is top-level only: SGLang reads only "
-                     "eagle_config.eagle_aux_hidden_state_layer_ids and silently uses its default taps"]
-        else:
-            notes = []
-    sd = {}
-    for k, v in sd_raw.items():
-        sd[_rename(k)] = v
-    wfile = folder / wname
-    # fc bias: speculators checkpoints carry one without a config flag; in the EAGLE-3 format an
-    # unflagged fc.bias is an unknown key (SGLang would silently drop it), reported by the strict check
-    if "fc.bias" in sd and not draft.spec.fc_bias and fmt == "speculators":
-        draft = Eagle3Draft(dict(cfg, bias=True), where=str(cfg_path))
-        draft.source_format, draft.path = fmt, str(folder)
-    draft.raw_config = raw            # config.json as written (engines' id rules read this one)
-    draft.notes += notes if fmt == "eagle3" else []
-    expected = {k: v for k, v in draft.state_dict().items()}
-    optional = {"embed_tokens.weight", "t2d"} | ({"d2t"} if draft.draft_vocab_size == draft.vocab_size else set())
-    if not draft.spec.has_draft_vocab_key and target is not None:
-        optional.add("lm_head.weight")
-    unknown = set(sd) - set(expected)
-    missing = set(expected) - set(sd) - optional
-    if unknown or missing:
-        parts = ([f"unknown keys: {_short(unknown)}"] if unknown else []) + \
-                ([f"missing keys: {_short(missing)}"] if missing else [])
-        raise WorkbenchError(f"{wfile}: {'; '.join(parts)} (expected EAGLE-3 names like fc.weight, "
-                             "midlayer.self_attn.q_proj.weight, lm_head.weight, d2t)")
-    fcw = sd["fc.weight"]
-    if fcw.dim() == 2 and fcw.shape[1] != 3 * draft.target_hidden_size:
-        raise WorkbenchError(f"{wfile}: fc.weight has input width {fcw.shape[1]}, expected 3 x target hidden "
-                             f"size = 3 x {draft.target_hidden_size} = {3 * draft.target_hidden_size} "
-                             "(set target_hidden_size in config.json if the target is wider than the draft)")
-    for k, v in sd.items():
-        if k in ("d2t", "t2d"):
-            continue
-        if tuple(v.shape) != tuple(expected[k].shape):
-            raise WorkbenchError(f"{wfile}: {k} has shape {list(v.shape)}, expected {list(expected[k].shape)} "
-                                 "from config.json")
-    if target is not None and getattr(target, "hidden_size", draft.target_hidden_size) != draft.target_hidden_size:
-        raise WorkbenchError(f"draft {folder} expects a target with hidden size {draft.target_hidden_size} "
-                             f"(fc input 3 x {draft.target_hidden_size}) but the target has {target.hidden_size}")
-    if target is not None and getattr(target, "vocab_size", draft.vocab_size) != draft.vocab_size:
-        raise WorkbenchError(f"draft {folder} has vocab_size {draft.vocab_size} but the target has "
-                             f"{target.vocab_size}")
-    params = {k: v for k, v in sd.items() if k not in ("d2t", "t2d", "embed_tokens.weight")}
-    draft.load_state_dict(params, strict=False)
-    if "d2t" in sd:
-        draft.set_vocab_map(sd["d2t"], sd.get("t2d"), where=str(wfile))
-    if "embed_tokens.weight" in sd:
-        draft.set_embedding(sd["embed_tokens.weight"], source="checkpoint")
-        if target is not None and not torch.equal(sd["embed_tokens.weight"].float(),
-                                                  target.embed_weight().detach().float().cpu()):
-            draft.notes.append("the checkpoint's embed_tokens differs from the target's input embedding")
-    elif target is not None:
-        draft.set_embedding(target.embed_weight(), source="target")
-    if not draft.spec.has_draft_vocab_key:
-        if "lm_head.weight" not in sd:
-            head = target.model.get_output_embeddings().weight
-            if tuple(head.shape) != tuple(draft.lm_head.weight.shape):
-                raise WorkbenchError(f"{wfile}: no lm_head.weight and the target's lm_head has shape "
-                                     f"{list(head.shape)}, expected {list(draft.lm_head.weight.shape)}")
-            with torch.no_grad():
-                draft.lm_head.weight.copy_(head.detach().to(draft.lm_head.weight))
-            draft.notes.append("no draft_vocab_size and no lm_head.weight: lm_head taken from the target")
-        else:
-            draft.notes.append("config.json has no draft_vocab_size: SGLang then replaces lm_head with the "
-                               "target's; workbench uses the checkpoint's lm_head.weight")
-    dev = resolve_device(device if device is not None else (getattr(target, "device", None) or "cpu"))
-    dt = dtype if dtype is not None else (getattr(target, "dtype", None) or default_dtype(dev))
-    draft.to(device=dev, dtype=dt)
-    draft.eval()
-    return draft
-
-
-def save_draft(draft: Eagle3Draft, path, *, extra_config: dict | None = None) -> Path:
-    """Save in the SpecForge/SGLang format: ``config.json`` + ``model.safetensors`` (no embed_tokens).
-
-        >>> save_draft(draft, "out/my-draft")                          # doctest: +SKIP
-    """
-    from safetensors.torch import save_file
-
-    folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
-    cfg = dict(draft.config)
-    cfg.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1,
-               draft_vocab_size=draft.draft_vocab_size, vocab_size=draft.vocab_size,
-               hidden_size=draft.hidden_size, bias=draft.spec.fc_bias,
-               torch_dtype=str(draft.fc.weight.dtype).replace("torch.", ""))
-    cfg.pop("dtype", None)
-    if draft.target_hidden_size != draft.hidden_size:
-        cfg["target_hidden_size"] = draft.target_hidden_size
-    if draft.eagle_layer_ids is not None:
-        cfg["eagle_config"] = dict(cfg.get("eagle_config") or {}, use_aux_hidden_state=True,
-                                   eagle_aux_hidden_state_layer_ids=draft.eagle_layer_ids)
-    if extra_config:
-        cfg.update(extra_config)
-    tensors = {k: v.detach().cpu().contiguous() for k, v in draft.state_dict().items()
-               if k not in _SKIP_ON_SAVE}
-    tensors["d2t"] = tensors["d2t"].to(torch.int64)
-    tensors["t2d"] = tensors["t2d"].to(torch.bool)
-    tmp = folder / ".model.safetensors.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "pt"})
-    os.replace(tmp, folder / "model.safetensors")
-    write_json(folder / "config.json", cfg, indent=2)
-    return folder
-
-
-def describe_draft(draft: Eagle3Draft) -> dict:
+def describe_draft(draft: Eagle3Draft) -> DraftDescription:
     """What the draft is: parameters, vocab sizes, eagle_config ids, dtype, variant features, notes.
 
         >>> import torch
@@ -844,7 +710,7 @@ def describe_draft(draft: Eagle3Draft) -> dict:
     """
     s = draft.spec
     n_params = sum(p.numel() for n, p in draft.named_parameters() if not n.startswith("embed_tokens"))
-    return {
+    return DraftDescription({
         "path": draft.path, "format": draft.source_format, "architecture": ARCHITECTURE,
         "parameters": n_params, "hidden_size": s.hidden_size, "target_hidden_size": s.target_hidden_size,
         "fc_input": 3 * s.target_hidden_size, "heads": s.num_heads, "kv_heads": s.num_kv_heads,
@@ -855,8 +721,9 @@ def describe_draft(draft: Eagle3Draft) -> dict:
         "eagle_layer_ids": draft.eagle_layer_ids, "dtype": str(draft.fc.weight.dtype).replace("torch.", ""),
         "device": str(draft.fc.weight.device), "embed_source": draft.embed_source,
         "rope_theta": s.rope_theta, "rope_scaling": (s.rope_scaling or {}).get("rope_type", "default"),
-        "features": {"fc_bias": s.fc_bias, "fc_norm": s.fc_norm, "norm_output": s.norm_output,
+        "features": {"fc_bias": s.fc_bias, "fc_norm": s.fc_norm, "norm_before_fc": s.norm_before_fc,
+                     "norm_output": s.norm_output,
                      "norm_before_residual": s.norm_before_residual, "attention_bias": s.attention_bias,
                      "target_hidden_size_differs": s.target_hidden_size != s.hidden_size},
         "notes": list(draft.notes),
-    }
+    })

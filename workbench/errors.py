@@ -1,110 +1,16 @@
-"""The one user-facing error type, plus small shared helpers (atomic writes, device choice).
+"""The one user-facing error type: bad input the user can fix, reported in one line.
 
-    >>> from workbench.errors import WorkbenchError, atomic_write
-    >>> import tempfile, os
-    >>> p = os.path.join(tempfile.mkdtemp(), "x.json")
-    >>> with atomic_write(p) as f:
-    ...     _ = f.write("{}")
-    >>> open(p).read()
-    '{}'
+    >>> from workbench.errors import WorkbenchError
+    >>> str(WorkbenchError("val.jsonl line 3: key 'input_ids' missing"))
+    "val.jsonl line 3: key 'input_ids' missing"
+
+File helpers (atomic writes, JSON) live in :mod:`workbench.files`, device helpers in
+:mod:`workbench.devices`.
 """
 
 from __future__ import annotations
-
-import contextlib
-import os
-import tempfile
 
 
 class WorkbenchError(Exception):
     """Bad input the user can fix. The message is one line naming the file/line/key/shape and
     what was expected; the CLI prints it as ``error: <message>`` and exits 2."""
-
-
-@contextlib.contextmanager
-def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
-    """Write ``path`` atomically: a temp file in the same folder, fsync, then ``os.replace``.
-
-    A crash mid-write leaves the old file (or no file), never a truncated one.
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def jsonable(x):
-    """Plain JSON types from numpy/torch values and tuples; NaN and inf become null.
-
-        >>> import numpy as np
-        >>> jsonable({"a": np.arange(2), "b": float("nan"), 3: (np.int64(4),)})
-        {'a': [0, 1], 'b': None, '3': [4]}
-    """
-    import math
-
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if hasattr(x, "tolist"):  # numpy scalars and arrays, torch tensors
-        return jsonable(x.tolist())
-    if isinstance(x, float):
-        return None if math.isnan(x) or math.isinf(x) else x
-    if x is None or isinstance(x, (bool, int, str)):
-        return x
-    return str(x)
-
-
-def write_json(path, obj, *, indent: int = 2) -> None:
-    """Write ``jsonable(obj)`` to ``path`` atomically (see :func:`atomic_write`), newline-terminated."""
-    import json
-
-    with atomic_write(path) as f:
-        json.dump(jsonable(obj), f, indent=indent)
-        f.write("\n")
-
-
-def resolve_device(device: str | None = None) -> str:
-    """``None``/"auto" → "cuda" when available, else "cpu". Anything else is checked and returned."""
-    import torch
-
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise WorkbenchError(f"device {device!r} requested but CUDA is not available (use --device cpu)")
-    if not (str(device) == "cpu" or str(device).startswith("cuda")):
-        raise WorkbenchError(f"unknown device {device!r} (expected cpu, cuda or cuda:N)")
-    return str(device)
-
-
-def default_dtype(device: str):
-    """fp32 on CPU, bf16 on CUDA."""
-    import torch
-
-    return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
-
-
-def parse_dtype(name: str | None, device: str):
-    """"auto"/None → :func:`default_dtype`; else one of fp32/bf16/fp16 (or torch names)."""
-    import torch
-
-    if name in (None, "auto"):
-        return default_dtype(device)
-    table = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
-             "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
-    if name not in table:
-        raise WorkbenchError(f"unknown dtype {name!r} (expected one of auto, fp32, bf16, fp16)")
-    return table[name]

@@ -36,6 +36,9 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from workbench import inputs
+from workbench import wiring as wmod
+from workbench.acceptance import exact_decode
 from workbench.errors import WorkbenchError
 
 VARIANTS = ("old", "new", "renamed", "newest", "none")
@@ -166,8 +169,6 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
 
 def exact_generator(target, draft, wiring, K: int):
     """``generate(prompt_ids, max_new_tokens)`` running :func:`workbench.acceptance.exact_decode`."""
-    from workbench.acceptance import exact_decode
-
     return lambda prompt, n: exact_decode(target, draft, prompt, wiring, K, n)
 
 
@@ -188,16 +189,11 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
     if generate is None:
         if target is None or draft is None:
             raise WorkbenchError("fake server: give target and draft (or a generate callable)")
-        from workbench import capture
-        from workbench import draft as dmod
-        from workbench import wiring as wmod
-
-        if not hasattr(target, "model"):
+        if inputs.is_path(target):
             extra.setdefault("model_path", str(target))
-            target = capture.load_target(target, device="cpu")
-        if not hasattr(draft, "fc"):
+        if inputs.is_path(draft):
             extra.setdefault("draft_path", str(draft))
-            draft = dmod.load_draft(draft, target, device=target.device, dtype=target.dtype)
+        target, draft, _ = inputs.load(target, draft, device="cpu")
         if wiring is None:
             r = wmod.resolve("sglang", target.config, draft.config)
             wiring = r.spec

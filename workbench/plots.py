@@ -1,6 +1,6 @@
 """Figures of result objects: acceptance curves, histograms, speed-up, tap statistics, coloured tokens.
 
-    >>> from workbench.acceptance import AcceptanceResult
+    >>> from workbench.statistics import AcceptanceResult
     >>> from workbench import plots
     >>> r = AcceptanceResult.from_arrays("L1,L3,L4", K=3, sample=[0, 0, 1, 1], t=[0, 1, 0, 1],
     ...                                  accepted=[3, 1, 0, 2], source=["code", "code", "prose", "prose"])
@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from workbench.errors import WorkbenchError
+from workbench.files import atomic_write
+from workbench.statistics import TapStats
 
 WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
 
@@ -39,15 +40,14 @@ def _figure(ncols: int = 1, height: float = 3.8, width: float = WIDTH):
 
 def save(fig, path, *, dpi: int = 110):
     """Write a figure (PNG/SVG/PDF by extension), atomically."""
-    from workbench.errors import atomic_write
-
     fmt = str(path).rsplit(".", 1)[-1].lower()
     with atomic_write(path, "wb") as f:
         fig.savefig(f, format=fmt, dpi=dpi)
     return path
 
 
-def _results(results) -> dict:
+def as_results(results) -> dict:
+    """``{label: AcceptanceResult}`` from one result, a list or a dict (what every figure takes)."""
     if hasattr(results, "conditional") and hasattr(results, "chains"):
         return {results.spec: results}
     if isinstance(results, dict):
@@ -83,7 +83,7 @@ def _errs(values, bounds):
 
 def acceptance_curves(results, *, title: str | None = None):
     """Conditional α_k and cumulative P(A≥k) per draft position k, one line per wiring, 95% Wilson bars."""
-    results = _results(results)
+    results = as_results(results)
     fig, (ax_c, ax_m) = _figure(2)
     for (label, r), color in zip(results.items(), _colors(len(results))):
         iv = r.intervals(n_boot=200)
@@ -108,7 +108,7 @@ def acceptance_curves(results, *, title: str | None = None):
 
 def accept_length_histogram(results, *, title: str | None = None):
     """Share of chains that accepted exactly a = 0..K draft tokens, grouped bars per wiring."""
-    results = _results(results)
+    results = as_results(results)
     fig, (ax,) = _figure(1)
     n = len(results)
     width = 0.8 / n
@@ -130,7 +130,7 @@ def accept_length_histogram(results, *, title: str | None = None):
 
 def decode_path_comparison(results, *, title: str | None = None):
     """Accept length (E[A]+1) over every position vs along the decode path, per wiring, 95% bootstrap bars."""
-    results = _results(results)
+    results = as_results(results)
     fig, (ax,) = _figure(1, height=3.6)
     labels = list(results)
     x = np.arange(len(labels))
@@ -161,7 +161,7 @@ def decode_path_comparison(results, *, title: str | None = None):
 
 def by_source(results, *, title: str | None = None):
     """Accept length (E[A]+1) per data source, grouped by wiring, with chain counts."""
-    results = _results(results)
+    results = as_results(results)
     sources = sorted({s for r in results.values() for s in r.sources})
     fig, (ax,) = _figure(1, height=3.6)
     n = len(results)
@@ -191,7 +191,7 @@ def speedup_projection(results, *, ratio: float | None = None, title: str | None
     ``ratio`` = one draft step's cost ÷ one target forward (default: each result's measured
     ``cost_ratio``; one of them must be known).
     """
-    results = _results(results)
+    results = as_results(results)
     fig, (ax,) = _figure(1, height=3.6)
     used = None
     for (label, r), color in zip(results.items(), _colors(len(results))):
@@ -214,85 +214,6 @@ def speedup_projection(results, *, ratio: float | None = None, title: str | None
 
 
 # ------------------------------------------------------------------------------ tap statistics
-
-@dataclass
-class TapStats:
-    """Per-tap feature statistics over real (unpadded) tokens.
-
-    ``norms[tap]``: L2 norm of each token's feature vector; ``cosine[i, j]``: mean over tokens of
-    cos(h_i, h_j) between taps i and j at the same position; ``n_tokens``: tokens used.
-    """
-
-    taps: list[str]
-    norms: dict
-    cosine: np.ndarray
-    n_tokens: int
-
-    def to_frame(self):
-        """One row per tap: mean/median/std of the feature norm and mean cosine to every other tap."""
-        import pandas as pd
-
-        rows = []
-        for i, t in enumerate(self.taps):
-            v = self.norms[t]
-            others = [self.cosine[i, j] for j in range(len(self.taps)) if j != i]
-            rows.append({"tap": t, "norm_mean": float(v.mean()), "norm_median": float(np.median(v)),
-                         "norm_std": float(v.std()),
-                         "mean_cos_to_others": float(np.mean(others)) if others else math.nan})
-        return pd.DataFrame(rows).set_index("tap")
-
-    def cosine_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.cosine, index=self.taps, columns=self.taps)
-
-
-def tap_statistics(batches, taps=None) -> TapStats:
-    """Feature norms and tap-to-tap cosine similarity from ``capture.extract`` batches.
-
-        >>> import torch
-        >>> from types import SimpleNamespace
-        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
-        <torch._C.Generator object at ...>
-        >>> x = torch.randn(1, 4, 8)
-        >>> b = SimpleNamespace(features={"embed": 0.01 * torch.randn(1, 4, 8), "L1": x, "L2": 2 * x},
-        ...                     attention_mask=torch.ones(1, 4, dtype=torch.long))
-        >>> s = tap_statistics([b])
-        >>> round(float(s.cosine[1, 2]), 3), s.n_tokens
-        (1.0, 4)
-
-    ``taps``: which taps (default: every tap in the first batch, ordered embed, L0.., final).
-    """
-    import torch
-
-    from workbench.wiring import tap_sort_key
-
-    norms: dict = {}
-    dot = None
-    n_tok = 0
-    for b in batches:
-        feats = b.features
-        if taps is None:
-            taps = sorted(feats, key=tap_sort_key)
-        missing = [t for t in taps if t not in feats]
-        if missing:
-            raise WorkbenchError(f"tap {missing[0]!r} was not captured in this batch (captured: "
-                                 f"{', '.join(sorted(feats, key=tap_sort_key))})")
-        mask = b.attention_mask.bool()
-        # [n_taps, N_tokens, H] unit vectors; float64 so the sums are exact enough for many tokens
-        vecs = torch.stack([feats[t][mask].double().cpu() for t in taps])
-        nrm = vecs.norm(dim=-1)
-        for i, t in enumerate(taps):
-            norms.setdefault(t, []).append(nrm[i].numpy())
-        unit = vecs / nrm.clamp_min(1e-12)[..., None]
-        c = torch.einsum("anh,bnh->ab", unit, unit).numpy()
-        dot = c if dot is None else dot + c
-        n_tok += int(mask.sum())
-    if not n_tok:
-        raise WorkbenchError("tap statistics: no tokens in the batches (empty dataset or all padding)")
-    return TapStats(taps=list(taps), norms={t: np.concatenate(v) for t, v in norms.items()},
-                    cosine=dot / n_tok, n_tokens=n_tok)
-
 
 def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: str | None = None):
     """Left: feature-norm distribution per tap (log scale); right: tap-to-tap cosine heatmap.
@@ -491,4 +412,51 @@ def lengths_by_source(rows: list[dict], *, title: str | None = None):
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     fig.suptitle(title or f"Lengths by source ({len(rows)} valid rows)")
+    return fig
+
+
+# ------------------------------------------------------------------------------ live vs offline
+
+def live_comparison(cmp):
+    """Per-sample live accept length against the offline decode path under each wiring
+    (a :class:`~workbench.sglang_live.Comparison`)."""
+    fig, (ax,) = _figure(1, height=3.8, width=max(6, 0.45 * len(cmp.samples) + 3))
+    xs = list(range(len(cmp.samples)))
+    live = [s.meta.accept_length if s.meta.accept_length is not None else math.nan for s in cmp.samples]
+    ax.plot(xs, live, "ko-", lw=2, label=f"live ({cmp.live_accept_length:.2f})", zorder=3)
+    for c in cmp.candidates:
+        ys = [cmp.offline_accept_length(c.spec, s.row) for s in cmp.samples]
+        tag = " trained" if c.trained else ""
+        ax.plot(xs, ys, "--", marker=".", alpha=0.8,
+                label=f"offline {c.spec}{tag} ({cmp.offline_accept_length(c.spec):.2f})")
+    ax.set_xticks(xs, [str(s.row) for s in cmp.samples], fontsize=7)
+    ax.set_xlabel("sample (dataset row)")
+    ax.set_ylabel("accept length (mean A + 1)")
+    ax.set_ylim(0.9, cmp.K + 1.1)
+    ax.set_title(f"live vs offline, K={cmp.K}: {cmp.verdict_code}" + (f" ({cmp.matched})" if cmp.matched else ""))
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def live_histograms(cmp):
+    """Share of verify steps that accepted exactly a drafts, a = 0..K: live against each wiring."""
+    fig, (ax,) = _figure(1, height=3.4, width=6.5)
+    series = []
+    if cmp.live_histogram is not None:
+        series.append(("live", cmp.live_histogram))
+    series += [(f"offline {c.spec}" + (" (trained)" if c.trained else ""),
+                [int(x) for x in cmp.offline[c.spec].decode_path["histogram"]]) for c in cmp.candidates]
+    width = 0.8 / max(1, len(series))
+    xs = np.arange(cmp.K + 1)
+    for i, (name, h) in enumerate(series):
+        h = np.asarray(list(h)[:cmp.K + 1] + [0] * max(0, cmp.K + 1 - len(h)), float)
+        ax.bar(xs + (i - (len(series) - 1) / 2) * width, h / h.sum() if h.sum() else h, width,
+               label=name, color="black" if name == "live" else None)
+    ax.set_xticks(xs)
+    ax.set_xlabel("drafts accepted in a verify step (A)")
+    ax.set_ylabel("share of verify steps")
+    ax.set_title("accept histogram" + ("" if cmp.live_histogram is not None else
+                                       " (the server reports no histogram: offline only)"))
+    ax.legend(fontsize=7)
     return fig

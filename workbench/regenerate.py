@@ -49,10 +49,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from workbench import capture
+from workbench import capture, inputs
 from workbench import data as dmod
 from workbench.agreement import greedy_matches_reference
-from workbench.errors import WorkbenchError, write_json
+from workbench.errors import WorkbenchError
+from workbench.files import is_path, write_json
 from workbench.sampling import Sampling, draw, row_generator, row_seed
 from workbench.sglang_live import Client
 
@@ -111,7 +112,7 @@ _DTYPE_NAMES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float1
 
 def target_info(target) -> TargetInfo:
     """From a loaded :class:`workbench.capture.Target`, or from a model folder without loading weights."""
-    if hasattr(target, "model"):
+    if not is_path(target):
         gen_cfg = getattr(target.model, "generation_config", None)
         return TargetInfo(name=os.path.basename(os.path.normpath(target.path)) if target.path else type(target.model).__name__,
                           vocab_size=target.vocab_size, max_positions=target.max_positions,
@@ -582,7 +583,7 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
     if int(flush_every) < 1:
         raise WorkbenchError(f"flush_every {flush_every}: expected an integer >= 1")
     out = os.fspath(out)
-    if not isinstance(data, (str, os.PathLike)):
+    if not is_path(data):
         raise WorkbenchError("regenerate: data must be a file path (the output is resumable against it)")
     if os.path.abspath(os.fspath(data)) == os.path.abspath(out):
         raise WorkbenchError(f"--out {out}: the same file as --data (expected a new file)")
@@ -597,9 +598,8 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
             pass                                     # optional: an older or proxied server may not answer
         settings = settings_of("server", info, sampling, max_new_tokens, ignore_eos, model=model_name or info.name)
     else:
-        if not hasattr(target, "model"):
-            target = capture.load_target(target, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                                         progress=progress)
+        target = inputs.target(target, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                               progress=progress)
         info = target_info(target)
         settings = settings_of("target", info, sampling, max_new_tokens, ignore_eos)
 

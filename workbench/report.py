@@ -34,7 +34,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.errors import WorkbenchError, atomic_write, jsonable, write_json
+from workbench.errors import WorkbenchError
+from workbench.files import atomic_write, jsonable, write_json
 
 ENV_MODE = "WORKBENCH_REPORT"
 ENV_OUT = "WORKBENCH_REPORT_OUT"

@@ -21,7 +21,7 @@ split of the samples (every 5th ``_row`` by default) from a grid relative to ``t
 weight is refit on all samples. ``b`` is fitted only when the old ``fc`` has a bias (the checkpoint
 format does not change).
 
-Export: the same checkpoint format (:func:`workbench.draft.save_draft`) with the config's
+Export: the same checkpoint format (:func:`workbench.checkpoint.save_draft`) with the config's
 ``eagle_config`` ids set so that the chosen engine resolves to taps B (checked with
 :func:`workbench.wiring.resolve`; refused when no id list can do it, e.g. ``embed`` for SGLang) and a
 note ``"workbench": {"rewired_from": A, "trained_taps": B, "method": ...}``. Acceptance on held-out
@@ -35,13 +35,20 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
 import torch
 
-from workbench.errors import WorkbenchError, write_json
+from workbench import capture, checkpoint, inputs
+from workbench.acceptance import simulate
+from workbench.draft import Eagle3Draft
+from workbench.errors import WorkbenchError
+from workbench.files import write_json
+from workbench.render import Rendered
+from workbench.setting import SCHEMA_VERSION, Setting
+from workbench.train import deterministic, train_on_batches
+from workbench.wiring import Wiring, ids_for, resolve, trained_wiring_from_config
 
 #: λ grid, relative to tr(XᵀX)/d (the mean feature energy): scale free.
 ALPHAS = (1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
@@ -230,8 +237,6 @@ def refit_fc(target, draft, dataset, from_taps, to_taps, *, holdout: float = 0.2
     Returns the :class:`RidgeFit` and ``{"positions", "samples", "r2_naive", "seconds"}`` where
     ``r2_naive`` is the held-out R² of simply feeding B to the old ``fc`` (what the server does).
     """
-    from workbench import capture
-
     if not 0 < holdout < 1:
         raise WorkbenchError(f"holdout must be a fraction in (0, 1), got {holdout!r}")
     A, B = list(from_taps), list(to_taps)
@@ -279,8 +284,6 @@ def config_for_taps(config: dict, engine: str, taps, n_layers: int, *, sglang_ru
     come from :func:`workbench.wiring.ids_for` (rule-aware, checked with ``resolve``). vLLM gets the
     top-level key too (it reads that first). Raises WorkbenchError when no ids work.
     """
-    from workbench.wiring import ids_for, resolve
-
     taps = tuple(taps)
     cfg = json.loads(json.dumps(config))
     r = resolve(engine, n_layers, cfg, sglang_rule=sglang_rule)
@@ -303,8 +306,6 @@ def config_for_taps(config: dict, engine: str, taps, n_layers: int, *, sglang_ru
 
 def with_fc(draft, weight: torch.Tensor, bias: torch.Tensor | None, config: dict):
     """A new :class:`~workbench.draft.Eagle3Draft` with ``config``, the old weights and this ``fc``."""
-    from workbench.draft import Eagle3Draft
-
     p = draft.fc.weight
     new = Eagle3Draft(config, where="rewired config")
     new.load_state_dict(draft.state_dict())
@@ -329,9 +330,6 @@ def finetune(draft, target, dataset, taps, steps: int, *, part: str = "fc", K: i
     :func:`workbench.train.train_on_batches`; the data is cycled (one target pass per epoch).
     Returns its :class:`~workbench.train.TrainLog`.
     """
-    from workbench import capture
-    from workbench.train import deterministic, train_on_batches
-
     if part not in FINETUNE_PARTS:
         raise WorkbenchError(f"finetune part {part!r}: expected one of {', '.join(FINETUNE_PARTS)}")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -380,7 +378,7 @@ def recovered_share(before: float, after: float, reference: float) -> float:
 
 
 @dataclass
-class RewireResult:
+class RewireResult(Rendered):
     """What :func:`rewire` did and measured. Accept lengths are E[A]+1 over every counted chain."""
 
     from_taps: tuple[str, ...]
@@ -397,6 +395,11 @@ class RewireResult:
     reference: object = None              # old draft fed A
     after_closed_form: object = None      # the closed form alone (only when fine-tuned)
     seconds: float = 0.0
+    setting: Setting | None = None        # of the before/after/reference acceptance (chain K, greedy)
+
+    def __post_init__(self):
+        if self.setting is None:
+            self.setting = Setting(steps=int(self.K), engine=self.engine)
 
     @property
     def recovered(self) -> float:
@@ -420,7 +423,8 @@ class RewireResult:
                                            "conditional": [float(x) for x in r.conditional],
                                            "n_chains": r.n_chains}
         nan = lambda x: None if isinstance(x, float) and math.isnan(x) else x  # noqa: E731
-        return {"from_taps": list(self.from_taps), "to_taps": list(self.to_taps), "engine": self.engine,
+        return {"schema_version": SCHEMA_VERSION, "from_taps": list(self.from_taps), "to_taps": list(self.to_taps),
+                "engine": self.engine, "setting": self.setting.to_dict(),
                 "resolution": self.resolution, "out": self.out, "K": self.K, "ridge": self.ridge.to_dict(),
                 "refit": {k: nan(v) for k, v in self.refit_info.items()}, "finetune": self.finetune,
                 "acceptance": {"before": acc(self.before), "after": acc(self.after),
@@ -447,7 +451,7 @@ class RewireResult:
             lines.append(f"fine-tune ({f['part']}): {f['steps']} steps in {f['seconds']:.1f} s")
         if self.before is not None:
             fmt = lambda x: f"{x.accept_length:.3f} (decode path {x.decode_path['accept_length']:.3f})"  # noqa: E731
-            lines += [f"accept length, K={self.K} (E[A]+1, chain, greedy):",
+            lines += [f"accept length (E[A]+1), setting: {self.setting.describe()}",
                       f"  before    (draft trained on {A}, fed {B}): {fmt(self.before)}"]
             if self.after_closed_form is not None:
                 lines.append(f"  closed form only (fed {B}):               {fmt(self.after_closed_form)}  "
@@ -465,26 +469,6 @@ def _share(x) -> str:
     return "no gap to recover (before >= reference)" if x is None or x != x else f"recovered {x:.1%} of the gap"
 
 
-def _load(target, draft, device, dtype, trust_remote_code, progress=True):
-    from workbench import capture
-    from workbench import draft as dmod
-
-    if isinstance(target, (str, os.PathLike)):
-        target = capture.load_target(target, device=device or "cpu", dtype=dtype, trust_remote_code=trust_remote_code,
-                                     progress=progress)
-    if isinstance(draft, (str, os.PathLike)):
-        draft = dmod.load_draft(draft, target, device=target.device, dtype=target.dtype)
-    return target, draft
-
-
-def _dataset(data, target):
-    from workbench import data as dmod
-
-    if data is None or hasattr(data, "rows") or isinstance(data, list):
-        return data
-    return dmod.load(data, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-
-
 def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglang_rule: str = "classic"):
     """``(A, B, engine)``: the taps the draft was trained on, the taps to rewire to, the export engine.
 
@@ -492,13 +476,10 @@ def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglan
     feeds this draft today. The export engine is ``engine``, else "specforge" (layer-output ids, what
     SGLang's classic rule also reads). Refuses when A == B or the widths do not match the target.
     """
-    from workbench import capture
-    from workbench.wiring import Wiring, resolve, trained_wiring_from_config
-
     n = target.n_layers
     if int(draft.target_hidden_size) != int(target.hidden_size):
         raise WorkbenchError(f"the draft's fc expects target hidden size {draft.target_hidden_size} (input "
-                             f"{draft.fc.in_features}) but the target has hidden size {target.hidden_size}: "
+                             f"{draft.fc_width}) but the target has hidden size {target.hidden_size}: "
                              f"a rewire cannot change widths")
     if from_taps is not None:
         A = Wiring.parse(from_taps, n)
@@ -518,7 +499,7 @@ def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglan
             raise WorkbenchError(f"{engine} cannot feed this draft as configured ({r.explanation}; "
                                  f"{'; '.join(r.warnings)}): pass --taps")
         B = Wiring.parse(r.taps, n)
-    width = int(draft.fc.in_features)
+    width = draft.fc_width
     capture.check_width(A.taps, target, width, where=f"the draft's fc (trained taps {A.spec})")
     capture.check_width(B.taps, target, width, where=f"the draft's fc (new taps {B.spec})")
     if A.taps == B.taps:
@@ -542,10 +523,6 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
     ``target``/``draft``/``data`` are loaded objects or paths. ``out`` None: nothing is written and
     "after" is measured on the in-memory draft.
     """
-    from workbench import draft as dmod
-    from workbench.acceptance import simulate
-    from workbench.wiring import Wiring
-
     t0 = time.monotonic()
     if not isinstance(K, int) or isinstance(K, bool) or K < 1:
         raise WorkbenchError(f"steps K must be a positive integer, got {K!r}")
@@ -553,12 +530,12 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
         raise WorkbenchError(f"--finetune {finetune_part!r}: expected one of {', '.join(FINETUNE_PARTS)}")
     if not isinstance(finetune_steps, int) or finetune_steps < 0:
         raise WorkbenchError(f"finetune steps must be a non-negative integer, got {finetune_steps!r}")
-    target, old = _load(target, draft, device, dtype, trust_remote_code, progress)
+    target, old, train_ds = inputs.load(target, draft, data, device=device or "cpu", dtype=dtype,
+                                        trust_remote_code=trust_remote_code, progress=progress)
     A, B, export_engine = resolve_taps(target, old, taps=taps, engine=engine, from_taps=from_taps,
                                        sglang_rule=sglang_rule)
     cfg, res = config_for_taps(old.config, export_engine, B, target.n_layers, sglang_rule=sglang_rule)
-    train_ds = _dataset(data, target)
-    eval_ds = _dataset(eval_data, target)
+    eval_ds = inputs.dataset(eval_data, target)
 
     ridge, info = refit_fc(target, old, train_ds, A, B, holdout=holdout, alphas=alphas, batch_size=batch_size,
                            limit=limit, progress=progress)
@@ -578,13 +555,14 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
     new.config["workbench"] = dict(cfg.get("workbench") or {}, **note)
     out_path = None
     if out is not None:
-        out_path = str(dmod.save_draft(new, out, extra_config={"workbench": new.config["workbench"]}))
-        new = dmod.load_draft(out_path, target, device=str(old.fc.weight.device), dtype=old.fc.weight.dtype)
+        out_path = str(checkpoint.save_draft(new, out, extra_config={"workbench": new.config["workbench"]}))
+        new = checkpoint.load_draft(out_path, target, device=str(old.device), dtype=old.dtype)
     result = RewireResult(from_taps=A, to_taps=B, engine=export_engine, resolution=res.explanation, out=out_path,
                           ridge=ridge, refit_info=info, finetune=ft, K=K)
     if eval_ds is not None:
         a_spec, b_spec = Wiring(A).spec, Wiring(B).spec
-        sim = dict(K=K, limit=eval_limit, batch_size=batch_size, progress=progress, topk=0, seed=seed)
+        sim = dict(limit=eval_limit, batch_size=batch_size, progress=progress, topk=0, seed=seed,
+                   setting=result.setting)
         base = simulate(target, old, eval_ds, [b_spec, a_spec], **sim)
         result.before, result.reference = base[b_spec], base[a_spec]
         result.after = simulate(target, new, eval_ds, [b_spec], **sim)[b_spec]

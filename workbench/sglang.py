@@ -7,7 +7,7 @@
     >>> res.settings["speculative_num_draft_tokens"], [p.code for p in res.problems if p.severity == "error"]
     (2, ['topk1-draft-tokens'])
 
-The rules follow /work/shared/eagle3-facts.md sections 1, 3, 4 and SGLang's ``server_args.py``
+The rules follow SGLang's ``server_args.py``
 (``_handle_speculative_decoding`` / ``_handle_eagle_family``), ``model_runner.py`` (aux layer ids read only
 from ``eagle_config`` in a bare try/except) and ``eagle_worker.py`` (token map ignored for EAGLE3).
 The live ``/generate`` comparison lives beside this lint (added separately).
@@ -22,6 +22,9 @@ import struct
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
+from workbench.files import is_path
+from workbench.render import Rendered
+from workbench.setting import SCHEMA_VERSION
 from workbench.wiring import (Resolution, Wiring, draft_layer_ids, ids_for, load_config, num_layers, resolve,
                               trained_wiring_from_config)
 
@@ -49,7 +52,7 @@ class Problem:
 
 
 @dataclass
-class LintResult:
+class LintResult(Rendered):
     """Effective speculative settings plus every problem found (``errors`` decide the exit code)."""
 
     settings: dict
@@ -67,12 +70,12 @@ class LintResult:
         return not self.errors
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "settings": dict(self.settings),
+        return {"schema_version": SCHEMA_VERSION, "source": self.source, "settings": dict(self.settings),
                 "wiring": self.wiring.to_dict() if self.wiring else None,
                 "trained_wiring": self.trained.spec if self.trained else None,
                 "problems": [p.to_dict() for p in self.problems], "ok": self.ok}
 
-    def to_text(self) -> str:
+    def summary(self) -> str:
         lines = [f"effective speculative settings (from {self.source}):"]
         for k, v in self.settings.items():
             lines.append(f"  {k:34s} {v}")
@@ -371,7 +374,7 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, sgl
                 'move the ids into "eagle_config": {"eagle_aux_hidden_state_layer_ids": [...]}')
         dvs, vs = dcfg.get("draft_vocab_size"), dcfg.get("vocab_size")
         if isinstance(dvs, int) and isinstance(vs, int) and dvs < vs:
-            names = draft_weight_names(draft) if isinstance(draft, (str, os.PathLike)) and os.path.isdir(draft) else None
+            names = draft_weight_names(draft) if is_path(draft) and os.path.isdir(draft) else None
             if names is None:
                 add("d2t-unchecked", "info", f"draft vocab {dvs} < target vocab {vs}: d2t not checked "
                     "(no draft weights found)", "", "")

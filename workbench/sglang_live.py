@@ -39,7 +39,12 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from workbench.errors import WorkbenchError, jsonable, write_json
+from workbench import acceptance, inputs
+from workbench import wiring as wmod
+from workbench.errors import WorkbenchError
+from workbench.files import jsonable, write_json
+from workbench.render import Rendered
+from workbench.setting import SCHEMA_VERSION, Setting
 
 # meta_info keys of speculative runs, by SGLang generation (facts page, section 4)
 SPEC_KEYS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_accept_token_num",
@@ -427,8 +432,6 @@ def candidates(target, draft_config, trained=None, extra=None, *, sglang_rule: s
         ...                             trained="embed,L1,L3")]
         ['embed,L1,L3', 'L1,L3,L4', 'L0,L2,L3']
     """
-    from workbench import wiring as wmod
-
     n = wmod.num_layers(target)
     tw = wmod.Wiring.parse(trained, n) if trained is not None else None
     out: dict[str, Candidate] = {}
@@ -444,7 +447,7 @@ def candidates(target, draft_config, trained=None, extra=None, *, sglang_rule: s
 
 
 @dataclass
-class Comparison:
+class Comparison(Rendered):
     """Live versus offline: per sample, in total, and the verdict.
 
     ``offline[spec]`` is the :class:`~workbench.acceptance.AcceptanceResult` of each candidate
@@ -461,6 +464,11 @@ class Comparison:
     settings: dict = field(default_factory=dict)
     tolerance: float = 0.25
     notes: list[str] = field(default_factory=list)
+    setting: Setting | None = None        # chain K, greedy, engine sglang, decode-path estimator (default)
+
+    def __post_init__(self):
+        if self.setting is None:
+            self.setting = Setting(steps=int(self.K), engine="sglang", estimator="decode-path")
 
     # ---- live totals ----
     @property
@@ -586,7 +594,8 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return jsonable({
-            "url": self.url, "K": self.K, "convention": "chain (topk 1), greedy; accept length = mean A + 1 "
+"schema_version": SCHEMA_VERSION, "url": self.url, "K": self.K, "setting": self.setting.to_dict(),
+            "convention": "chain (topk 1), greedy; accept length = mean A + 1 "
             "(bonus counted); offline = decode-path estimator on prompt + the server's output",
             "settings": self.settings, "trained": self.trained, "tolerance": self.tolerance,
             "verdict": {"code": self.verdict_code, "wiring": self.matched, "text": self.verdict},
@@ -603,6 +612,7 @@ class Comparison:
         f = lambda x: "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
         lines = [f"live server {self.url}: {len(self.samples)} samples, K={self.K}, "
                  f"meta_info variant(s) {', '.join(sorted({s.meta.variant for s in self.samples}))}",
+                 f"setting: {self.setting.describe()}",
                  f"{'':46s} {'accept len':>10s}  {'verify steps':>12s}  histogram H[0..K]"]
         for t in self.totals():
             name = t["what"] + (" (trained)" if t.get("trained") else "") + \
@@ -617,20 +627,6 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _load_inputs(target, draft, data, device, dtype, trust_remote_code, progress=True):
-    from workbench import capture, data as dmod, draft as drmod
-    from workbench.errors import resolve_device
-
-    if not hasattr(target, "model"):
-        target = capture.load_target(target, device=resolve_device(device), dtype=dtype,
-                                     trust_remote_code=trust_remote_code, progress=progress)
-    if not hasattr(draft, "fc"):
-        draft = drmod.load_draft(draft, target, device=target.device, dtype=target.dtype)
-    if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
-        data = dmod.load(data, tokenizer=target.tokenizer, vocab_size=target.vocab_size)
-    return target, draft, data
-
-
 def compare(url, target, draft, data, *, limit: int | None = None, K: int | None = None, trained=None,
             wirings=None, concurrency: int = 4, timeout: float = 120.0, retries: int = 3, backoff: float = 0.5,
             tolerance: float = 0.25, sglang_rule: str = "classic", device: str | None = "cpu", dtype=None,
@@ -643,9 +639,6 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     ``workbench.trained_taps``, else SpecForge's reading of its ids). ``wirings``: extra specs to try.
     ``tolerance``: how close (accept length) live and offline must be to "match".
     """
-    from workbench import acceptance
-    from workbench import wiring as wmod
-
     client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
         raise WorkbenchError(f"--tolerance {tolerance!r}: expected a positive accept-length difference, e.g. 0.25")
@@ -668,8 +661,9 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     if isinstance(topk, int) and topk > 1:
         notes.append(f"the server drafts a tree (topk {topk}); the offline estimate is a chain (topk 1): a lower bound")
 
-    target, draft, data = _load_inputs(target, draft, data, device, dtype, trust_remote_code, progress)
-    rows = list(data.rows(limit) if hasattr(data, "rows") else (list(data)[:limit] if limit else list(data)))
+    target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,
+                                      trust_remote_code=trust_remote_code, progress=progress)
+    rows = inputs.rows(data, limit)
     if not rows:
         raise WorkbenchError("compare: the data has no rows")
     samples = generate_samples(client, rows, vocab_size=target.vocab_size, progress=progress)
@@ -701,7 +695,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     K = int(K)
 
     n = target.n_layers
-    dcfg = getattr(draft, "config", None)
+    dcfg = draft.config
     tw = wmod.Wiring.parse(trained, n) if trained is not None else \
         (wmod.trained_wiring_from_config(dcfg, n) if dcfg is not None else None)
     if tw is None:
@@ -710,58 +704,8 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         notes.append(f"trained taps unknown (no workbench.trained_taps in the draft config): assumed {tw.spec} "
                      f"({r.explanation}); pass --trained-wiring")
     cands = candidates(target.config, dcfg, tw, wirings, sglang_rule=sglang_rule)
-    offline = acceptance.simulate(target, draft, [s.as_row() for s in samples], [c.spec for c in cands], K=K,
-                                  batch_size=batch_size, progress=progress, topk=0)
+    setting = Setting(steps=K, engine="sglang", estimator="decode-path")
+    offline = acceptance.simulate(target, draft, [s.as_row() for s in samples], [c.spec for c in cands],
+                                  batch_size=batch_size, progress=progress, topk=0, setting=setting)
     return Comparison(url=client.url, K=K, samples=samples, offline=offline, candidates=cands, trained=tw.spec,
-                      settings=settings, tolerance=float(tolerance), notes=notes)
-
-
-def plot_comparison(cmp: Comparison, ax=None):
-    """Per-sample live accept length against the offline decode path under each wiring (matplotlib)."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(max(6, 0.45 * len(cmp.samples) + 3), 3.8))
-    xs = list(range(len(cmp.samples)))
-    live = [s.meta.accept_length if s.meta.accept_length is not None else math.nan for s in cmp.samples]
-    ax.plot(xs, live, "ko-", lw=2, label=f"live ({cmp.live_accept_length:.2f})", zorder=3)
-    for c in cmp.candidates:
-        ys = [cmp.offline_accept_length(c.spec, s.row) for s in cmp.samples]
-        tag = " trained" if c.trained else ""
-        ax.plot(xs, ys, "--", marker=".", alpha=0.8,
-                label=f"offline {c.spec}{tag} ({cmp.offline_accept_length(c.spec):.2f})")
-    ax.set_xticks(xs, [str(s.row) for s in cmp.samples], fontsize=7)
-    ax.set_xlabel("sample (dataset row)")
-    ax.set_ylabel("accept length (mean A + 1)")
-    ax.set_ylim(0.9, cmp.K + 1.1)
-    ax.set_title(f"live vs offline, K={cmp.K}: {cmp.verdict_code}" + (f" ({cmp.matched})" if cmp.matched else ""))
-    ax.legend(fontsize=7, loc="best")
-    ax.grid(alpha=0.3)
-    return ax.figure
-
-
-def plot_histograms(cmp: Comparison, ax=None):
-    """Share of verify steps that accepted exactly a drafts, a = 0..K: live against each wiring."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 3.4))
-    series = []
-    if cmp.live_histogram is not None:
-        series.append(("live", cmp.live_histogram))
-    series += [(f"offline {c.spec}" + (" (trained)" if c.trained else ""),
-                [int(x) for x in cmp.offline[c.spec].decode_path["histogram"]]) for c in cmp.candidates]
-    width = 0.8 / max(1, len(series))
-    xs = np.arange(cmp.K + 1)
-    for i, (name, h) in enumerate(series):
-        h = np.asarray(list(h)[:cmp.K + 1] + [0] * max(0, cmp.K + 1 - len(h)), float)
-        ax.bar(xs + (i - (len(series) - 1) / 2) * width, h / h.sum() if h.sum() else h, width,
-               label=name, color="black" if name == "live" else None)
-    ax.set_xticks(xs)
-    ax.set_xlabel("drafts accepted in a verify step (A)")
-    ax.set_ylabel("share of verify steps")
-    ax.set_title("accept histogram" + ("" if cmp.live_histogram is not None else
-                                       " (the server reports no histogram: offline only)"))
-    ax.legend(fontsize=7)
-    return ax.figure
+                      settings=settings, tolerance=float(tolerance), notes=notes, setting=setting)

@@ -92,7 +92,7 @@ def train_on_batches(draft, batches, taps, *, K: int, optimizer, loss_decay: flo
 
     One optimizer step per batch. ``deadline`` (a ``time.monotonic()`` value) stops early.
     """
-    from workbench.draft import _unroll
+    from workbench.draft import unroll
 
     if not isinstance(K, int) or isinstance(K, bool) or K < 1:
         raise WorkbenchError(f"K (training-time-test steps) must be a positive integer, got {K!r}")
@@ -112,7 +112,7 @@ def train_on_batches(draft, batches, taps, *, K: int, optimizer, loss_decay: flo
         teacher, labels, valid = ttt_targets(draft, ids, am, batch.loss_mask.to(dev),
                                              batch.next_token.to(dev), K)
         total = feats.new_zeros((), dtype=torch.float32)
-        for k, logits in enumerate(_unroll(draft, feats, ids, am, K, teacher=teacher)):
+        for k, logits in enumerate(unroll(draft, feats, ids, am, K, teacher=teacher)):
             v = valid[:, :, k]
             if not v.any():
                 continue

@@ -1,6 +1,6 @@
 """ipywidgets over :mod:`workbench.plots`: pick a wiring, a sample and K; the view updates.
 
-    >>> from workbench.acceptance import AcceptanceResult
+    >>> from workbench.statistics import AcceptanceResult
     >>> from workbench.widgets import acceptance_explorer
     >>> r = AcceptanceResult.from_arrays("L1,L3,L4", K=2, sample=[0, 0], t=[0, 1], accepted=[2, 1])
     >>> w = acceptance_explorer({"L1,L3,L4": r}, K=2)   # doctest: +SKIP
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from workbench import plots
 from workbench.errors import WorkbenchError
+from workbench.report import in_report
 
 
 def _display(*objs) -> None:
@@ -46,9 +47,7 @@ def acceptance_explorer(results: dict, rows: list[dict] | None = None, tokenizer
     ``_row`` must match the results' samples); ``K`` (≤ the results' K) caps the depth shown.
     Returns the widget, or None in a report run (the static views are displayed instead).
     """
-    from workbench.report import in_report
-
-    results = plots._results(results)
+    results = plots.as_results(results)
     rows = [r for r in (rows or []) if any((res.chains["sample"] == r.get("_row", -1)).any()
                                            for res in results.values())]
     specs = list(results)
@@ -93,8 +92,6 @@ def sample_explorer(dataset, tokenizer=None, *, sample: int = 0):
 
     Returns the widget, or None in a report run (the preview of ``sample`` is displayed instead).
     """
-    from workbench.report import in_report
-
     n = len(dataset)
     if n == 0:
         raise WorkbenchError("sample_explorer: the dataset has no rows")

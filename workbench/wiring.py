@@ -11,10 +11,12 @@
     >>> resolve("sglang", {"num_hidden_layers": 32}).spec      # what SGLang feeds by default
     'L1,L15,L28'
 
-Engine presets (``resolve``/``table``) follow /work/shared/eagle3-facts.md section 1: SGLang reads only
-``eagle_config.eagle_aux_hidden_state_layer_ids`` and adds +1 (capture *before* layer id+1 = output of
-layer id); vLLM reads the top-level key, then ``eagle_config``, as is (id k = output of layer k-1);
-SpecForge/ModelOpt ids are layer outputs; ``hf`` ids are ``output_hidden_states`` indices.
+Engine presets (``resolve``/``table``) follow the engines' source: SGLang (``python/sglang/srt/models/llama.py``,
+``model_runner.py``) reads only ``eagle_config.eagle_aux_hidden_state_layer_ids`` and adds +1 (capture
+*before* layer id+1 = output of layer id); vLLM (``v1/worker/gpu_model_runner.py``,
+``_get_eagle3_aux_layers_from_config``) reads the top-level key, then ``eagle_config``, as is (id k =
+output of layer k-1); SpecForge/ModelOpt ids are layer outputs; ``hf`` ids are ``output_hidden_states``
+indices.
 
 Tap names (see ARCHITECTURE.md): ``embed`` (= HF ``hidden_states[0]``), ``L{k}`` the output of
 decoder layer k, 0-based, before the final norm (= ``hidden_states[k+1]`` for k < N-1), and
@@ -29,6 +31,8 @@ import re
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
+from workbench.files import is_path
+from workbench.render import Rendered
 
 _LAYER = re.compile(r"^L(\d+)$")
 _KEY = "eagle_aux_hidden_state_layer_ids"
@@ -129,9 +133,9 @@ def load_config(source, what: str = "config") -> dict:
     """
     if isinstance(source, dict):
         return source
-    if hasattr(source, "to_dict") and not isinstance(source, (str, os.PathLike)):
+    if hasattr(source, "to_dict") and not is_path(source):
         return source.to_dict()
-    if isinstance(source, (str, os.PathLike)):
+    if is_path(source):
         path = os.fspath(source)
         file = os.path.join(path, "config.json") if os.path.isdir(path) else path
         if not os.path.isfile(file):
@@ -173,7 +177,8 @@ def num_layers(target_config) -> int:
     return n
 
 
-def _ids(value, key: str):
+def id_list(value, key: str):
+    """A config value as a list of integer layer ids (None stays None); anything else is a one-line error."""
     if value is None:
         return None
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool)
@@ -195,8 +200,8 @@ def draft_layer_ids(draft_config) -> dict:
     eagle = cfg.get("eagle_config")
     nested = None
     if isinstance(eagle, dict):
-        nested = _ids(eagle.get(_KEY), f"eagle_config.{_KEY}")
-    return {"nested": nested, "top": _ids(cfg.get(_KEY), _KEY)}
+        nested = id_list(eagle.get(_KEY), f"eagle_config.{_KEY}")
+    return {"nested": nested, "top": id_list(cfg.get(_KEY), _KEY)}
 
 
 def trained_wiring_from_config(draft_config, n_layers: int) -> "Wiring | None":
@@ -433,7 +438,7 @@ def ids_for(engine: str, taps, n_layers: int, *, sglang_rule: str = "classic") -
 
 
 def table(target_config, draft_config=None, *, sglang_rule: str = "classic",
-          trained: "Wiring | str | None" = None) -> list[Resolution]:
+          trained: "Wiring | str | None" = None) -> "WiringTable":
     """Every engine preset for this target/draft, with cross-engine warnings.
 
         >>> rows = table({"num_hidden_layers": 32}, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]})
@@ -460,19 +465,77 @@ def table(target_config, draft_config=None, *, sglang_rule: str = "classic",
             others = "; ".join(f"{'/'.join(es)} feed{'s' if len(es) == 1 else ''} {','.join(t) or '(nothing)'}"
                                for t, es in groups.items() if t != r.taps)
             r.warnings.append(f"engines disagree: {others}")
-    return rows
+    return WiringTable(rows)
 
 
-def format_table(rows: list[Resolution]) -> str:
-    """Plain-text rendering of :func:`table` (used by ``workbench wiring``)."""
-    width = max(len(r.engine) for r in rows)
-    tw = max(len(r.spec or "(nothing)") for r in rows)
-    lines = [f"{'engine'.ljust(width)}  {'taps'.ljust(tw)}  hf_indices  explanation"]
-    for r in rows:
-        hf = ",".join("-" if i is None else str(i) for i in r.hf_indices)
-        flag = "" if r.feasible else "  [WILL NOT WORK]"
-        lines.append(f"{r.engine.ljust(width)}  {(r.spec or '(nothing)').ljust(tw)}  {hf.ljust(10)}  "
-                     f"{r.explanation}{flag}")
-        for msg in r.warnings:
-            lines.append(f"{' ' * width}  ! {msg}")
-    return "\n".join(lines)
+# ------------------------------------------------------------------------------------------------
+# Choosing the wiring of a run
+# ------------------------------------------------------------------------------------------------
+
+def as_wirings(wirings, n_layers: int) -> list:
+    """Wiring specs / Wiring / Resolution objects (or one of them) → list of unique Wiring.
+
+        >>> [w.spec for w in as_wirings(["L1,L3,L4", "hf:2,4,5", "embed,L1,L3"], 8)]
+        ['L1,L3,L4', 'embed,L1,L3']
+    """
+    if isinstance(wirings, (str, Wiring)) or hasattr(wirings, "taps") and not isinstance(wirings, (list, tuple)):
+        wirings = [wirings]
+    out, seen = [], set()
+    for w in wirings:
+        w = Wiring.parse(tuple(w.taps) if hasattr(w, "taps") and not isinstance(w, Wiring) else w, n_layers)
+        if w.spec not in seen:
+            seen.add(w.spec)
+            out.append(w)
+    if not out:
+        raise WorkbenchError("no wiring given (expected e.g. ['embed,L1,L3'] or an engine's Resolution)")
+    return out
+
+
+def choose_wiring(target, draft, wiring=None, engine: str | None = None, *, sglang_rule: str = "classic"):
+    """The wiring to evaluate and a one-line note on where it came from.
+
+        >>> # choose_wiring(target, draft, engine="sglang")   # what SGLang would feed this draft
+        >>> # choose_wiring(target, draft)                     # what the draft was trained on
+
+    ``wiring`` (a spec) wins; else ``engine`` through ``wiring.resolve``; else the draft config's
+    ``workbench.trained_taps``; else SpecForge's reading of its layer ids (layer outputs).
+    """
+    if wiring is not None and engine is not None:
+        raise WorkbenchError("give either a wiring spec or an engine, not both")
+    if wiring is not None:
+        w = Wiring.parse(wiring, target.n_layers)
+        return w, w.note or f"given: {w.spec}"
+    cfg = draft.config
+    if engine is not None:
+        r = resolve(engine, target.config, cfg, sglang_rule=sglang_rule)
+        if not r.taps or not getattr(r, "feasible", True):
+            raise WorkbenchError(f"engine {engine}: cannot feed this draft ({r.explanation}; "
+                                 f"{'; '.join(r.warnings) or 'no taps'})")
+        note = r.explanation + ("" if not r.warnings else " [" + "; ".join(r.warnings) + "]")
+        return Wiring.parse(r.taps, target.n_layers), note
+    trained = trained_wiring_from_config(cfg, target.n_layers) if cfg is not None else None
+    if trained is not None:
+        return trained, f"trained taps from the draft config: {trained.spec}"
+    r = resolve("specforge", target.config, cfg)
+    if not r.taps:
+        raise WorkbenchError(f"cannot tell which taps to feed the draft ({r.explanation}); pass --wiring or --engine")
+    return Wiring.parse(r.taps, target.n_layers), f"no --wiring/--engine: {r.explanation}"
+
+
+class WiringTable(Rendered, list):
+    """What :func:`table` returns: a list of :class:`Resolution`, one per engine, that renders as text."""
+
+    def summary(self) -> str:
+        """Plain-text table (what ``workbench wiring`` prints)."""
+        rows = list(self)
+        width = max(len(r.engine) for r in rows)
+        tw = max(len(r.spec or "(nothing)") for r in rows)
+        lines = [f"{'engine'.ljust(width)}  {'taps'.ljust(tw)}  hf_indices  explanation"]
+        for r in rows:
+            hf = ",".join("-" if i is None else str(i) for i in r.hf_indices)
+            flag = "" if r.feasible else "  [WILL NOT WORK]"
+            lines.append(f"{r.engine.ljust(width)}  {(r.spec or '(nothing)').ljust(tw)}  {hf.ljust(10)}  "
+                         f"{r.explanation}{flag}")
+            for msg in r.warnings:
+                lines.append(f"{' ' * width}  ! {msg}")
+        return "\n".join(lines)

@@ -41,27 +41,18 @@ def run(args) -> int:
 
     from workbench import distributed
     from workbench.acceptance import accept
-    from workbench.errors import parse_dtype, resolve_device
+    from workbench.devices import parse_dtype
 
-    if distributed.torchrun_env() is None and args.device_map is None and args.shard_dir is None:
-        device = resolve_device(args.device)
-        result, note = accept(args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine,
-                              K=args.steps, limit=args.limit, device=device, dtype=parse_dtype(args.dtype, device),
-                              batch_size=args.batch_size, sglang_rule=args.sglang_rule,
-                              trust_remote_code=args.trust_remote_code, progress=not args.quiet)
-    else:
-        with distributed.init(args.device, device_map=args.device_map) as ctx:
-            result, note = distributed.accept_sharded(
-                args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, K=args.steps,
-                limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
-                batch_size=args.batch_size, sglang_rule=args.sglang_rule, trust_remote_code=args.trust_remote_code,
-                progress=not args.quiet, ctx=ctx,
-                out_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
-                                           if ctx.distributed else None))
-        if result is None:                       # not rank 0: rank 0 reports for everyone
-            return 0
-    if args.cost_ratio is not None:
-        result.cost_ratio = args.cost_ratio
+    with distributed.init(args.device, device_map=args.device_map) as ctx:
+        result, note = accept(
+            args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, K=args.steps,
+            limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
+            batch_size=args.batch_size, sglang_rule=args.sglang_rule, trust_remote_code=args.trust_remote_code,
+            progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio,
+            shard_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
+                                         if ctx.distributed else None))
+    if result is None:                           # not rank 0: rank 0 reports for everyone
+        return 0
     print(f"wiring source: {note}")
     print(result.summary())
     if args.json:

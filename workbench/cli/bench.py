@@ -1,6 +1,9 @@
 """`workbench bench`: every benchmark in bench/ in one run; prints one table, writes bench/results.json.
 
     $ workbench bench --quick --out /tmp/results.json
+
+The same as ``python -m bench.run`` from the checkout root: ``bench`` is the checkout's benchmark
+package (installed beside ``workbench`` by ``pip install -e .``), not part of the library.
 """
 
 from workbench import benchmark
@@ -15,13 +18,15 @@ def add_arguments(parser):
 
 
 def run(args):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "bench" / "run.py"
-    if not path.is_file():
-        raise WorkbenchError(f"{path}: not found (`workbench bench` runs from a source checkout that has bench/)")
-    spec = importlib.util.spec_from_file_location("wb_bench_run", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.run(args)
+    try:
+        from bench import run as runner
+    except ModuleNotFoundError as e:
+        if e.name not in ("bench", "bench.run"):
+            raise
+        raise WorkbenchError("the bench package is not importable: run `python -m bench.run` from the source "
+                             "checkout, or reinstall it (`pip install -e .`) so that `workbench bench` finds "
+                             "bench/") from None
+    if not (runner.ROOT / "pyproject.toml").is_file():
+        raise WorkbenchError(f"{runner.ROOT}: not a source checkout (`workbench bench` measures the checkout's "
+                             "demo and writes bench/results.json there)")
+    return runner.run(args)

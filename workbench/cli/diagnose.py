@@ -33,6 +33,9 @@ def add_arguments(parser):
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--rows", type=int, default=12, help="table rows to print")
     parser.add_argument("--json", metavar="OUT", help="write the diagnosis as JSON")
+    parser.add_argument("--cost-ratio", type=float, default=None, metavar="R",
+                        help="draft-step/target-forward cost ratio for the speed-up projection (default: measured); "
+                             "a fixed ratio makes the JSON reproducible")
     add_device_arguments(parser)
     add_torchrun_arguments(parser)
 
@@ -40,14 +43,14 @@ def add_arguments(parser):
 def run(args) -> int:
     from workbench import distributed as wd
     from workbench.diagnose import diagnose_files
-    from workbench.errors import parse_dtype
+    from workbench.devices import parse_dtype
 
     with wd.init(args.device, device_map=args.device_map) as ctx:
         dx = diagnose_files(args.target, args.draft, args.data, engine=args.engine, K=args.steps, limit=args.limit,
                             dtype=parse_dtype(args.dtype, ctx.device), batch_size=args.batch_size,
                             screen_chains=args.screen_chains, top=args.top, sglang_rule=args.sglang_rule,
                             trust_remote_code=args.trust_remote_code, progress=not args.quiet, ctx=ctx,
-                            device_map=args.device_map,
+                            device_map=args.device_map, cost_ratio=args.cost_ratio,
                             shard_dir=args.shard_dir or (wd.default_shard_dir(args.json) if ctx.distributed
                                                          else None))
     if dx is None:                               # not rank 0: rank 0 reports for everyone

@@ -18,27 +18,11 @@ def add_arguments(parser):
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def format_report(info: dict) -> str:
-    f = info["features"]
-    on = [k for k, v in f.items() if v] or ["none"]
-    lines = [
-        f"{info['path']}: {info['architecture']} ({info['format']} format), {info['parameters']:,} parameters "
-        f"(without embed_tokens), {info['dtype']} on {info['device']}",
-        f"  hidden {info['hidden_size']}, target hidden {info['target_hidden_size']} (fc input "
-        f"{info['fc_input']}), heads {info['heads']}/{info['kv_heads']} kv, head_dim {info['head_dim']}, "
-        f"mlp {info['intermediate_size']}, rope theta {info['rope_theta']:g} ({info['rope_scaling']})",
-        f"  vocab {info['vocab_size']}, draft vocab {info['draft_vocab_size']}"
-        + (f" (d2t maps to {info['t2d_coverage']} target ids)" if info["vocab_mapped"] else " (no mapping)"),
-        f"  eagle_config layer ids {info['eagle_layer_ids']}, embed_tokens from {info['embed_source']}",
-        f"  variant features on: {', '.join(on)}",
-    ]
-    lines += [f"  note: {n}" for n in info["notes"]]
-    return "\n".join(lines)
-
-
 def run(args):
+    from workbench import checkpoint
     from workbench import draft as draft_mod
-    from workbench.errors import parse_dtype, resolve_device
+    from workbench.devices import parse_dtype, resolve_device
+    from workbench.setting import SCHEMA_VERSION
 
     device = resolve_device(args.device)
     dtype = parse_dtype(args.dtype, device)
@@ -47,7 +31,7 @@ def run(args):
         from workbench import capture
         target = capture.load_target(args.target, device=device, dtype=dtype,
                                      trust_remote_code=args.trust_remote_code, progress=False)
-    d = draft_mod.load_draft(args.path, target, device=device, dtype=dtype)
+    d = checkpoint.load_draft(args.path, target, device=device, dtype=dtype)
     info = draft_mod.describe_draft(d)
-    print(json.dumps(info, indent=2) if args.json else format_report(info))
+    print(json.dumps({"schema_version": SCHEMA_VERSION, **info}, indent=2) if args.json else info.summary())
     return 0

@@ -46,7 +46,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from workbench.errors import parse_dtype, resolve_device, write_json
+    from workbench.devices import parse_dtype, resolve_device
+    from workbench.files import write_json
     from workbench.regenerate import regenerate
     from workbench.sampling import Sampling
 

@@ -40,7 +40,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from workbench.errors import parse_dtype, resolve_device
+    from workbench.devices import parse_dtype, resolve_device
     from workbench.rewire import rewire
 
     device = resolve_device(args.device)

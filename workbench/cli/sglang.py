@@ -109,7 +109,7 @@ def _run_lint(args) -> int:
         server_args, source = parse_command(text), "command"
     res = lint(server_args, draft=args.draft, target=args.target, trained_wiring=args.trained_wiring,
                sglang_rule=args.sglang_rule, source=source)
-    print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else res.to_text())
+    print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else res.summary())
     return 0 if res.ok else 1
 
 

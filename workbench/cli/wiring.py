@@ -25,11 +25,11 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from workbench.wiring import format_table, table
+    from workbench.wiring import table
 
     rows = table(args.target, args.draft, sglang_rule=args.sglang_rule, trained=args.trained)
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2, ensure_ascii=False))
     else:
-        print(format_table(rows))
+        print(rows.summary())
     return 0

@@ -1,0 +1,671 @@
+"""Statistics of drafted chains and the result objects: per-chain counts, their statistics, tap statistics.
+
+    >>> import torch
+    >>> from workbench.statistics import accepted_counts, decode_path, AcceptanceResult
+    >>> next_token = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12]])      # g_{p+1} at p
+    >>> tokens = next_token[:, :, None].roll(-1, dims=1).repeat(1, 1, 2)  # step-1 always right
+    >>> tokens[..., 1] = 0                                              # step 2 always wrong
+    >>> A = accepted_counts(tokens, next_token, torch.ones(1, 8, dtype=torch.long), torch.tensor([8]), K=2)
+    >>> A.tolist()
+    [[1, 1, 1, 1, 1, -1, -1, -1]]
+    >>> decode_path(A[0], n_prompt_tokens=1, K=2)
+    [(0, 1), (2, 1), (4, 1)]
+    >>> r = AcceptanceResult.from_counts(A, K=2, spec="embed,L1,L3", rows=[0], n_prompt_tokens=[1],
+    ...                                  sources=["demo"])
+    >>> r.accept_length, r.accept_length_no_bonus, r.histogram.tolist()
+    (2.0, 1.0, [0, 5, 0])
+
+Definitions (exactly those of ARCHITECTURE.md). A sample is x_0..x_{T-1}; ``next_token[p]`` is the
+target's greedy token g_{p+1}. The **chain at t** uses features h_0..h_t and bonus token x_{t+1},
+drafts d_1..d_K for positions t+2..t+K+1 and accepts A(t) = number of leading k with
+d_k == g_{t+k+1}. It is **counted** when t+K+1 <= T-1 and loss_mask[t+2..t+K+1] are all 1.
+Greedy, chain drafting (topk 1). ``accept_length`` = E[A]+1 (bonus counted, SGLang/vLLM);
+``accept_length_no_bonus`` = E[A] (SpecForge's simulated acc len).
+
+- every-position estimator: all counted chains;
+- decode-path estimator: start at t = n_prompt_tokens-1, then t <- t+A(t)+1 while a counted chain
+  exists (what a server does when the sample is the target's greedy output).
+
+The counts come from :mod:`workbench.acceptance` (the fast simulation and the exact loop); figures
+of these results from :mod:`workbench.plots`. Tap statistics (feature norms, cosines between taps)
+are here too: :func:`tap_statistics`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.errors import WorkbenchError
+from workbench.files import atomic_write, jsonable, write_json
+from workbench.render import Rendered
+from workbench.setting import SCHEMA_VERSION, Setting
+from workbench.wiring import tap_sort_key
+
+Z95 = 1.959963984540054
+CONVENTION = "chain drafting (topk 1), greedy (temperature 0)"
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-chain counts
+# --------------------------------------------------------------------------------------------------
+
+def accepted_counts(tokens, next_token, loss_mask, lengths, K: int):
+    """A(t) for every chain: LongTensor[B, T], -1 where the chain at t is not counted.
+
+        >>> import torch
+        >>> g = torch.tensor([[1, 2, 3, 4, 5, 6]])
+        >>> d = torch.stack([g.roll(-1, 1), g.roll(-2, 1)], -1)   # both steps right
+        >>> accepted_counts(d, g, torch.tensor([[0, 0, 1, 1, 1, 1]]), torch.tensor([6]), K=2).tolist()
+        [[2, 2, 2, -1, -1, -1]]
+
+    ``tokens[b, t, k]`` (k = 0..K-1, at least K of them) is the (k+1)-th drafted token of the chain
+    at t, in target ids; ``next_token[b, p]`` = g_{p+1}; ``lengths[b]`` = real (unpadded) length.
+    """
+    import torch
+
+    tokens, next_token, loss_mask, lengths = (torch.as_tensor(x) for x in (tokens, next_token, loss_mask, lengths))
+    if K < 1:
+        raise WorkbenchError(f"steps K={K}: expected K >= 1")
+    if tokens.dim() != 3 or tokens.shape[2] < K:
+        raise WorkbenchError(f"draft tokens have shape {tuple(tokens.shape)}: expected [B, T, K>={K}]")
+    B, T = tokens.shape[:2]
+    for name, x in (("next_token", next_token), ("loss_mask", loss_mask)):
+        if tuple(x.shape) != (B, T):
+            raise WorkbenchError(f"{name} has shape {tuple(x.shape)}: expected [B, T] = [{B}, {T}]")
+    if tuple(lengths.shape) != (B,):
+        raise WorkbenchError(f"lengths has shape {tuple(lengths.shape)}: expected [B] = [{B}]")
+    if bool((lengths > T).any()) or bool((lengths < 0).any()):
+        raise WorkbenchError(f"lengths {lengths.tolist()} must lie in 0..T={T}")
+    dev = tokens.device
+    next_token, loss_mask, lengths = next_token.to(dev), loss_mask.to(dev), lengths.to(dev)
+    tokens = tokens[:, :, :K].long()
+
+    # match[b, t, k] = tokens[b, t, k] == next_token[b, t+k+1]   (g_{t+k+2})
+    pad = torch.full((B, K), -1, dtype=torch.long, device=dev)
+    g = torch.cat([next_token.long(), pad], dim=1)                          # [B, T+K]
+    shifted = torch.stack([g[:, k + 1:k + 1 + T] for k in range(K)], dim=-1)  # [B, T, K]
+    match = (tokens == shifted).long()
+    A = match.cumprod(dim=-1).sum(dim=-1)                                  # leading matches
+
+    # counted: t+K+1 <= len-1 and loss_mask[t+2 .. t+K+1] all 1
+    lm = torch.cat([(loss_mask != 0).long(), torch.zeros(B, K + 2, dtype=torch.long, device=dev)], dim=1)
+    csum = torch.cat([torch.zeros(B, 1, dtype=torch.long, device=dev), lm.cumsum(dim=1)], dim=1)
+    t = torch.arange(T, device=dev)
+    window = csum[:, t + K + 2] - csum[:, t + 2]                            # sum of lm[t+2 .. t+K+1]
+    counted = (window == K) & (t[None, :] + K + 1 <= lengths[:, None] - 1)
+    return torch.where(counted, A, torch.full_like(A, -1))
+
+
+def decode_path(A_row, n_prompt_tokens: int, K: int) -> list[tuple[int, int]]:
+    """The verify steps a server would make on a target-greedy sample: list of (t, A(t)).
+
+        >>> decode_path([-1, 2, -1, -1, 0, 1, -1, -1], n_prompt_tokens=2, K=2)
+        [(1, 2), (4, 0), (5, 1)]
+
+    Starts at t = n_prompt_tokens - 1 and moves t <- t + A(t) + 1 while the chain at t is counted.
+    """
+    A_row = [int(a) for a in (A_row.tolist() if hasattr(A_row, "tolist") else A_row)]
+    if n_prompt_tokens < 1:
+        raise WorkbenchError(f"n_prompt_tokens={n_prompt_tokens}: expected >= 1 (the first chain starts at "
+                             f"t = n_prompt_tokens - 1)")
+    steps, t = [], n_prompt_tokens - 1
+    while 0 <= t < len(A_row) and A_row[t] >= 0:
+        a = A_row[t]
+        if a > K:
+            raise WorkbenchError(f"A({t})={a} exceeds K={K}")
+        steps.append((t, a))
+        t += a + 1
+    return steps
+
+
+# --------------------------------------------------------------------------------------------------
+# Statistics helpers (plain numpy on arrays of A values)
+# --------------------------------------------------------------------------------------------------
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """95% Wilson score interval for a proportion; (nan, nan) when n == 0.
+
+        >>> [round(x, 3) for x in wilson(8, 10)]
+        [0.49, 0.943]
+    """
+    if n <= 0:
+        return (math.nan, math.nan)
+    p = successes / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo, hi = center - half, center + half
+    return (0.0 if successes == 0 else max(0.0, lo), 1.0 if successes == n else min(1.0, hi))
+
+
+def chain_statistics(A: np.ndarray, K: int) -> dict:
+    """conditional, cumulative, histogram, accept lengths of an array of A values (all >= 0).
+
+        >>> chain_statistics([2, 0, 1], K=2)["at_least"].tolist()
+        [3, 2, 1]
+    """
+    A = np.asarray(A, dtype=np.int64)
+    n = int(A.size)
+    hist = np.bincount(A, minlength=K + 1)[:K + 1] if n else np.zeros(K + 1, dtype=np.int64)
+    at_least = np.array([int((A >= k).sum()) for k in range(K + 1)])       # at_least[0] = n
+    cumulative = np.array([at_least[k] / n if n else math.nan for k in range(1, K + 1)])
+    conditional = np.array([at_least[k] / at_least[k - 1] if at_least[k - 1] else math.nan
+                            for k in range(1, K + 1)])
+    mean = float(A.mean()) if n else math.nan
+    return {"n_chains": n, "conditional": conditional, "cumulative": cumulative, "histogram": hist,
+            "accept_length": mean + 1, "accept_length_no_bonus": mean, "at_least": at_least}
+
+
+
+
+# --------------------------------------------------------------------------------------------------
+# The result object
+# --------------------------------------------------------------------------------------------------
+
+CHAIN_COLUMNS = ("sample", "t", "accepted", "source", "on_path", "top1", "top5")
+SAMPLE_COLUMNS = ("sample", "source", "n_prompt_tokens", "n_response_tokens", "n_coverable")
+
+
+def _empty_chains() -> dict:
+    return {"sample": np.zeros(0, np.int64), "t": np.zeros(0, np.int64), "accepted": np.zeros(0, np.int64),
+            "source": np.zeros(0, dtype=object), "on_path": np.zeros(0, bool),
+            "top1": np.zeros(0, np.int8), "top5": np.zeros(0, np.int8)}
+
+
+def _empty_samples() -> dict:
+    return {"sample": np.zeros(0, np.int64), "source": np.zeros(0, dtype=object),
+            "n_prompt_tokens": np.zeros(0, np.int64), "n_response_tokens": np.zeros(0, np.int64),
+            "n_coverable": np.zeros(0, np.int64)}
+
+
+@dataclass
+class AcceptanceResult(Rendered):
+    """Acceptance of one wiring: the per-chain table and everything derived from it.
+
+        >>> import numpy as np
+        >>> r = AcceptanceResult.from_arrays("L1,L2,L3", K=2, sample=[0, 0, 1], t=[0, 2, 0],
+        ...                                  accepted=[2, 0, 1], source=["a", "a", "b"])
+        >>> r.cumulative.tolist(), r.conditional.tolist(), r.accept_length
+        ([0.6666666666666666, 0.3333333333333333], [0.6666666666666666, 0.5], 2.0)
+        >>> sorted(r.by_source())
+        ['a', 'b']
+
+    ``chains``: dict of equal-length numpy arrays, columns ``sample`` (dataset row, 0-based), ``t``
+    (chain start), ``accepted`` (A, 0..K), ``source``, ``on_path`` (a decode-path verify step),
+    ``top1``/``top5`` (step-1 target token in the draft's top-1/top-5; -1 = not measured).
+    ``samples``: one entry per sample seen (``sample``, ``source``, ``n_prompt_tokens``,
+    ``n_response_tokens``, ``n_coverable`` = response tokens the draft vocab can emit, -1 unknown).
+    """
+
+    spec: str
+    taps: tuple[str, ...]
+    steps: int
+    chains: dict = field(default_factory=_empty_chains, repr=False)
+    samples: dict = field(default_factory=_empty_samples, repr=False)
+    cost_ratio: float | None = None          # measured draft-step / target-forward time, if any
+    seed: int = 0                            # bootstrap seed
+    setting: Setting | None = None           # what was measured (default: chain K=steps, greedy)
+
+    def __post_init__(self):
+        if self.setting is None:
+            self.setting = Setting(steps=int(self.steps))
+        elif int(self.setting.steps) != int(self.steps):
+            raise WorkbenchError(f"result of K={self.steps} carries a setting of K={self.setting.steps}")
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_arrays(cls, spec, K: int, *, sample, t, accepted, source=None, on_path=None,
+                    top1=None, top5=None, samples: dict | None = None, taps=None,
+                    setting: Setting | None = None) -> "AcceptanceResult":
+        """Build from per-chain columns (the inverse of :meth:`to_frame`)."""
+        n = len(accepted)
+        cols = {"sample": np.asarray(sample, np.int64).reshape(-1), "t": np.asarray(t, np.int64).reshape(-1),
+                "accepted": np.asarray(accepted, np.int64).reshape(-1)}
+        cols["source"] = np.asarray(["" if s is None else str(s) for s in source] if source is not None
+                                    else [""] * n, dtype=object)
+        cols["on_path"] = np.asarray(on_path if on_path is not None else np.zeros(n, bool), bool)
+        cols["top1"] = np.asarray(top1 if top1 is not None else np.full(n, -1), np.int8)
+        cols["top5"] = np.asarray(top5 if top5 is not None else np.full(n, -1), np.int8)
+        for k, v in cols.items():
+            if len(v) != n:
+                raise WorkbenchError(f"per-chain column {k!r} has {len(v)} entries: expected {n}")
+        if n and (cols["accepted"].min() < 0 or cols["accepted"].max() > K):
+            raise WorkbenchError(f"accepted counts must lie in 0..K={K} (got {cols['accepted'].min()}.."
+                                 f"{cols['accepted'].max()})")
+        if samples is None:
+            uniq, first = np.unique(cols["sample"], return_index=True)
+            samples = _empty_samples()
+            samples.update(sample=uniq, source=cols["source"][first],
+                           n_prompt_tokens=np.full(len(uniq), -1, np.int64),
+                           n_response_tokens=np.full(len(uniq), -1, np.int64),
+                           n_coverable=np.full(len(uniq), -1, np.int64))
+        spec = spec.spec if hasattr(spec, "spec") else str(spec)
+        taps = tuple(taps) if taps is not None else tuple(x for x in spec.split(",") if x)
+        return cls(spec=spec, taps=taps, steps=int(K), chains=cols, samples=samples, setting=setting)
+
+    @classmethod
+    def from_counts(cls, A, *, K: int, spec, rows, n_prompt_tokens, sources=None, top_hits=None,
+                    coverage=None, taps=None, setting: Setting | None = None) -> "AcceptanceResult":
+        """Build from ``accepted_counts`` output ``A[B, T]`` (-1 = not counted) of one batch.
+
+        ``top_hits``: optional LongTensor/array [B, T, 2] with step-1 (top1, top5) hits;
+        ``coverage``: optional (n_response_tokens[B], n_coverable[B]).
+        """
+        A = np.asarray(A.cpu() if hasattr(A, "cpu") else A, dtype=np.int64)
+        if A.ndim != 2 or A.shape[0] != len(rows) or len(n_prompt_tokens) != len(rows):
+            raise WorkbenchError(f"counts of shape {A.shape} do not match {len(rows)} rows / "
+                                 f"{len(n_prompt_tokens)} prompt lengths")
+        sources = [str(s) for s in sources] if sources is not None else [""] * len(rows)
+        b_idx, t_idx = np.nonzero(A >= 0)
+        on_path = np.zeros(len(b_idx), bool)
+        for b in range(A.shape[0]):
+            path_t = {t for t, _ in decode_path(A[b], int(n_prompt_tokens[b]), K)}
+            sel = np.nonzero(b_idx == b)[0]
+            on_path[sel] = np.isin(t_idx[sel], list(path_t))
+        top1 = top5 = None
+        if top_hits is not None:
+            th = np.asarray(top_hits.cpu() if hasattr(top_hits, "cpu") else top_hits)
+            top1, top5 = th[b_idx, t_idx, 0], th[b_idx, t_idx, 1]
+        samples = _empty_samples()
+        samples.update(sample=np.asarray(rows, np.int64), source=np.asarray(sources, dtype=object),
+                       n_prompt_tokens=np.asarray(n_prompt_tokens, np.int64))
+        if coverage is not None:
+            samples["n_response_tokens"] = np.asarray(coverage[0], np.int64).reshape(-1)
+            samples["n_coverable"] = np.asarray(coverage[1], np.int64).reshape(-1)
+        else:
+            samples["n_response_tokens"] = np.full(len(rows), -1, np.int64)
+            samples["n_coverable"] = np.full(len(rows), -1, np.int64)
+        return cls.from_arrays(spec, K, sample=np.asarray(rows, np.int64)[b_idx], t=t_idx,
+                               accepted=A[b_idx, t_idx], source=np.asarray(sources, dtype=object)[b_idx],
+                               on_path=on_path, top1=top1, top5=top5, samples=samples, taps=taps,
+                               setting=setting)
+
+    @classmethod
+    def concat(cls, results: list["AcceptanceResult"]) -> "AcceptanceResult":
+        """Exact concatenation of several results of the same wiring and K (disjoint samples)."""
+        if not results:
+            raise WorkbenchError("nothing to merge: expected at least one AcceptanceResult")
+        first = results[0]
+        for r in results[1:]:
+            if r.spec != first.spec or r.steps != first.steps:
+                raise WorkbenchError(f"cannot merge results of wiring {r.spec!r} K={r.steps} into "
+                                     f"{first.spec!r} K={first.steps}: expected the same wiring and steps")
+            if r.setting != first.setting:
+                raise WorkbenchError(f"cannot merge a result of setting ({r.setting.describe()}) into one of "
+                                     f"({first.setting.describe()}): expected the same setting")
+        samples = {k: np.concatenate([r.samples[k] for r in results]) for k in SAMPLE_COLUMNS}
+        if len(np.unique(samples["sample"])) != len(samples["sample"]):
+            uniq, counts = np.unique(samples["sample"], return_counts=True)
+            dup = uniq[counts > 1][:3].tolist()
+            raise WorkbenchError(f"cannot merge: sample rows appear in more than one result (e.g. {dup}); "
+                                 f"expected disjoint shards of the data")
+        chains = {k: np.concatenate([r.chains[k] for r in results]) for k in CHAIN_COLUMNS}
+        ratios = [r.cost_ratio for r in results if r.cost_ratio is not None]
+        return cls(spec=first.spec, taps=first.taps, steps=first.steps, chains=chains, samples=samples,
+                   cost_ratio=float(np.mean(ratios)) if ratios else None, seed=first.seed, setting=first.setting)
+
+    def merge(self, other: "AcceptanceResult") -> "AcceptanceResult":
+        """Exact merge with a result over other samples (e.g. another torchrun shard)."""
+        return AcceptanceResult.concat([self, other])
+
+    def filter(self, source: str | None = None) -> "AcceptanceResult":
+        """The same result restricted to the chains and samples of one ``source``."""
+        if source is None:
+            return self
+        cm = self.chains["source"] == source
+        sm = self.samples["source"] == source
+        return AcceptanceResult(spec=self.spec, taps=self.taps, steps=self.steps,
+                                chains={k: v[cm] for k, v in self.chains.items()},
+                                samples={k: v[sm] for k, v in self.samples.items()},
+                                cost_ratio=self.cost_ratio, seed=self.seed, setting=self.setting)
+
+    # ---- statistics ---------------------------------------------------------------------------
+    @property
+    def n_samples(self) -> int:
+        return int(len(self.samples["sample"]))
+
+    @property
+    def n_chains(self) -> int:
+        return int(len(self.chains["accepted"]))
+
+    @property
+    def sources(self) -> list[str]:
+        return sorted(set(self.samples["source"].tolist()) | set(self.chains["source"].tolist()))
+
+    def _s(self) -> dict:
+        return chain_statistics(self.chains["accepted"], self.steps)
+
+    @property
+    def at_least(self) -> np.ndarray:
+        """N(A >= k), k = 0..K (N(A >= 0) = number of counted chains): the counts behind α_k."""
+        return self._s()["at_least"]
+
+    @property
+    def conditional(self) -> np.ndarray:
+        """α_k = P(A >= k | A >= k-1), k = 1..K (NaN where nothing reached step k-1)."""
+        return self._s()["conditional"]
+
+    @property
+    def cumulative(self) -> np.ndarray:
+        """P(A >= k), k = 1..K."""
+        return self._s()["cumulative"]
+
+    @property
+    def histogram(self) -> np.ndarray:
+        """H[a] = number of chains with exactly a accepted, a = 0..K."""
+        return self._s()["histogram"]
+
+    @property
+    def accept_length(self) -> float:
+        """E[A] + 1 over every counted chain (bonus token counted: SGLang/vLLM convention)."""
+        return self._s()["accept_length"]
+
+    @property
+    def accept_length_no_bonus(self) -> float:
+        """E[A] over every counted chain (SpecForge's simulated acc len)."""
+        return self._s()["accept_length_no_bonus"]
+
+    @property
+    def decode_path(self) -> dict:
+        """The decode-path estimator: {n_verify_steps, accept_length (mean A+1), histogram}."""
+        s = chain_statistics(self.chains["accepted"][self.chains["on_path"]], self.steps)
+        return {"n_verify_steps": s["n_chains"], "accept_length": s["accept_length"],
+                "histogram": s["histogram"]}
+
+    @property
+    def top1(self) -> float:
+        """Step-1 top-1 accuracy over counted chains (target token = draft's argmax); NaN if not measured."""
+        v = self.chains["top1"]
+        v = v[v >= 0]
+        return float(v.mean()) if len(v) else math.nan
+
+    @property
+    def top5(self) -> float:
+        """Step-1 top-5 accuracy over counted chains; NaN if not measured."""
+        v = self.chains["top5"]
+        v = v[v >= 0]
+        return float(v.mean()) if len(v) else math.nan
+
+    @property
+    def coverage(self) -> float:
+        """Draft-vocab coverage ceiling: share of response tokens whose target greedy token the
+        draft vocab (``t2d``) can emit at all. NaN if unknown."""
+        ok = self.samples["n_coverable"] >= 0
+        n = int(self.samples["n_response_tokens"][ok].sum())
+        return float(self.samples["n_coverable"][ok].sum() / n) if n else math.nan
+
+    def _bootstrap_mean(self, mask, n_boot: int = 1000) -> tuple[float, float]:
+        """95% percentile bootstrap of mean(A)+1 over chains selected by ``mask``, resampling SAMPLES."""
+        A = self.chains["accepted"][mask]
+        if not len(A):
+            return (math.nan, math.nan)
+        ids, inv = np.unique(self.chains["sample"][mask], return_inverse=True)
+        sums = np.bincount(inv, weights=A + 1.0, minlength=len(ids))
+        cnts = np.bincount(inv, minlength=len(ids)).astype(float)
+        rng = np.random.default_rng(self.seed)
+        w = rng.multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)), size=n_boot).astype(float)
+        num, den = w @ sums, w @ cnts
+        means = num[den > 0] / den[den > 0]
+        return (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
+
+    def intervals(self, n_boot: int = 1000) -> dict:
+        """95% intervals: Wilson for α_k and P(A>=k) (per chain), bootstrap over samples (seeded) for
+        the accept lengths (every-position and decode-path)."""
+        s = self._s()
+        al = s["at_least"]
+        return {
+            "conditional": [list(wilson(int(al[k]), int(al[k - 1]))) for k in range(1, self.steps + 1)],
+            "cumulative": [list(wilson(int(al[k]), int(al[0]))) for k in range(1, self.steps + 1)],
+            "accept_length": list(self._bootstrap_mean(np.ones(self.n_chains, bool), n_boot)),
+            "decode_path_accept_length": list(self._bootstrap_mean(self.chains["on_path"], n_boot)),
+            "method": f"Wilson 95% for proportions; percentile bootstrap over samples ({n_boot}, seed "
+                      f"{self.seed}) for accept lengths",
+        }
+
+    def speedup(self, ratio: float | None = None) -> list[dict]:
+        """Projected speed-up for each K' = 1..K: tokens per verify step ÷ (1 + K'·ratio).
+
+            >>> r = AcceptanceResult.from_arrays("L1", K=2, sample=[0, 0], t=[0, 1], accepted=[2, 1])
+            >>> [(d["k"], round(d["speedup"], 3), d["best"]) for d in r.speedup(0.1)]
+            [(1, 1.818, False), (2, 2.083, True)]
+
+        Tokens per verify step with K' drafted = E[min(A, K')] + 1 (every-position chains; a chain
+        that accepted A of K would accept min(A, K') of K'). ``ratio`` = cost of one draft step ÷
+        one target forward; defaults to the ratio measured during :func:`simulate`.
+        """
+        if ratio is None:
+            ratio = self.cost_ratio
+        if ratio is None or not (ratio >= 0):
+            raise WorkbenchError(f"speedup needs a draft/target cost ratio >= 0 (got {ratio!r}; none was "
+                                 f"measured: pass ratio=, e.g. 0.05)")
+        A = self.chains["accepted"]
+        rows = []
+        for k in range(1, self.steps + 1):
+            tps = float(np.minimum(A, k).mean()) + 1 if len(A) else math.nan
+            rows.append({"k": k, "tokens_per_step": tps, "speedup": tps / (1 + k * ratio), "best": False})
+        finite = [r for r in rows if not math.isnan(r["speedup"])]
+        if finite:
+            max(finite, key=lambda r: r["speedup"])["best"] = True
+        return rows
+
+    # ---- views --------------------------------------------------------------------------------
+    def statistics(self, intervals: bool = False) -> dict:
+        """The statistics as plain Python (the body of :meth:`to_json` without ``by_source``)."""
+        s = self._s()
+        out = {"n_samples": self.n_samples, "n_chains": s["n_chains"], "conditional": s["conditional"],
+               "cumulative": s["cumulative"], "histogram": s["histogram"], "accept_length": s["accept_length"],
+               "accept_length_no_bonus": s["accept_length_no_bonus"], "decode_path": self.decode_path,
+               "top1": self.top1, "top5": self.top5, "coverage": self.coverage}
+        if intervals:
+            out["intervals"] = self.intervals()
+        return jsonable(out)
+
+    def by_source(self) -> dict[str, dict]:
+        """{source: statistics} (same keys as the top level of :meth:`to_json`)."""
+        return {s: self.filter(source=s).statistics() for s in self.sources}
+
+    def to_json(self, path=None, *, ratio: float | None = None) -> dict:
+        """JSON-ready dict (keys of the issue's `accept --json`); written atomically when ``path``."""
+        out = {"schema_version": SCHEMA_VERSION, "wiring": {"spec": self.spec, "taps": list(self.taps)},
+               "steps": self.steps, "setting": self.setting.to_dict(),
+               "convention": CONVENTION + "; accept_length = E[A]+1 (bonus counted), "
+                                          "accept_length_no_bonus = E[A]"}
+        out.update(self.statistics(intervals=True))
+        out["by_source"] = self.by_source()
+        r = ratio if ratio is not None else self.cost_ratio
+        if r is not None:
+            out["cost_ratio"] = float(r)
+            out["speedup"] = jsonable(self.speedup(r))
+        if path is not None:
+            write_json(path, out, indent=2)
+        return out
+
+    def to_frame(self):
+        """The per-chain table as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame({k: self.chains[k] for k in CHAIN_COLUMNS})
+
+    def write_chains(self, path) -> int:
+        """One JSON object per chain (``sample``, ``t``, ``accepted``, ``source``, ``on_path``) to a
+        .jsonl file, atomically. Returns the number of lines."""
+        c = self.chains
+        with atomic_write(path) as f:
+            for i in range(self.n_chains):
+                f.write(json.dumps({"sample": int(c["sample"][i]), "t": int(c["t"][i]),
+                                    "accepted": int(c["accepted"][i]), "source": str(c["source"][i]),
+                                    "on_path": bool(c["on_path"][i])}) + "\n")
+        return self.n_chains
+
+    def summary(self) -> str:
+        """A few human-readable lines."""
+        s = self.statistics()
+        iv = self.intervals()
+        fmt = lambda xs: "[" + ", ".join("—" if x is None else f"{x:.3f}" for x in xs) + "]"  # noqa: E731
+        dp = s["decode_path"]
+        lines = [
+            f"wiring {self.spec}",
+            f"setting: {self.setting.describe()}",
+            f"samples {s['n_samples']}  chains {s['n_chains']}  decode-path verify steps {dp['n_verify_steps']}",
+            f"accept length (E[A]+1, bonus counted): {_f(s['accept_length'])} "
+            f"[95% {_f(iv['accept_length'][0])}–{_f(iv['accept_length'][1])}]   "
+            f"without bonus (E[A]): {_f(s['accept_length_no_bonus'])}",
+            f"decode-path accept length: {_f(dp['accept_length'])} "
+            f"[95% {_f(iv['decode_path_accept_length'][0])}–{_f(iv['decode_path_accept_length'][1])}]",
+            f"conditional α_k: {fmt(s['conditional'])}",
+            f"cumulative P(A>=k): {fmt(s['cumulative'])}",
+            f"histogram H[0..{self.steps}]: {s['histogram']}",
+        ]
+        extra = []
+        if s["top1"] is not None:
+            extra.append(f"step-1 top-1 {_f(s['top1'])} top-5 {_f(s['top5'])}")
+        if s["coverage"] is not None:
+            extra.append(f"draft-vocab coverage ceiling {_f(s['coverage'])}")
+        if extra:
+            lines.append("   ".join(extra))
+        if len(self.sources) > 1:
+            for name, st in self.by_source().items():
+                lines.append(f"  source {name or '(none)'}: chains {st['n_chains']} accept length "
+                             f"{_f(st['accept_length'])} decode-path {_f(st['decode_path']['accept_length'])}")
+        if self.cost_ratio is not None:
+            sp = self.speedup()
+            lines.append(f"projected speed-up (cost ratio {self.cost_ratio:.3f}): " + ", ".join(
+                f"K={d['k']}: {d['speedup']:.2f}" + ("*" if d["best"] else "") for d in sp))
+        return "\n".join(lines)
+
+
+def _f(x) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def coverage_counts(next_token, loss_mask, lengths, t2d):
+    """Per sample: (response tokens, those whose target greedy token the draft vocab can emit).
+
+    Counts positions j (1 <= j < length) with loss_mask[j] == 1; the token that must be drafted
+    there is g_j = next_token[j-1].
+    """
+    import torch
+
+    B, T = next_token.shape
+    t2d = t2d.to(next_token.device)
+    g = next_token[:, :-1].long().clamp(0, len(t2d) - 1)                   # g_j for j = 1..T-1
+    pos = torch.arange(1, T, device=next_token.device)[None, :]
+    resp = (loss_mask[:, 1:] != 0) & (pos < lengths.to(next_token.device)[:, None])
+    ok = resp & t2d[g]
+    return resp.sum(1).cpu().numpy(), ok.sum(1).cpu().numpy()
+
+
+# --------------------------------------------------------------------------------------------------
+# Tap statistics: feature norms and cosines between taps
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class TapStats:
+    """Per-tap feature statistics over real (unpadded) tokens.
+
+    ``norms[tap]``: L2 norm of each token's feature vector; ``cosine[i, j]``: mean over tokens of
+    cos(h_i, h_j) between taps i and j at the same position; ``n_tokens``: tokens used;
+    ``centered_cosine``: the same after subtracting each tap's mean vector (the part that varies with
+    the context; a large shared component makes raw cosines look close to 1), only when asked.
+    """
+
+    taps: list[str]
+    norms: dict
+    cosine: np.ndarray
+    n_tokens: int
+    centered_cosine: np.ndarray | None = None
+
+    def cos(self, a: str, b: str, *, centered: bool = False) -> float:
+        """Mean cosine between taps ``a`` and ``b`` (``centered``: of the centred features)."""
+        m = self.centered_cosine if centered else self.cosine
+        if m is None:
+            raise WorkbenchError("centred cosines were not computed: tap_statistics(..., centered=True)")
+        return float(m[self.taps.index(a), self.taps.index(b)])
+
+    def story(self, taps, pairs) -> dict:
+        """The demo manifest's summary: mean norm per tap, cosine of each tap with the next in ``taps``,
+        and raw/centred cosines of each (trained, served) tap pair in ``pairs`` (rounded to 3 places)."""
+        taps = list(taps)
+        return {"norm": {t: round(float(self.norms[t].mean()), 3) for t in taps},
+                "cos_next": {a: round(self.cos(a, b), 3) for a, b in zip(taps, taps[1:])},
+                "slots": {f"{a}->{b}": round(self.cos(a, b), 3) for a, b in pairs},
+                "slots_centered": {f"{a}->{b}": round(self.cos(a, b, centered=True), 3) for a, b in pairs},
+                "n_tokens": self.n_tokens}
+
+    def to_frame(self):
+        """One row per tap: mean/median/std of the feature norm and mean cosine to every other tap."""
+        import pandas as pd
+
+        rows = []
+        for i, t in enumerate(self.taps):
+            v = self.norms[t]
+            others = [self.cosine[i, j] for j in range(len(self.taps)) if j != i]
+            rows.append({"tap": t, "norm_mean": float(v.mean()), "norm_median": float(np.median(v)),
+                         "norm_std": float(v.std()),
+                         "mean_cos_to_others": float(np.mean(others)) if others else math.nan})
+        return pd.DataFrame(rows).set_index("tap")
+
+    def cosine_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.cosine, index=self.taps, columns=self.taps)
+
+
+def tap_statistics(batches, taps=None, *, centered: bool = False) -> TapStats:
+    """Feature norms and tap-to-tap cosine similarity from ``capture.extract`` batches.
+
+        >>> import torch
+        >>> from types import SimpleNamespace
+        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+        <torch._C.Generator object at ...>
+        >>> x = torch.randn(1, 4, 8)
+        >>> b = SimpleNamespace(features={"embed": 0.01 * torch.randn(1, 4, 8), "L1": x, "L2": 2 * x},
+        ...                     attention_mask=torch.ones(1, 4, dtype=torch.long))
+        >>> s = tap_statistics([b])
+        >>> round(float(s.cosine[1, 2]), 3), s.n_tokens
+        (1.0, 4)
+
+    ``taps``: which taps (default: every tap in the first batch, ordered embed, L0.., final).
+    ``centered``: also the cosines of the centred features (keeps every token's features in memory
+    until the end: meant for demo-sized data).
+    """
+    import torch
+
+    norms: dict = {}
+    dot = None
+    n_tok = 0
+    kept = []
+    for b in batches:
+        feats = b.features
+        if taps is None:
+            taps = sorted(feats, key=tap_sort_key)
+        missing = [t for t in taps if t not in feats]
+        if missing:
+            raise WorkbenchError(f"tap {missing[0]!r} was not captured in this batch (captured: "
+                                 f"{', '.join(sorted(feats, key=tap_sort_key))})")
+        mask = b.attention_mask.bool()
+        # [n_taps, N_tokens, H] unit vectors; float64 so the sums are exact enough for many tokens
+        vecs = torch.stack([feats[t][mask].double().cpu() for t in taps])
+        nrm = vecs.norm(dim=-1)
+        for i, t in enumerate(taps):
+            norms.setdefault(t, []).append(nrm[i].numpy())
+        unit = vecs / nrm.clamp_min(1e-12)[..., None]
+        c = torch.einsum("anh,bnh->ab", unit, unit).numpy()
+        dot = c if dot is None else dot + c
+        n_tok += int(mask.sum())
+        if centered:
+            kept.append(vecs)
+    if not n_tok:
+        raise WorkbenchError("tap statistics: no tokens in the batches (empty dataset or all padding)")
+    cc = None
+    if centered:
+        allv = torch.cat(kept, dim=1)
+        allv = allv - allv.mean(dim=1, keepdim=True)
+        unit = allv / allv.norm(dim=-1).clamp_min(1e-12)[..., None]
+        cc = torch.einsum("anh,bnh->ab", unit, unit).numpy() / n_tok
+    return TapStats(taps=list(taps), norms={t: np.concatenate(v) for t, v in norms.items()},
+                    cosine=dot / n_tok, n_tokens=n_tok, centered_cosine=cc)
