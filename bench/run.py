@@ -231,6 +231,14 @@ def run(args) -> int:
         add(section, demo_label or "demo", lambda: _call_measure(mod, section, demo=demo, device=device,
                                                                  repeats=repeats, quick=args.quick))
 
+    if "long" in sections and load_bench("long") is not None:           # issue 17: one process per length
+        try:
+            lengths = [int(x) for x in args.long_lengths.split(",")] if args.long_lengths else None
+        except ValueError:
+            raise WorkbenchError(f"--long-lengths {args.long_lengths!r}: expected a comma list of integers") from None
+        add("long", "synthetic long rows", lambda: load_bench("long").measure(
+            device=device, repeats=repeats, quick=args.quick, threads=args.threads, lengths=lengths))
+
     machine = benchmark.machine(device)
     settings = {"quick": bool(args.quick), "repeats": repeats, "threads": args.threads, "demo": str(demo) if demo else None,
                 "sections": sections, "targets": targets, "sizes": cfg,

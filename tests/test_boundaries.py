@@ -56,6 +56,9 @@ def private_crossings(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in own:
             base = node.value
+            while isinstance(base, ast.Attribute) and not (isinstance(base.value, ast.Name)
+                                                           and base.value.id in workbench_aliases):
+                base = base.value                  # torch.ops.aten._x: judge the chain by its root name
             if isinstance(base, ast.Name) and base.id in ("self", "cls"):
                 continue
             if isinstance(base, ast.Name) and base.id not in workbench_aliases and base.id not in _LOCAL_OBJECTS:

@@ -280,14 +280,11 @@ def test_verdicts_below_every_wiring_no_match_and_undecided():
 
 
 def test_figures_show_live_and_every_wiring():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from workbench.sglang_live import plot_comparison, plot_histograms
+    from workbench.plots import live_comparison, live_histograms
 
     c = _synthetic([0, 0, 5, 5], {"embed,L1,L3": [0, 0], "L1,L3,L4": [2, 3]})
-    ax = plot_comparison(c).axes[0]
+    ax = live_comparison(c).axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["live (3.50)", "offline embed,L1,L3 trained (1.00)", "offline L1,L3,L4 (3.50)"]
     assert "match-other (L1,L3,L4)" in ax.get_title()
-    assert len(plot_histograms(c).axes[0].patches) == 3 * (K + 1)
+    assert len(live_histograms(c).axes[0].patches) == 3 * (K + 1)

@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from workbench import capture, distributed, inputs
+from workbench.chunks import parse_memory
 from workbench.devices import resolve_device
 from workbench.draft import chain_reference, run_chains
 from workbench.errors import WorkbenchError
@@ -43,7 +44,7 @@ def _sync(device) -> None:
 def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: int | None = None, batch_size: int = 8,
              progress: bool = True, topk: int = 5, cache_dir=None, seed: int = 0, setting: Setting | None = None,
              ctx: distributed.Context | None = None, out_dir=None, name: str | None = None,
-             everywhere: bool = False) -> dict[str, "AcceptanceResult"] | None:
+             everywhere: bool = False, max_memory=None) -> dict[str, "AcceptanceResult"] | None:
     """Acceptance of ``draft`` on ``target`` for each wiring, from ONE target pass over ``dataset``.
 
         >>> # res = simulate(target, draft, ds, ["embed,L1,L3", "L1,L3,L4"], K=4, limit=200)
@@ -62,7 +63,9 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
     process would run and dealt to the ranks of ``ctx`` (:func:`workbench.distributed.init`; default
     a single process); rank 0 returns the exact merge, the other ranks None (every rank gets it with
     ``everywhere``). ``out_dir`` keeps each rank's results for resuming (``name`` tells the files of
-    several stages apart). See :func:`workbench.distributed.sharded`.
+    several stages apart). See :func:`workbench.distributed.sharded`. ``max_memory`` (bytes or "2GB")
+    sizes the chunks of the target's and the draft's heads and the draft's attention blocks
+    (``workbench.chunks``; results do not depend on it, so it is not part of the resume key).
     """
     setting = resolve_setting(K, setting)
     setting.check_simulable()
@@ -85,14 +88,15 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
             return {w.spec: AcceptanceResult(spec=w.spec, taps=tuple(w.taps), steps=setting.steps, seed=seed,
                                              setting=setting) for w in wl}
         return _simulate_rows(target, draft, shard, wl, setting, batch_size=batch_size,
-                              progress=progress and ctx.is_main, topk=topk, cache_dir=cache_dir, seed=seed)
+                              progress=progress and ctx.is_main, topk=topk, cache_dir=cache_dir, seed=seed,
+                              max_memory=max_memory)
 
     return distributed.sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
                                max_positions=target.max_positions, everywhere=everywhere)
 
 
 def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int, progress: bool, topk: int,
-                   cache_dir, seed: int) -> dict[str, AcceptanceResult]:
+                   cache_dir, seed: int, max_memory=None) -> dict[str, AcceptanceResult]:
     """:func:`simulate` on one process over ``rows``: one target pass, every wiring's chains."""
     import torch
 
@@ -109,7 +113,7 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
     t_draft = {w.spec: 0.0 for w in wl}
     t_target = 0.0
     it = capture.extract(target, rows, [w.spec for w in wl], batch_size=batch_size, topk=0, cache_dir=cache_dir,
-                         progress=progress)
+                         progress=progress, max_memory=max_memory)
     any_cached = False
     while True:
         t0 = time.perf_counter()
@@ -126,7 +130,7 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
             feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
             t0 = time.perf_counter()
             with torch.no_grad():
-                out = run_chains(draft, feats, ids, att, int(K), topk=int(topk))
+                out = run_chains(draft, feats, ids, att, int(K), topk=int(topk), max_memory=max_memory)
             _sync(ddev)
             t_draft[w.spec] += time.perf_counter() - t0
             del feats
@@ -274,7 +278,8 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
 def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = None, setting: Setting | None = None,
            limit=None, device: str | None = "cpu", dtype=None, device_map=None, batch_size: int = 8,
            sglang_rule: str = "classic", trust_remote_code: bool = False, progress: bool = True,
-           ctx: distributed.Context | None = None, shard_dir=None, cost_ratio: float | None = None):
+           ctx: distributed.Context | None = None, shard_dir=None, cost_ratio: float | None = None,
+           max_memory=None):
     """Everything behind ``workbench accept``: returns (AcceptanceResult, wiring note).
 
         >>> # result, note = accept("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl",
@@ -285,7 +290,10 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     gets the result (None elsewhere); ``device_map`` (e.g. "auto") spreads a large target over the
     visible GPUs; ``shard_dir`` keeps each rank's results for resuming. ``cost_ratio``: a fixed
     draft-step/target-forward ratio for the speed-up projection instead of the measured one.
+    ``max_memory``: working memory of the chunked heads and attention (``workbench.chunks``).
     """
+    if max_memory is not None:                   # a bad size fails before any model is loaded
+        max_memory = parse_memory(max_memory)
     ctx = ctx or distributed.Context(device=resolve_device(device))
     if cost_ratio is not None and not (isinstance(cost_ratio, (int, float)) and cost_ratio >= 0):
         raise WorkbenchError(f"cost_ratio={cost_ratio!r}: expected a number >= 0 (draft step / target forward)")
@@ -294,7 +302,7 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     w, note = choose_wiring(tgt, d, wiring, engine, sglang_rule=sglang_rule)
     setting = resolve_setting(K, setting).replace(engine=engine)
     res = simulate(tgt, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting, ctx=ctx,
-                   out_dir=shard_dir)
+                   out_dir=shard_dir, max_memory=max_memory)
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]

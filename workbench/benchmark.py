@@ -35,7 +35,7 @@ from workbench.errors import WorkbenchError
 from workbench.files import write_json
 
 SCHEMA = 1
-SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire")
+SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire", "long")
 TARGETS = ("demo", "synthetic")
 _GOAL = re.compile(r"^\s*(<=|>=|==|<|>)\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*$")
 
@@ -75,6 +75,7 @@ def add_arguments(p) -> None:
     p.add_argument("--only", help=f"comma list of {','.join(SECTIONS)} (default: all)")
     p.add_argument("--targets", help=f"comma list of {','.join(TARGETS)} (default: both)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is the least noisy on a shared box)")
+    p.add_argument("--long-lengths", help="row lengths of the long section (default 1024,4096; 16384 is opt-in)")
 
 
 def goal_met(goal: str | None, value: float | None) -> bool | None:

@@ -28,16 +28,19 @@ atomically, so an interrupted run resumes at the first missing shard.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import itertools
 import json
 import os
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import torch
 
+from workbench.chunks import head_chunks
 from workbench.devices import default_dtype, parse_dtype, resolve_device
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, write_json
@@ -431,25 +434,90 @@ def _pad(rows: list[dict], idx: list[int], device) -> tuple[torch.Tensor, torch.
     return ids.to(device), att.to(device), lm.to(device)
 
 
-def _forward(target: Target, taps, ids, att, topk: int):
-    """ONE target forward: captured taps, argmax, optional top-k log-probs. Logits are freed here."""
+# Config keys whose models compute logits other than lm_head(final hidden) (softcapping, scaling):
+# split_head refuses them (their head would need its own chunked transform).
+_LOGIT_SOFTCAPS = ("final_logit_softcapping", "logit_softcapping")
+_LOGIT_SCALES = ("logit_scale", "logits_scaling", "output_multiplier", "output_multiplier_scale")
+_SPLITS: "weakref.WeakKeyDictionary" = None          # model -> (body, head), once verified
+_PROBING = contextvars.ContextVar("workbench_capture_probing", default=False)
+
+
+def _body(model):
+    """The base model (decoder stack + final norm) that find_layers found, e.g. ``model.model``."""
+    layers_path = find_layers(model)[0]
+    return _get_path(model, layers_path.rsplit(".", 1)[0])
+
+
+def split_head(model, probe_ids: torch.Tensor | None = None):
+    """``(body, head)``: ``body(input_ids=, attention_mask=)`` returns the final-norm hidden states, ``head``
+    (the ``lm_head``) maps them to logits, so logits can be computed in chunks (``workbench.chunks``).
+
+        >>> import torch, transformers
+        >>> m = transformers.LlamaForCausalLM(transformers.LlamaConfig(vocab_size=16, hidden_size=8,
+        ...     intermediate_size=8, num_hidden_layers=2, num_attention_heads=2))
+        >>> body, head = split_head(m, torch.tensor([[1, 2, 3]]))
+        >>> type(body).__name__, type(head).__name__
+        ('LlamaModel', 'Linear')
+
+    Refused (one-line error) when the model has no base model / lm_head, when its config transforms
+    the logits (softcapping, logit scales), or when a probe forward of ``probe_ids`` (checked once per
+    model) gives logits other than ``head(body(ids))``.
+    """
+    global _SPLITS
+
+    if _SPLITS is None:
+        _SPLITS = weakref.WeakKeyDictionary()
+    if model in _SPLITS:
+        return _SPLITS[model]
+    name = type(model).__name__
+    cfgs = [model.config, _text_config(model.config)]
+    for key in _LOGIT_SOFTCAPS + _LOGIT_SCALES:
+        for c in cfgs:
+            val = getattr(c, key, None)
+            if val is not None and not isinstance(val, bool) and (key in _LOGIT_SOFTCAPS or float(val) != 1.0):
+                raise WorkbenchError(f"model {name}: config {key}={val} transforms the logits after lm_head; "
+                                     "workbench computes the head in chunks and does not model that transform")
+    body, head = _body(model), model.get_output_embeddings()
+    if not isinstance(body, torch.nn.Module) or not isinstance(head, torch.nn.Module):
+        raise WorkbenchError(f"model {name}: cannot split into a base model and an lm_head "
+                             f"(base model {type(body).__name__}, get_output_embeddings() {type(head).__name__})")
+    if probe_ids is not None:
+        probe = probe_ids[:1, : min(8, probe_ids.shape[-1])]
+        token = _PROBING.set(True)
+        try:
+            with torch.no_grad():
+                full = model(input_ids=probe, use_cache=False)
+                full = (full.logits if hasattr(full, "logits") else full[0]).float()
+                hid = _first_tensor(body(input_ids=probe, use_cache=False))
+                split = head(hid.to(head.weight.device)).float()
+        finally:
+            _PROBING.reset(token)
+        tol = 1e-3 * max(1.0, float(full.abs().max()))
+        if split.shape != full.shape or float((split.to(full.device) - full).abs().max()) > tol:
+            raise WorkbenchError(f"model {name}: its logits are not lm_head(base model output) (probe of "
+                                 f"{probe.shape[-1]} tokens differs); workbench cannot compute its head in chunks")
+        _SPLITS[model] = (body, head)
+    return body, head
+
+
+def _forward(target: Target, taps, ids, att, topk: int, max_memory=None):
+    """ONE target forward: captured taps, argmax, optional top-k log-probs. The base model runs once;
+    its lm_head runs in position chunks (``workbench.chunks.head_chunks``): no [B, T, V] logits."""
+
+    body, lm_head = split_head(target.model, ids)
+    hdev = lm_head.weight.device
+
+    def head(h):
+        return lm_head(h.to(hdev))
+
     with torch.no_grad(), tap_hooks(target.model, taps, device=target.device) as feats:
-        out = target.model(input_ids=ids, attention_mask=att, use_cache=False)
-        logits = out.logits if hasattr(out, "logits") else out[0]
-        del out
-        next_token = logits.argmax(dim=-1).to(target.device)
-        topk_ids = topk_lp = None
-        if topk:
-            k = min(int(topk), logits.shape[-1])
-            ids_list, lp_list = [], []
-            for b in range(logits.shape[0]):  # one row at a time: bounded fp32 memory
-                lp = torch.log_softmax(logits[b].float(), dim=-1)
-                v, i = lp.topk(k, dim=-1)
-                ids_list.append(i)
-                lp_list.append(v)
-            topk_ids = torch.stack(ids_list).to(target.device)
-            topk_lp = torch.stack(lp_list).to(target.device)
-        del logits
+        hidden = _first_tensor(body(input_ids=ids, attention_mask=att, use_cache=False))
+        res = head_chunks(hidden, head, topk=topk, max_memory=max_memory, vocab=target.vocab_size)
+        del hidden
+        next_token = res.ids.to(target.device)
+        topk_ids = res.topk_ids.to(target.device) if topk else None
+        topk_lp = res.topk_logprobs.to(target.device) if topk else None
+        del res
         feats = dict(feats)
     missing = [t for t in taps if t not in feats]
     if missing:
@@ -557,7 +625,7 @@ def _read_manifest(path, key: str) -> dict | None:
 
 
 def extract(target: Target, dataset_or_rows, taps, *, batch_size: int = 8, topk: int = 0, limit: int | None = None,
-            cache_dir=None, progress: bool = True) -> Iterator[Batch]:
+            cache_dir=None, progress: bool = True, max_memory=None) -> Iterator[Batch]:
     """Yield :class:`Batch` objects, one target forward per batch (hooks; never ``output_hidden_states``).
 
         >>> # for batch in extract(target, ds, ["embed,L3,L31", "L3,L31,L59"], batch_size=8, cache_dir=".cache"):
@@ -568,7 +636,8 @@ def extract(target: Target, dataset_or_rows, taps, *, batch_size: int = 8, topk:
     each sample's dataset ``_row``), right-padded; padded positions hold zeros. Batches are handed off
     one by one (memory stays bounded by one batch). Sequences longer than the target's maximum
     positions are truncated, with one warning. With ``cache_dir``, batches are read from / written to
-    a resumable on-disk cache.
+    a resumable on-disk cache. ``max_memory`` (bytes or "2GB") sizes the chunks of the lm_head
+    (default: a share of the free device memory, ``workbench.chunks.memory_budget``).
     """
     if int(batch_size) < 1:
         raise WorkbenchError(f"batch_size must be >= 1, got {batch_size}")
@@ -578,10 +647,10 @@ def extract(target: Target, dataset_or_rows, taps, *, batch_size: int = 8, topk:
     rows = _normalise_rows(dataset_or_rows, limit, target)
     _truncate(rows, target.max_positions)
     plan = _plan(rows, int(batch_size))
-    return _iterate(target, rows, plan, wanted, int(topk), cache_dir, progress)
+    return _iterate(target, rows, plan, wanted, int(topk), cache_dir, progress, max_memory)
 
 
-def _iterate(target, rows, plan, wanted, topk, cache_dir, progress) -> Iterator[Batch]:
+def _iterate(target, rows, plan, wanted, topk, cache_dir, progress, max_memory=None) -> Iterator[Batch]:
     from tqdm.auto import tqdm
 
     folder = manifest_path = manifest = None
@@ -609,7 +678,7 @@ def _iterate(target, rows, plan, wanted, topk, cache_dir, progress) -> Iterator[
                 batch = _load_shard(shard, target.device, row_ids, wanted)
             else:
                 ids, att, lm = _pad(rows, idx, target.device)
-                feats, nxt, tk_ids, tk_lp = _forward(target, wanted, ids, att, topk)
+                feats, nxt, tk_ids, tk_lp = _forward(target, wanted, ids, att, topk, max_memory)
                 batch = Batch(rows=row_ids, input_ids=ids, attention_mask=att, loss_mask=lm, features=feats,
                               next_token=nxt, n_prompt_tokens=[rows[i]["n_prompt_tokens"] for i in idx],
                               sources=[rows[i]["source"] for i in idx], topk_ids=tk_ids, topk_logprobs=tk_lp)
@@ -634,11 +703,13 @@ def count_forwards(model):
     counts = {"calls": 0, "samples": 0}
 
     def pre(module, args, kwargs):
+        if _PROBING.get():                       # split_head's one-time check is not a data forward
+            return
         ids = kwargs.get("input_ids", args[0] if args else None)
         counts["calls"] += 1
         counts["samples"] += int(ids.shape[0]) if isinstance(ids, torch.Tensor) else 0
 
-    handle = model.register_forward_pre_hook(pre, with_kwargs=True)
+    handle = _body(model).register_forward_pre_hook(pre, with_kwargs=True)   # capture calls the base model
     try:
         yield counts
     finally:
@@ -646,4 +717,4 @@ def count_forwards(model):
 
 
 __all__ = ["Target", "Batch", "load_target", "hf_progress", "target_from_model", "find_layers", "tap_hooks", "extract",
-           "union_taps", "check_width", "target_fingerprint", "count_forwards"]
+           "union_taps", "check_width", "target_fingerprint", "count_forwards", "split_head"]

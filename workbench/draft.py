@@ -38,6 +38,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from workbench.attention import prefix_attention
+from workbench.chunks import head_chunks
 from workbench.errors import WorkbenchError
 from workbench.render import Rendered
 
@@ -526,20 +528,24 @@ class ChainOutput:
     logits: torch.Tensor | None = None            # [B, T, K, draft_vocab] fp32, only if asked
 
 
-def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teacher=None):
-    """The training-time-test layout, yielding step-k logits [B, T, Vd] for k = 0..K-1.
+def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teacher=None, *, head=None,
+           max_memory=None):
+    """The training-time-test layout, yielding step-k logits [B, T, Vd] for k = 0..K-1 (with ``head``,
+    a :class:`workbench.chunks.HeadOutput` per step instead: ids, top-k, ... without [B, T, Vd]).
 
-    Step k at position p: rotary position p+k; attends to step-0 keys at positions <= p (masked by
-    ``attention_mask``) plus its own keys from steps 1..k. Step-k input token: ``teacher[:, :, k]``
-    (training) or the draft's own greedy token of step k-1 (a real chain); hidden: its own output.
+    Step k at position p: rotary position p+k; attends to step-0 keys at positions <= p plus its own
+    keys from steps 1..k (``attention.prefix_attention``; batches are right-padded, so real positions
+    never see padding). Step-k input token: ``teacher[:, :, k]`` (training) or the draft's own greedy
+    token of step k-1 (a real chain); hidden: its own output.
     """
     B, T = input_ids.shape
     dev = draft.fc.weight.device
     ids = input_ids.to(dev)
     mask = attention_mask.to(dev).bool()
+    if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+        raise WorkbenchError("attention_mask is not right-padded (a 1 after a 0 in some row); "
+                             "expected each row to be 1 on its tokens, then 0 on padding")
     pos = torch.arange(T, device=dev)
-    causal = pos[None, :] <= pos[:, None]
-    allowed = causal[None] & (mask[:, None, :] | torch.eye(T, dtype=torch.bool, device=dev)[None])
     scale = 1.0 / math.sqrt(draft.spec.head_dim)
     h = draft.project(features.to(dev))
     if teacher is None:
@@ -556,19 +562,14 @@ def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teac
         else:
             own_k.append(kk)
             own_v.append(vv)
-        s0 = (q @ k0.transpose(-1, -2)).float() * scale
-        s0 = s0.masked_fill(~allowed[:, None], float("-inf"))
-        extra = [(q * kj).sum(-1).float()[..., None] * scale for kj in own_k]
-        p = torch.softmax(torch.cat([s0, *extra], dim=-1), dim=-1).to(q.dtype)
-        out = p[..., :T] @ v0
-        for j, vj in enumerate(own_v):
-            out = out + p[..., T + j, None] * vj
+        out = prefix_attention(q, k0, v0, own_k, own_v, scale=scale, max_memory=max_memory)
         hk = draft.finish(residual, out)
-        logits = draft.logits(hk)
-        yield logits
+        step = draft.logits(hk) if head is None else head(hk)
+        yield step
         if k + 1 < K:
             h = draft.next_hidden(hk)
-            tok = teacher[:, :, k + 1].to(dev) if teacher is not None else draft.to_target(logits.argmax(-1))
+            tok = teacher[:, :, k + 1].to(dev) if teacher is not None else \
+                draft.to_target(step.argmax(-1) if head is None else step.ids)
 
 
 def check_chain_inputs(features, input_ids, attention_mask, K):
@@ -587,7 +588,7 @@ def check_chain_inputs(features, input_ids, attention_mask, K):
 
 def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tensor,
                attention_mask: torch.Tensor, K: int, *, topk: int = 0,
-               return_logits: bool = False) -> ChainOutput:
+               return_logits: bool = False, max_memory=None) -> ChainOutput:
     """K greedy draft steps for every start position at once (the training-time-test layout).
 
         >>> import torch
@@ -600,22 +601,28 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
         (torch.Size([2, 5, 4]), torch.Size([2, 5, 4, 3]))
 
     Chains whose bonus token x_{p+1} is padding or past the end (p >= length-1) are computed but
-    meaningless; acceptance does not count them.
+    meaningless; acceptance does not count them. The draft head (norm, lm_head, argmax, top-k) runs in
+    position chunks sized from ``max_memory`` (``workbench.chunks``): no [B, T, Vd] logits unless
+    ``return_logits`` asks for them.
     """
     check_chain_inputs(features, input_ids, attention_mask, K)
     draft.check_ready()
     if topk < 0 or topk > draft.draft_vocab_size:
         raise WorkbenchError(f"topk must be in 0..{draft.draft_vocab_size}, got {topk}")
+
+    def head(hk):
+        return head_chunks(hk, draft.logits, topk=topk, keep_logits=return_logits, max_memory=max_memory,
+                           vocab=draft.draft_vocab_size)
+
     toks, tids, tlps, logs = [], [], [], []
     with torch.no_grad():
-        for logits in unroll(draft, features, input_ids, attention_mask, K):
-            toks.append(draft.to_target(logits.argmax(-1)))
+        for step in unroll(draft, features, input_ids, attention_mask, K, head=head, max_memory=max_memory):
+            toks.append(draft.to_target(step.ids))
             if topk:
-                lp, ix = torch.log_softmax(logits.float(), dim=-1).topk(topk, dim=-1)
-                tids.append(draft.to_target(ix))
-                tlps.append(lp)
+                tids.append(draft.to_target(step.topk_ids))
+                tlps.append(step.topk_logprobs)
             if return_logits:
-                logs.append(logits.float())
+                logs.append(step.logits)
     return ChainOutput(tokens=torch.stack(toks, dim=2),
                        topk_ids=torch.stack(tids, dim=2) if topk else None,
                        topk_logprobs=torch.stack(tlps, dim=2) if topk else None,

@@ -32,6 +32,9 @@ def add_arguments(parser):
                         help="exit 1 when the decode-path accept length is below X (CI gate)")
     parser.add_argument("--cost-ratio", type=float, default=None,
                         help="draft-step/target-forward cost ratio for the speed-up projection (default: measured)")
+    parser.add_argument("--max-memory", default=None, metavar="SIZE",
+                        help="working memory for the chunked heads and attention blocks, e.g. 2GB "
+                             "(default: a quarter of the free device memory, at most 512 MiB; docs/long-rows.md)")
     add_device_arguments(parser)
     add_torchrun_arguments(parser)
 
@@ -48,7 +51,7 @@ def run(args) -> int:
             args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, K=args.steps,
             limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
             batch_size=args.batch_size, sglang_rule=args.sglang_rule, trust_remote_code=args.trust_remote_code,
-            progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio,
+            progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio, max_memory=args.max_memory,
             shard_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
                                          if ctx.distributed else None))
     if result is None:                           # not rank 0: rank 0 reports for everyone
