@@ -18,8 +18,8 @@ Generation, two ways:
   prompts end in the same column, positions counted from each row's first real token), one prefill
   and then one step per token with a KV cache; finished rows leave the batch. The prefill also runs
   over the old response, so the *agreement before* (share of old response tokens equal to the
-  target's argmax) costs no extra forward; the cache is then cropped back to the prompt. That
-  argmax is taken over ``lm_head`` of the final norm's output in chunks (:func:`_prefill`), so a long
+  target's argmax) costs no extra forward; the cache is then cropped back to the prompt. The
+  lm_head runs in position chunks there (``chunks.head_chunks``, as in the capture pass), so a long
   response never materialises its ``[B, R, V]`` logits.
   :func:`generate_reference` is the exact reference (one row, no cache, a full forward per token).
 - **Live SGLang** (:func:`generate_server`): ``POST /generate`` through ``sglang_live.Client``
@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from workbench import capture, inputs
 from workbench import data as dmod
 from workbench.agreement import greedy_matches_reference
+from workbench.chunks import head_chunks
 from workbench.errors import WorkbenchError
 from workbench.files import is_path, write_json
 from workbench.sampling import Sampling, draw, row_generator, row_seed
@@ -227,40 +228,39 @@ def generate_reference(target, prompt: list[int], max_new: int, *, eos_ids=froze
                 return Generated(out, fin)
 
 
-def _prefill(target, ids, att, pos, Lp: int, R: int, *, lean: bool = True, chunk: int = 256):
+def _prefill(target, ids, att, pos, Lp: int, R: int, *, lean: bool = True):
     """Prefill prompts (columns < Lp) and old responses (R columns after them).
 
     Returns (logits predicting the first new token ``[B, V]``, the target's argmax over the old
     response ``[B, R]`` (None when R = 0), the KV cache of the prompt columns only).
 
-    The plain path asks the model for the logits of the last R + 1 columns (``B·(R+1)·V`` values).
-    The ``lean`` path keeps memory at ``B·chunk·V``: it reads the final norm's output with a hook,
-    takes the argmax of ``lm_head`` over ``chunk`` columns at a time (the model's own logits are a
-    positive scaling or a soft-capping of these, which keeps the argmax), then crops the cache to
-    the first Lp - 1 columns and runs the last prompt token again for the first new token's exact
-    logits. Both paths agree (tests/test_regenerate.py).
+    The ``lean`` path runs the base model once and its lm_head in position chunks
+    (``capture.split_head``, ``chunks.head_chunks``, as the capture pass does): no ``[B, R, V]``
+    logits. A model whose logits are not lm_head(base output) (soft-capping, scaling) takes the
+    plain path: the model's own logits of the last R + 1 columns. Both agree (tests/test_regenerate.py).
     """
     import torch
 
     model = target.model
-    cache_kw = _cache_kw(model)
     keep_ok = "logits_to_keep" in inspect.signature(model.forward).parameters
-    head = model.get_output_embeddings()
-    if lean and R and keep_ok and isinstance(head, torch.nn.Linear) and capture.find_layers(model)[3] is not None:
-        with torch.no_grad(), capture.tap_hooks(model, ["final"]) as feats:
-            out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, logits_to_keep=1)
-            h = feats["final"]
-        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        del out
-        with torch.no_grad():
-            g = torch.cat([head(h[:, c:min(c + chunk, Lp - 1 + R)]).argmax(-1)
-                           for c in range(Lp - 1, Lp - 1 + R, chunk)], dim=1)
-            del h
-            cache.crop(-(R + 1))                             # keep columns 0 .. Lp-2
-            out = model(input_ids=ids[:, Lp - 1:Lp], attention_mask=att[:, :Lp], position_ids=pos[:, Lp - 1:Lp],
-                        use_cache=True, **{cache_kw: cache})
-        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        return out.logits[:, -1], g, cache
+    if lean and R:
+        try:
+            body, lm_head = capture.split_head(model, ids)
+        except WorkbenchError:
+            body = None
+        if body is not None:
+            hdev = lm_head.weight.device
+            with torch.no_grad():
+                out = body(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True)
+                hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+                cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+                del out
+                g = head_chunks(hidden[:, Lp - 1:Lp - 1 + R], lambda h: lm_head(h.to(hdev)),
+                                vocab=target.vocab_size).ids
+                first = lm_head(hidden[:, Lp - 1].to(hdev))
+            del hidden
+            cache.crop(-R)                                # keep the prompt columns only (negative = remove)
+            return first, g, cache
     kw = {"logits_to_keep": R + 1} if keep_ok else {}     # columns Lp-1 .. Lp+R-1 only
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, **kw)
