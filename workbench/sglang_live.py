@@ -263,10 +263,12 @@ class Client:
             raise WorkbenchError(f"{self.url}/get_server_info: expected a JSON object, got {type(info).__name__}")
         return info
 
-    def generate(self, input_ids: list[int], max_new_tokens: int, *, where: str = "sample") -> tuple[list[int], dict]:
-        """Greedy ``/generate`` on token ids: (output_ids, meta_info)."""
+    def generate(self, input_ids: list[int], max_new_tokens: int, *, where: str = "sample",
+                 sampling: dict | None = None) -> tuple[list[int], dict]:
+        """``/generate`` on token ids: (output_ids, meta_info). Greedy unless ``sampling`` (more
+        ``sampling_params``, e.g. ``workbench.sampling.Sampling(...).sglang_params()``) says otherwise."""
         payload = {"input_ids": [int(x) for x in input_ids],
-                   "sampling_params": {"temperature": 0, "max_new_tokens": int(max_new_tokens)}}
+                   "sampling_params": {"temperature": 0, **(sampling or {}), "max_new_tokens": int(max_new_tokens)}}
         reply = self.request("/generate", payload)
         if isinstance(reply, list) and len(reply) == 1:
             reply = reply[0]

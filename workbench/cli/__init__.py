@@ -15,7 +15,7 @@ import sys
 from workbench.errors import WorkbenchError
 
 # One module per command, in the order `workbench --help` lists them.
-COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "demo", "report", "sglang", "rewire", "bench"]
+COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "demo", "report", "sglang", "rewire", "bench", "regenerate"]
 
 
 def add_device_arguments(parser) -> None:
