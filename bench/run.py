@@ -231,6 +231,10 @@ def run(args) -> int:
         add(section, demo_label or "demo", lambda: _call_measure(mod, section, demo=demo, device=device,
                                                                  repeats=repeats, quick=args.quick))
 
+    story = load_bench("demo_story") if args.only is None else None   # opt-in (5 demo builds): its last
+    if story is not None:                                               # summary, from bench/demo_story.json
+        figures.extend(story.last_figures(BENCH / "demo_story.json"))
+
     machine = benchmark.machine(device)
     settings = {"quick": bool(args.quick), "repeats": repeats, "threads": args.threads, "demo": str(demo) if demo else None,
                 "sections": sections, "targets": targets, "sizes": cfg,
