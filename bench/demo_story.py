@@ -13,7 +13,8 @@ size, the last run of each kept); ``workbench bench`` shows that last summary in
 re-running it (five default builds take half an hour on 2 busy cores).
 
 Goals (issue 15): ``draft-mismatched`` fed SGLang's taps keeps <= 65% (default) / <= 70% (smoke)
-of its accept length on its training taps; ``draft-aligned`` >= 3.0 (default); build <= 360 s (default).
+of its accept length on its training taps; ``draft-aligned`` >= 3.0 (default); build <= 360 s (default)
+and <= 60 s (smoke), judged on CPU seconds (the build is single-threaded; wall time depends on the load).
 Numbers are measured and reported, never asserted.
 """
 
@@ -78,12 +79,12 @@ def figures(size: str, rows: list[dict]) -> list[dict]:
            {"key": f"demo_story_aligned_{size}", "figure": "demo story: aligned draft accept length",
             "target": label, "unit": "tokens", "values": aligned, "ratio": min(aligned),
             "ratio_unit": "(worst seed)", "goal": goals["aligned"], "note": "decode path, K=4, val.jsonl"}]
-    if wall:
-        out.append({"key": f"demo_build_seconds_{size}", "figure": "demo build (workbench demo --build-only)",
-                    "target": label, "unit": "s", "values": wall, "ratio": max(wall), "ratio_unit": "s wall (slowest)",
-                    "goal": goals["build_s"], "detail": {"cpu_s": cpu, "cpu_s_max": max(cpu) if cpu else None},
-                    "note": f"CPU seconds {min(cpu):.0f}-{max(cpu):.0f}; wall depends on the machine's load"
-                    if cpu else ""})
+    if cpu:
+        out.append({"key": f"demo_build_seconds_{size}", "figure": "demo build CPU time (workbench demo --build-only)",
+                    "target": label, "unit": "s", "values": cpu, "ratio": max(cpu), "ratio_unit": "CPU s (slowest)",
+                    "goal": goals["build_s"], "detail": {"wall_s": wall},
+                    "note": f"wall {min(wall):.0f}-{max(wall):.0f} s on this machine (load-dependent); "
+                            f"one thread, so CPU s ~ wall s on an idle core" if wall else ""})
     return out
 
 

@@ -506,8 +506,9 @@ def _versions() -> dict:
 def summary(manifest: dict) -> str:
     """A few readable lines about a built demo (what ``workbench demo`` prints)."""
     t = manifest.get("target", {})
-    lines = [f"demo ({manifest.get('size')}, seed {manifest.get('seed')}) built in "
-             f"{manifest.get('timings', {}).get('total', 0):.1f} s",
+    tm = manifest.get("timings", {})
+    cpu = f" ({tm['cpu_total']:.1f} s CPU)" if "cpu_total" in tm else ""
+    lines = [f"demo ({manifest.get('size')}, seed {manifest.get('seed')}) built in {tm.get('total', 0):.1f} s{cpu}",
              f"  target: LlamaForCausalLM, N={t.get('n_layers')} layers, H={t.get('hidden_size')}, "
              f"vocab {t.get('vocab_size')}, final loss {t.get('final_loss')}",
              f"  data: train.jsonl {manifest.get('data', {}).get('n_train')} rows, "
