@@ -470,6 +470,19 @@ class RewireResult(Rendered):
             write_json(path, out, indent=2)
         return out
 
+    def table(self) -> str:
+        """Before / after / reference as the markdown table the README quotes ('' without evaluation)."""
+        if self.before is None:
+            return ""
+        A, B = ",".join(self.from_taps), ",".join(self.to_taps)
+        rows = [("before (trained on `%s`, fed `%s`)" % (A, B), self.before)]
+        if self.after_closed_form is not None:
+            rows.append(("closed form only (fed `%s`)" % B, self.after_closed_form))
+        rows += [("after (rewired checkpoint, fed `%s`)" % B, self.after), ("reference (fed `%s`)" % A, self.reference)]
+        lines = [f"| K={self.K} | accept length | decode path |", "|---|---|---|"]
+        lines += [f"| {name} | {r.accept_length:.3f} | {r.decode_path['accept_length']:.3f} |" for name, r in rows]
+        return "\n".join(lines)
+
     def summary(self) -> str:
         A, B = ",".join(self.from_taps), ",".join(self.to_taps)
         r = self.ridge

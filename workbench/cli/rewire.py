@@ -50,6 +50,8 @@ def run(args) -> int:
                     device=device, dtype=parse_dtype(args.dtype, device),
                     trust_remote_code=args.trust_remote_code, progress=not args.quiet)
     print(result.summary())
+    if result.before is not None:
+        print("\n" + result.table())
     if args.json:
         result.to_json(args.json)
         print(f"wrote {args.json}")
