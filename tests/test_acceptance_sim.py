@@ -129,9 +129,16 @@ def test_cli_accept(setup, tmp_path, capsys):
     # CI gate: exit 1 when the decode-path accept length is below the bar
     assert main(base + ["--min-accept-length", "9"]) == 1
     assert "FAIL" in capsys.readouterr().out
-    # an engine's wiring: sglang reads eagle_config ids [0,1,2] +1 -> L0,L1,L2 (N=4)
-    assert main(base + ["--engine", "sglang"]) == 0
-    assert "sglang" in capsys.readouterr().out
+    # an engine's wiring: SGLang before 2026-05 reads eagle_config ids [0,1,2] +1 -> L0,L1,L2 (N=4)
+    assert main(base + ["--engine", "sglang-2026.04"]) == 0
+    assert "sglang-2026.04: eagle_config ids [0,1,2] +1" in capsys.readouterr().out
+    # current SGLang reads ids not starting at 1 as capture points: 0 is the embedding, which it cannot feed
+    assert main(base + ["--engine", "sglang"]) == 2
+    assert "error: engine sglang: cannot feed this draft" in capsys.readouterr().err
+    assert main(base + ["--sglang-rule", "classic", "--engine", "sglang"]) == 0        # the deprecated alias
+    assert "use --engine sglang-2026.04" in capsys.readouterr().err
+    assert main(base + ["--engine", "sglang", "--wiring", TRAINED]) == 0      # the engine's computation, given taps
+    assert f"given wiring {TRAINED} (engine sglang for the rest)" in capsys.readouterr().out
     assert main(base + ["--wiring", "L0,L1,L7"]) == 2
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]                    # (above it: transformers' loading bar)
@@ -241,9 +248,9 @@ def test_cli_accept_trees_and_shape_flags(setup, tmp_path, capsys):
     assert main(base + ["--sglang-args", cmd, "--steps", "3"]) == 2
     assert "give one of them" in capsys.readouterr().err
     # an engine named, no shape: the chain default, and a notice of the shape SGLang would pick
-    assert main(base + ["--engine", "sglang"]) == 0
+    assert main(base + ["--engine", "sglang-2026.04"]) == 0
     out = capsys.readouterr().out
-    assert "notice: sglang with its speculative flags unset drafts a tree: steps 5" in out and "K=4" in out
+    assert "notice: sglang-2026.04 with its speculative flags unset drafts a tree: steps 5" in out and "K=4" in out
 
 
 def test_cli_diagnose_takes_the_tree_flags(setup, tmp_path, capsys):
@@ -252,7 +259,7 @@ def test_cli_diagnose_takes_the_tree_flags(setup, tmp_path, capsys):
     target, draft, rows = setup
     save_world(tmp_path, target, {"draft": draft}, rows, keys=("input_ids", "loss_mask", "source"))
     rc = main(["diagnose", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
-               "--data", str(tmp_path / "data.jsonl"), "--quiet", "--engine", "sglang", "--steps", "3",
+               "--data", str(tmp_path / "data.jsonl"), "--quiet", "--engine", "sglang-2026.04", "--steps", "3",
                "--eagle-topk", "2", "--num-draft-tokens", "6", "--top", "2", "--json", str(tmp_path / "dx.json")])
     out = capsys.readouterr().out
     assert rc in (0, 1) and "tree drafting, steps 3, eagle_topk 2, 6 draft tokens" in out

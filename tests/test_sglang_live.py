@@ -261,7 +261,10 @@ def _synthetic(live_hist, offline: dict, trained="embed,L1,L3", topk=1):
     sample = LiveSample(0, "val.jsonl:1", "code", [1, 2], [3] * meta.completion_tokens, meta.completion_tokens, meta, 0.1)
     res = {s: AcceptanceResult.from_arrays(s, K, sample=[0] * len(a), t=list(range(len(a))), accepted=a,
                                            on_path=[True] * len(a)) for s, a in offline.items()}
-    cands = [Candidate(s, ["trained"] if s == trained else ["sglang"], s == trained) for s in offline]
+    from workbench.wiring import Wiring
+
+    cands = [Candidate(Wiring.parse(s, 8), engines=["trained"] if s == trained else ["sglang"], trained=s == trained)
+             for s in offline]
     return Comparison("http://127.0.0.1:1", K, [sample], res, cands, trained,
                       settings={"speculative_eagle_topk": topk})
 

@@ -84,7 +84,7 @@ def test_cli_tune(setup, tmp_path, capsys):
     base = ["tune", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"), "--quiet"]
     rc = main(base + ["--data", str(tmp_path / "data.jsonl"), "--steps", "1,2,3", "--eagle-topk", "1,2",
                       "--max-draft-tokens", "8", "--json", str(tmp_path / "s.json"), "--plot", str(tmp_path / "s.png"),
-                      "--engine", "sglang"])
+                      "--engine", "sglang-2026.04"])
     out = capsys.readouterr().out
     assert rc == 0 and "best shapes by accept length" in out and (tmp_path / "s.png").stat().st_size > 0
     js = json.loads((tmp_path / "s.json").read_text())

@@ -24,6 +24,14 @@ missing counts derived, each with a notice in ``ds.notices``. The prompt is the 
 ``loss_mask == 0``; the response is everything after it (``n_prompt_tokens + n_response_tokens ==
 seq_len``).
 
+Provenance: an optional per-row ``generation`` object records how the response was made, e.g.
+``{"by": "target", "temperature": 0.0, "top_p": 1.0, "top_k": -1, "seed": null, "dtype": "bf16",
+"max_new_tokens": null}`` (``workbench regenerate`` writes it; see :data:`GENERATION_FIELDS`).
+``by`` is required (``"target"``, ``"server"``, ``"human"``, another model's name, ...); the other
+fields are optional and checked when present; unknown fields pass through. Later results read it to
+know what they measure (sampled data is judged by its settings, not by greedy agreement);
+``inspect`` counts, per source, how the rows were made.
+
 Bad rows: ``on_error="raise"`` stops at the first one with a one-line ``WorkbenchError``
 (``file:line: field: what is wrong (expected ...)``); ``on_error="skip"`` drops them, counts them in
 ``ds.n_skipped`` and warns once at the end of the pass. ``ds.validate()`` reports every problem.
@@ -63,6 +71,69 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 _ID_KEYS = ("input_ids",) + ALIASES["input_ids"]
 _RESERVED = ("_row", "_where")
+
+# The per-row ``generation`` key: field -> what is expected (all but ``by`` optional; null allowed).
+GENERATION_FIELDS = {
+    "by": "a non-empty string: who wrote the response (target, server, human, a model name)",
+    "model": "a string: the model that wrote it",
+    "temperature": "a number >= 0 (0 = greedy)",
+    "top_p": "a number in (0, 1]",
+    "top_k": "an int, -1 (off) or >= 1",
+    "seed": "an int >= 0",
+    "dtype": "a string such as bf16 or fp32",
+    "max_new_tokens": "an int >= 1",
+}
+
+
+def check_generation(gen) -> list[tuple[str, str, str]]:
+    """Problems of one ``generation`` value as ``(field, what is wrong, expected)`` (empty when fine).
+
+        >>> check_generation({"by": "target", "temperature": 0.7, "top_k": 20})
+        []
+        >>> check_generation({"temperature": -1})[0][:2]
+        ('generation.by', 'missing')
+    """
+    if not isinstance(gen, dict):
+        return [("generation", f"got {_type_name(gen)}", 'an object like {"by": "target", "temperature": 0}')]
+    out = []
+    num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == v  # noqa: E731
+    whole = lambda v: type(v) is int  # noqa: E731
+    tests = {"by": lambda v: isinstance(v, str) and v.strip() != "", "model": lambda v: isinstance(v, str),
+             "temperature": lambda v: num(v) and 0 <= v < float("inf"), "top_p": lambda v: num(v) and 0 < v <= 1,
+             "top_k": lambda v: whole(v) and (v == -1 or v >= 1), "seed": lambda v: whole(v) and v >= 0,
+             "dtype": lambda v: isinstance(v, str), "max_new_tokens": lambda v: whole(v) and v >= 1}
+    if gen.get("by") is None:
+        out.append(("generation.by", "missing", GENERATION_FIELDS["by"]))
+    for k, ok in tests.items():
+        v = gen.get(k)
+        if v is not None and not ok(v):
+            out.append((f"generation.{k}", f"got {_type_name(v)} {_short(v)}", GENERATION_FIELDS[k]))
+    return out
+
+
+def generation_label(gen) -> str:
+    """A short description of how a row was made, for summaries.
+
+        >>> generation_label({"by": "target", "temperature": 0}), generation_label(None)
+        ('target, greedy', 'not recorded')
+        >>> generation_label({"by": "server", "temperature": 0.7, "top_p": 0.95, "top_k": 20, "seed": 1})
+        'server, T=0.7 top_p=0.95 top_k=20 seed=1'
+    """
+    if not isinstance(gen, dict):
+        return "not recorded"
+    by = str(gen.get("by") or "?")
+    t = gen.get("temperature")
+    if t is None:
+        return f"{by}, settings not recorded"
+    if t < 1e-6 or gen.get("top_k") == 1:
+        return f"{by}, greedy"
+    parts = [f"T={t:g}"]
+    if gen.get("top_p") not in (None, 1, 1.0):
+        parts.append(f"top_p={gen['top_p']:g}")
+    if gen.get("top_k") not in (None, -1):
+        parts.append(f"top_k={gen['top_k']}")
+    parts.append("unseeded" if gen.get("seed") is None else f"seed={gen['seed']}")
+    return f"{by}, " + " ".join(parts)
 
 
 # ----------------------------------------------------------------------------------------------- results
@@ -177,15 +248,20 @@ class Inspection:
     description: Description
     validation: ValidationReport
     summary: Any  # pandas.DataFrame
+    generation: dict = None  # {source: {label: rows}}: how the valid rows were made (their ``generation`` key)
 
     def to_dict(self) -> dict:
         s = self.summary.reset_index().to_dict(orient="records")
         return {"schema_version": SCHEMA_VERSION, "description": self.description.to_dict(),
-                "validation": self.validation.to_dict(), "summary": s}
+                "validation": self.validation.to_dict(), "summary": s, "generation": self.generation or {}}
 
     def __str__(self) -> str:
         out = [str(self.description), "summary by source (valid rows):"]
         out += ["  " + s for s in self.summary.to_string().splitlines()] if len(self.summary) else ["  (no valid rows)"]
+        if self.generation:
+            out.append("how the responses were made (the 'generation' key), by source:")
+            for src, labels in self.generation.items():
+                out.append(f"  {src}: " + "; ".join(f"{lab} ({n} rows)" for lab, n in labels.items()))
         out.append(str(self.validation))
         return "\n".join(out)
 
@@ -548,6 +624,11 @@ class Dataset:
         elif not isinstance(src, str):
             bad(label["source"], f"got {_type_name(src)} {_short(src)}", "a string")
 
+        # generation (optional provenance)
+        if rec.get("generation") is not None:
+            for fld, msg, exp in check_generation(rec["generation"]):
+                bad(fld, msg, exp)
+
         if probs:
             return None, probs
         out = Row(input_ids=ids, loss_mask=mask, seq_len=T, n_prompt_tokens=npt, n_response_tokens=nrt, source=src)
@@ -617,6 +698,7 @@ class Dataset:
         problems: list[Problem] = []
         by_field: Counter = Counter()
         stats: dict[str, dict] = {}
+        gens: dict[str, Counter] = {}
         stopped = False
         for row, where, rec, out, probs in self._checked():
             if limit is not None and n_rows >= limit:
@@ -650,11 +732,12 @@ class Dataset:
             s["p"].append(out["n_prompt_tokens"])
             s["r"].append(out["n_response_tokens"])
             s["t"].append(out["seq_len"])
+            gens.setdefault(out["source"], Counter())[generation_label(out.get("generation"))] += 1
         desc = Description(self.name, self.format, n_rows,
                            [KeyInfo(k, "|".join(sorted(c)), n, ex or "") for k, (n, c, ex) in keys.items()],
                            self.notices, n_unparse)
         val = ValidationReport(self.name, n_rows, n_invalid, problems, dict(by_field), n_problems, stopped)
-        return Inspection(desc, val, _summary_frame(stats))
+        return Inspection(desc, val, _summary_frame(stats), {k: dict(gens[k].most_common()) for k in sorted(gens)})
 
     def describe(self) -> Description:
         """Every key of the raw rows with its type(s), how many rows have it, and an example."""

@@ -11,7 +11,8 @@
 It generates with the workbench's exact greedy speculative-decoding loop
 (:func:`workbench.acceptance.exact_decode`) on a target and draft with a configured wiring, so a
 server that feeds the draft the wrong taps can be simulated without a GPU; or with any
-``generate(prompt_ids, max_new_tokens) -> (output_ids, accepts per verify step)`` callable.
+``generate(prompt_ids, max_new_tokens) -> (output_ids, accepts per verify step)`` callable (one that
+also takes a ``sampling_params`` keyword gets the request's sampling parameters and may sample).
 It binds 127.0.0.1 only, on a free port, and stops when the ``with`` block ends.
 
 Response variants (``meta_info`` fields, as SGLang versions report them, facts page section 4):
@@ -29,6 +30,7 @@ Response variants (``meta_info`` fields, as SGLang versions report them, facts p
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import threading
 from dataclasses import dataclass, field
@@ -145,13 +147,14 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
             sp = body.get("sampling_params") or {} if isinstance(body, dict) else {}
             if not isinstance(ids, list) or not ids or not all(isinstance(x, int) for x in ids):
                 return self._send(400, {"error": {"message": "the fake server needs input_ids (a list of ints)"}})
-            if sp.get("temperature", 1.0) != 0:
+            takes_sp = "sampling_params" in inspect.signature(generate).parameters
+            if sp.get("temperature", 1.0) != 0 and not takes_sp:
                 return self._send(400, {"error": {"message": "the fake server only decodes greedily (temperature 0)"}})
             max_new = int(sp.get("max_new_tokens", 16))
             with lock:
                 state.requests.append(body)
                 try:
-                    out, accepts = generate(ids, max_new)
+                    out, accepts = generate(ids, max_new, sampling_params=sp) if takes_sp else generate(ids, max_new)
                 except WorkbenchError as e:
                     return self._send(400, {"error": {"message": str(e)}})
                 out = [int(x) for x in out][:max_new]
@@ -171,12 +174,15 @@ def exact_generator(target, draft, wiring, K: int):
 
 @contextlib.contextmanager
 def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "new", generate=None,
-          faults=None, info: dict | None = None):
+          faults=None, info: dict | None = None, engine: str = "sglang"):
     """Start the fake server on 127.0.0.1 (a free port); yields its URL (a ``str`` whose ``.state`` is
     the :class:`FakeServer`: requests received, variant, wiring). Stopped when the block ends.
 
     ``target``/``draft``: paths or loaded objects; ``wiring``: the taps this server feeds the draft
-    (a spec such as ``"L1,L3,L4"``; default: what SGLang would feed, ``wiring.resolve("sglang", ...)``).
+    (a spec such as ``"L1,L3,L4"``; default: what ``engine`` feeds). ``engine``: the record in
+    :mod:`workbench.engines` whose computation the server decodes with (``sglang`` current,
+    ``sglang-2026.04`` for an older server: rotary offset, Eagle-3.1 options, the target's embedding);
+    see :func:`workbench.wiring.apply_engine` (a loaded ``draft`` is changed in place).
     """
     if variant not in VARIANTS:
         raise WorkbenchError(f"fake server variant {variant!r}: expected one of {', '.join(VARIANTS)}")
@@ -191,10 +197,7 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
         if inputs.is_path(draft):
             extra.setdefault("draft_path", str(draft))
         target, draft, _ = inputs.load(target, draft, device="cpu")
-        if wiring is None:
-            r = wmod.resolve("sglang", target.config, draft.config)
-            wiring = r.spec
-        wiring = wmod.Wiring.parse(wiring, target.n_layers).spec
+        wiring = wmod.apply_engine(target, draft, engine, wiring)[0].spec
         generate = exact_generator(target, draft, wiring, int(K))
     state = FakeServer(url="", K=int(K), variant=variant, wiring=wiring, faults=list(faults or []))
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, generate, extra, threading.Lock()))

@@ -39,8 +39,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from workbench import acceptance, inputs
+from workbench import acceptance, engines, inputs
 from workbench import wiring as wmod
+from workbench.diagnose import Candidate
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
 from workbench.render import Rendered
@@ -262,10 +263,12 @@ class Client:
             raise WorkbenchError(f"{self.url}/get_server_info: expected a JSON object, got {type(info).__name__}")
         return info
 
-    def generate(self, input_ids: list[int], max_new_tokens: int, *, where: str = "sample") -> tuple[list[int], dict]:
-        """Greedy ``/generate`` on token ids: (output_ids, meta_info)."""
+    def generate(self, input_ids: list[int], max_new_tokens: int, *, where: str = "sample",
+                 sampling: dict | None = None) -> tuple[list[int], dict]:
+        """``/generate`` on token ids: (output_ids, meta_info). Greedy unless ``sampling`` (more
+        ``sampling_params``, e.g. ``workbench.sampling.Sampling(...).sglang_params()``) says otherwise."""
         payload = {"input_ids": [int(x) for x in input_ids],
-                   "sampling_params": {"temperature": 0, "max_new_tokens": int(max_new_tokens)}}
+                   "sampling_params": {"temperature": 0, **(sampling or {}), "max_new_tokens": int(max_new_tokens)}}
         reply = self.request("/generate", payload)
         if isinstance(reply, list) and len(reply) == 1:
             reply = reply[0]
@@ -413,17 +416,9 @@ def generate_samples(client: Client, rows: list[dict], *, vocab_size: int | None
 
 # ─────────────────────────────── comparison ───────────────────────────────
 
-@dataclass
-class Candidate:
-    """One wiring the offline estimator tries; ``engines`` lists who would feed it."""
-
-    spec: str
-    engines: list[str]
-    trained: bool = False
-
-
-def candidates(target, draft_config, trained=None, extra=None, *, sglang_rule: str = "classic") -> list[Candidate]:
-    """Every feasible engine wiring (``wiring.table``), the trained taps and ``extra`` specs, unique.
+def candidates(target, draft_config, trained=None, extra=None) -> list[Candidate]:
+    """The trained taps, every wiring an engine record feeds as configured (``wiring.table``) and
+    ``extra`` specs, unique, as :class:`workbench.diagnose.Candidate` (``engines`` lists who feeds it).
 
         >>> [c.spec for c in candidates({"num_hidden_layers": 8},
         ...                             {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}},
@@ -434,13 +429,13 @@ def candidates(target, draft_config, trained=None, extra=None, *, sglang_rule: s
     tw = wmod.Wiring.parse(trained, n) if trained is not None else None
     out: dict[str, Candidate] = {}
     if tw is not None:
-        out[tw.spec] = Candidate(tw.spec, ["trained"], True)
-    for r in wmod.table(target, draft_config, sglang_rule=sglang_rule, trained=tw):
+        out[tw.spec] = Candidate(tw, ["trained taps"], engines=["trained"], trained=True)
+    for r in wmod.table(target, draft_config, trained=tw):
         if r.feasible and r.taps:
-            out.setdefault(r.spec, Candidate(r.spec, [])).engines.append(r.engine)
+            out.setdefault(r.spec, Candidate(r.wiring, ["fed as configured"])).engines.append(r.engine)
     for spec in extra or []:
         w = wmod.Wiring.parse(spec, n)
-        out.setdefault(w.spec, Candidate(w.spec, ["given"]))
+        out.setdefault(w.spec, Candidate(w, ["given"], engines=["given"]))
     return list(out.values())
 
 
@@ -627,14 +622,16 @@ class Comparison(Rendered):
 
 def compare(url, target, draft, data, *, limit: int | None = None, K: int | None = None, trained=None,
             wirings=None, concurrency: int = 4, timeout: float = 120.0, retries: int = 3, backoff: float = 0.5,
-            tolerance: float = 0.25, sglang_rule: str = "classic", device: str | None = "cpu", dtype=None,
+            tolerance: float = 0.25, engine: str = "sglang", device: str | None = "cpu", dtype=None,
             batch_size: int = 8, trust_remote_code: bool = False, progress: bool = True) -> Comparison:
     """Run the live comparison (module docstring). ``target``/``draft``/``data``: paths or loaded objects
     (:class:`~workbench.capture.Target`, :class:`~workbench.draft.Eagle3Draft`, a Dataset or row list).
 
     ``K``: draft steps; default the server's ``speculative_num_steps`` (``/get_server_info``), else the
     histogram length - 1. ``trained``: the taps the draft was trained on (default: its config's
-    ``workbench.trained_taps``, else SpecForge's reading of its ids). ``wirings``: extra specs to try.
+    ``workbench.trained_taps``, else what the draft's own format engine feeds:
+    :func:`workbench.engines.default_wiring`). ``wirings``: extra specs to try. ``engine``: the server's
+    record (``sglang`` current, ``sglang-2026.04`` older): the offline side computes what it computes.
     ``tolerance``: how close (accept length) live and offline must be to "match".
     """
     client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
@@ -693,17 +690,17 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     K = int(K)
 
     n = target.n_layers
-    dcfg = draft.config
+    dcfg = draft.raw_config
     tw = wmod.Wiring.parse(trained, n) if trained is not None else \
         (wmod.trained_wiring_from_config(dcfg, n) if dcfg is not None else None)
     if tw is None:
-        r = wmod.resolve("specforge", target.config, dcfg)
+        r = engines.default_wiring(dcfg, target.config)
         tw = wmod.Wiring.parse(r.taps, n)
         notes.append(f"trained taps unknown (no workbench.trained_taps in the draft config): assumed {tw.spec} "
                      f"({r.explanation}); pass --trained-wiring")
-    cands = candidates(target.config, dcfg, tw, wirings, sglang_rule=sglang_rule)
-    setting = Setting(steps=K, engine="sglang", estimator="decode-path")
+    cands = candidates(target.config, dcfg, tw, wirings)
+    setting = Setting(steps=K, engine=engines.get(engine).name, estimator="decode-path")
     offline = acceptance.simulate(target, draft, [s.as_row() for s in samples], [c.spec for c in cands],
-                                  batch_size=batch_size, progress=progress, acc_topk=0, setting=setting)
+                                  batch_size=batch_size, progress=progress, acc_topk=0, setting=setting, engine=engine)
     return Comparison(url=client.url, K=K, samples=samples, offline=offline, candidates=cands, trained=tw.spec,
                       settings=settings, tolerance=float(tolerance), notes=notes, setting=setting)

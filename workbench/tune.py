@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench import capture, inputs
+from workbench import capture, engines, inputs
 from workbench.cost import CostModel, as_cost_model
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
 from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION, Setting
 from workbench.statistics import AcceptanceResult, accepted_counts
-from workbench.wiring import as_wirings, choose_wiring
+from workbench.wiring import apply_engine, as_wirings, choose_wiring
 
 STEPS = tuple(range(1, 9))
 TOPKS = (1, 2, 4, 8)
@@ -228,15 +228,23 @@ def sweep(target, draft, dataset, wiring, *, steps=STEPS, topks=TOPKS, max_token
 
 
 def tune(target, draft, data, *, wiring=None, engine=None, device="cpu", dtype=None, limit=None, batch_size=8,
-         cost_model=None, cost_ratio=None, progress=True, trust_remote_code=False, sglang_rule="classic",
-         max_memory=None, **grid) -> tuple[SweepResult, str]:
-    """Everything behind ``workbench tune``: load, pick the wiring, :func:`sweep`. Returns (sweep, wiring note)."""
+         cost_model=None, cost_ratio=None, progress=True, trust_remote_code=False, max_memory=None,
+         **grid) -> tuple[SweepResult, str]:
+    """Everything behind ``workbench tune``: load, pick the wiring, :func:`sweep`. Returns (sweep, wiring note).
+
+    ``engine``: what that engine feeds and computes (``wiring.apply_engine``: taps, Eagle-3.1 options,
+    rotary offset, so the trees run at the engine's rotary positions); ``wiring`` overrides the taps.
+    """
     from workbench.devices import resolve_device
 
     cm = as_cost_model(cost_model, cost_ratio)                   # a bad file fails before loading models
     tgt, d, ds = inputs.load(target, draft, data, device=resolve_device(device), dtype=dtype,
                              trust_remote_code=trust_remote_code, progress=progress)
-    w, note = choose_wiring(tgt, d, wiring, engine, sglang_rule=sglang_rule)
+    if engine is not None:
+        w, note = apply_engine(tgt, d, engine, wiring)
+        engine = engines.get(engine).name
+    else:
+        w, note = choose_wiring(tgt, d, wiring)
     sw = sweep(tgt, d, ds, w, limit=limit, batch_size=batch_size, progress=progress, cost_model=cm, engine=engine,
                max_memory=max_memory, **grid)
     if engine:

@@ -10,7 +10,8 @@ Under torchrun the samples are sharded over the ranks (workbench.distributed), r
 JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import add_device_arguments, add_shape_arguments, add_torchrun_arguments, resolve_shape
+from workbench.cli import (add_device_arguments, add_engine_arguments, add_shape_arguments, add_torchrun_arguments,
+                           engine_of, resolve_shape)
 
 NAME = "accept"
 HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one wiring"
@@ -20,11 +21,10 @@ def add_arguments(parser):
     parser.add_argument("--target", required=True, help="HF target model folder")
     parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder (config.json + model.safetensors)")
     parser.add_argument("--data", required=True, help="data file (jsonl/parquet/...)")
-    g = parser.add_mutually_exclusive_group()
-    g.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3 or hf:0,2,4")
-    g.add_argument("--engine", help="use the taps this engine would feed (sglang, vllm, eagle, specforge, modelopt, hf)")
-    parser.add_argument("--sglang-rule", default="classic", choices=["classic", "first-id-1"],
-                        help="SGLang id rule (first-id-1 = after PR #25454)")
+    parser.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3 or hf:0,2,4 (with --engine: "
+                                         "overrides only the taps)")
+    add_engine_arguments(parser, what="evaluate what this engine feeds and computes (taps, Eagle-3.1 options, "
+                                      "rotary offset, embedding and lm_head source)")
     add_shape_arguments(parser)
     parser.add_argument("--acc-topk", type=int, default=5, metavar="n",
                         help="record step-1 top-1/top-5 accuracy from the draft's top n ids (0 = off; "
@@ -56,14 +56,16 @@ def run(args) -> int:
     from workbench.acceptance import accept
     from workbench.devices import parse_dtype
 
-    shape = resolve_shape(args, engine=args.engine)
+    engine = engine_of(args)
+    shape = resolve_shape(args, engine=engine)
     with distributed.init(args.device, device_map=args.device_map) as ctx:
         result, note = accept(
-            args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, setting=shape.setting,
+            args.target, args.draft, args.data, wiring=args.wiring, engine=engine, setting=shape.setting,
             acc_topk=args.acc_topk,
             limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
-            batch_size=args.batch_size, sglang_rule=args.sglang_rule, trust_remote_code=args.trust_remote_code,
-            progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio, cost_model=args.cost_model, max_memory=args.max_memory,
+            batch_size=args.batch_size, trust_remote_code=args.trust_remote_code,
+            progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio, cost_model=args.cost_model,
+            max_memory=args.max_memory,
             shard_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
                                          if ctx.distributed else None))
     if result is None:                           # not rank 0: rank 0 reports for everyone

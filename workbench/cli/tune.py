@@ -9,7 +9,7 @@ Grid (default): steps 1..8, eagle_topk 1, 2, 4, 8, num_draft_tokens up to 64 (do
 recommended only from a cost model measured on a GPU; otherwise the best shapes by accept length.
 """
 
-from workbench.cli import add_device_arguments
+from workbench.cli import add_device_arguments, add_engine_arguments, engine_of
 
 NAME = "tune"
 HELP = "sweep SGLang's --speculative-num-steps/-eagle-topk/-num-draft-tokens offline and recommend them"
@@ -31,10 +31,9 @@ def add_arguments(parser):
     parser.add_argument("--target", required=True, help="HF target model folder")
     parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder")
     parser.add_argument("--data", help="data file (jsonl/parquet/...); not needed with --measure-cost-model")
-    g = parser.add_mutually_exclusive_group()
-    g.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3")
-    g.add_argument("--engine", help="use the taps this engine would feed (e.g. sglang)")
-    parser.add_argument("--sglang-rule", default="classic", choices=["classic", "first-id-1"])
+    parser.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3 (with --engine: overrides only "
+                                         "the taps)")
+    add_engine_arguments(parser, what="evaluate what this engine feeds and computes (taps, options, rotary offset)")
     parser.add_argument("--steps", default="1,2,3,4,5,6,7,8", metavar="LIST", help="steps to sweep (default 1..8)")
     parser.add_argument("--eagle-topk", default="1,2,4,8", metavar="LIST", help="eagle_topk values (default 1,2,4,8)")
     parser.add_argument("--max-draft-tokens", type=int, default=64, metavar="N",
@@ -72,11 +71,10 @@ def run(args) -> int:
     if not args.data:
         raise WorkbenchError("--data is required for a sweep (or give --measure-cost-model OUT.json)")
     dev = resolve_device(args.device)
-    sw, note = tune(args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, device=dev,
+    sw, note = tune(args.target, args.draft, args.data, wiring=args.wiring, engine=engine_of(args), device=dev,
                     dtype=parse_dtype(args.dtype, dev), limit=args.limit, batch_size=args.batch_size,
                     cost_model=args.cost_model, cost_ratio=args.cost_ratio, progress=not args.quiet,
-                    trust_remote_code=args.trust_remote_code, sglang_rule=args.sglang_rule,
-                    max_memory=args.max_memory, **grid)
+                    trust_remote_code=args.trust_remote_code, max_memory=args.max_memory, **grid)
     print(f"wiring source: {note}")
     print(sw.summary(max_rows=args.rows))
     if args.json:
