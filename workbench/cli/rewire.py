@@ -33,8 +33,8 @@ def add_arguments(parser):
                         help="SGLang id rule (first-id-1 = after PR #25454)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N training samples")
     parser.add_argument("--eval-limit", type=int, default=None, help="use the first N eval samples")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the fine-tune and of sampled acceptance")
     parser.add_argument("--json", metavar="OUT", help="write the result as JSON")
     add_device_arguments(parser)
 
