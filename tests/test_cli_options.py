@@ -42,9 +42,9 @@ def test_help_shows_defaults(capsys):
      "is a folder, expected a file name"),
     (["diagnose", "--target", "T", "--draft", "D", "--data", "x.jsonl", "--json", "/nope/d.json"], "/nope does not exist"),
     (["rewire", "--target", "T", "--draft", "D", "--data", "x", "--eval-data", "y", "--out", "{tmp}/f.txt"],
-     "is a file, expected a folder"),
+     "exists and is not a folder"),
     (["regenerate", "--target", "T", "--data", "x.jsonl", "--out", "/nope/o.jsonl"], "/nope does not exist"),
-    (["report", "--out", "{tmp}/f.txt"], "is a file, expected a folder"),
+    (["report", "--out", "{tmp}/f.txt"], "exists and is not a folder"),
 ])
 def test_output_paths_fail_fast_before_any_model_is_loaded(argv, needle, tmp_path, capsys):
     (tmp_path / "f.txt").write_text("x")

@@ -95,7 +95,7 @@ def check_output(path, *, folder: bool = False, what: str = "output") -> None:
     p = os.path.abspath(os.fspath(path))
     if folder:
         if os.path.exists(p) and not os.path.isdir(p):
-            raise WorkbenchError(f"{what} {path}: is a file, expected a folder")
+            raise WorkbenchError(f"{what} {path}: exists and is not a folder (expected an output folder)")
         near = p
         while not os.path.exists(near):
             near = os.path.dirname(near)
