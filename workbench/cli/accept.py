@@ -30,7 +30,7 @@ def add_arguments(parser):
                         help="record step-1 top-1/top-5 accuracy from the draft's top n ids (0 = off; "
                              "not --eagle-topk)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
     parser.add_argument("--json", metavar="OUT", help="write the statistics as JSON")
     parser.add_argument("--per-chain", metavar="OUT.jsonl",
                         help="write {sample, t, accepted, ...} for every counted start (a chain or a tree)")
