@@ -56,6 +56,21 @@ def check_outputs(args) -> None:
                          what="--" + dest.replace("_", "-"))
 
 
+def add_inputs_arguments(parser, *, draft: str = "EAGLE-3 draft folder (config.json + model.safetensors)",
+                         data: str = "data file (jsonl/parquet/...)") -> None:
+    """``--target``, ``--draft``, ``--data``: the three inputs every evaluating command takes."""
+    parser.add_argument("--target", required=True, help="HF target model folder")
+    parser.add_argument("--draft", required=True, help=draft)
+    parser.add_argument("--data", required=True, help=data)
+
+
+def add_run_arguments(parser, *, json_help: str) -> None:
+    """``--limit``, ``--batch-size`` and ``--json``, shared by accept and diagnose."""
+    parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
+    parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
+    parser.add_argument("--json", metavar="OUT", help=json_help)
+
+
 def add_device_arguments(parser) -> None:
     """The flags every command that loads models shares: --device, --dtype, --trust-remote-code, --quiet."""
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")

@@ -10,17 +10,16 @@ Under torchrun the samples are sharded over the ranks (workbench.distributed), r
 JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import (add_device_arguments, add_engine_arguments, add_shape_arguments, add_torchrun_arguments,
-                           engine_of, resolve_shape)
+from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments,
+                           add_run_arguments, add_shape_arguments, add_torchrun_arguments, engine_of,
+                           resolve_shape)
 
 NAME = "accept"
 HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one wiring"
 
 
 def add_arguments(parser):
-    parser.add_argument("--target", required=True, help="HF target model folder")
-    parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder (config.json + model.safetensors)")
-    parser.add_argument("--data", required=True, help="data file (jsonl/parquet/...)")
+    add_inputs_arguments(parser)
     parser.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3 or hf:0,2,4 (with --engine: "
                                          "overrides only the taps)")
     add_engine_arguments(parser, what="evaluate what this engine feeds and computes (taps, Eagle-3.1 options, "
@@ -29,9 +28,7 @@ def add_arguments(parser):
     parser.add_argument("--acc-topk", type=int, default=5, metavar="n",
                         help="record step-1 top-1/top-5 accuracy from the draft's top n ids (0 = off; "
                              "not --eagle-topk)")
-    parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
-    parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
-    parser.add_argument("--json", metavar="OUT", help="write the statistics as JSON")
+    add_run_arguments(parser, json_help="write the statistics as JSON")
     parser.add_argument("--per-chain", metavar="OUT.jsonl",
                         help="write {sample, t, accepted, ...} for every counted start (a chain or a tree)")
     parser.add_argument("--min-accept-length", type=float, default=None, metavar="X",

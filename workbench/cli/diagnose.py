@@ -10,25 +10,22 @@ ranks (workbench.distributed), rank 0 prints and writes the same diagnosis as on
 rank keeps its shards in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import (add_device_arguments, add_engine_arguments, add_shape_arguments, add_torchrun_arguments,
-                           engine_of, resolve_shape)
+from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments,
+                           add_run_arguments, add_shape_arguments, add_torchrun_arguments, engine_of,
+                           resolve_shape)
 
 NAME = "diagnose"
 HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict on the engine's wiring"
 
 
 def add_arguments(parser):
-    parser.add_argument("--target", required=True, help="HF target model folder")
-    parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder (config.json + model.safetensors)")
-    parser.add_argument("--data", required=True, help="data file (jsonl/parquet/...)")
+    add_inputs_arguments(parser)
     add_engine_arguments(parser, default="sglang", what="the engine (and version) whose wiring is judged")
     add_shape_arguments(parser, "draft depth of the full curves")
-    parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
+    add_run_arguments(parser, json_help="write the diagnosis as JSON")
     parser.add_argument("--screen-chains", type=int, default=300, help="chains for the α1 screen (stage 1)")
     parser.add_argument("--top", type=int, default=4, help="candidates that get full curves (stage 2)")
-    parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
     parser.add_argument("--rows", type=int, default=12, help="table rows to print")
-    parser.add_argument("--json", metavar="OUT", help="write the diagnosis as JSON")
     parser.add_argument("--cost-ratio", type=float, default=None, metavar="R",
                         help="draft-step/target-forward cost ratio for the speed-up projection (default: measured); "
                              "a fixed ratio makes the JSON reproducible")

@@ -5,16 +5,15 @@
         --out out/draft-rewired --finetune-steps 200 --json rewire.json
 """
 
-from workbench.cli import add_device_arguments, add_engine_arguments, engine_of
+from workbench.cli import add_device_arguments, add_engine_arguments, add_inputs_arguments, engine_of
 
 NAME = "rewire"
 HELP = "make a mis-wired draft work with the engine's taps (closed-form fc refit, optional fine-tune)"
 
 
 def add_arguments(parser):
-    parser.add_argument("--target", required=True, help="HF target model folder")
-    parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder trained on other taps")
-    parser.add_argument("--data", required=True, help="training data (jsonl/parquet/...): the refit's positions")
+    add_inputs_arguments(parser, draft="EAGLE-3 draft folder trained on other taps",
+                         data="training data (jsonl/parquet/...): the refit's positions")
     parser.add_argument("--eval-data", required=True, help="held-out data for before/after/reference acceptance")
     add_engine_arguments(parser, what="engine serving the draft: rewire to what it feeds (the export "
                                       "carries ids for both vLLM and SGLang)")

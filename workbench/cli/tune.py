@@ -39,7 +39,7 @@ def add_arguments(parser):
     parser.add_argument("--max-draft-tokens", type=int, default=64, metavar="N",
                         help="largest num_draft_tokens (default 64)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
     c = parser.add_mutually_exclusive_group()
     c.add_argument("--cost-model", metavar="FILE.json", help="a measured cost model (ranks by projected speed-up "
                                                              "when measured on a GPU)")
