@@ -630,6 +630,17 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
                        logits=torch.stack(logs, dim=2) if return_logits else None)
 
 
+def check_one_sequence(features, input_ids, t: int, who: str, start: str, token: str) -> None:
+    """One-line errors for a sequential reference's inputs: features [T, W], input_ids [T], 0 <= t <= T-2
+    (the start needs the token x_(t+1) that follows it)."""
+    if features.dim() != 2 or input_ids.dim() != 1 or features.shape[0] != input_ids.shape[0]:
+        raise WorkbenchError(f"{who} takes one sequence: features [T, W] and input_ids [T], got "
+                             f"{list(features.shape)} and {list(input_ids.shape)}")
+    T = input_ids.shape[0]
+    if not 0 <= t <= T - 2:
+        raise WorkbenchError(f"{start} t={t} needs the {token} x_(t+1): expected 0 <= t <= {T - 2}")
+
+
 def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tensor, t: int, K: int,
                     *, return_logits: bool = False):
     """One chain, sequentially with a KV cache: the exact reference for :func:`run_chains`.
@@ -645,12 +656,7 @@ def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch
     KV cache), then drafts: step k feeds its own greedy token (target id) and its own hidden at
     rotary position t+k. Returns LongTensor [K] (target ids), with ``return_logits`` also [K, Vd].
     """
-    if features.dim() != 2 or input_ids.dim() != 1 or features.shape[0] != input_ids.shape[0]:
-        raise WorkbenchError(f"chain_reference takes one sequence: features [T, W] and input_ids [T], got "
-                             f"{list(features.shape)} and {list(input_ids.shape)}")
-    T = input_ids.shape[0]
-    if not 0 <= t <= T - 2:
-        raise WorkbenchError(f"chain start t={t} needs the bonus token x_(t+1): expected 0 <= t <= {T - 2}")
+    check_one_sequence(features, input_ids, t, "chain_reference", "chain start", "bonus token")
     if K < 1:
         raise WorkbenchError(f"K (draft steps) must be a positive integer, got {K!r}")
     draft.check_ready()

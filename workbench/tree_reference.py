@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from workbench.draft import check_one_sequence
 from workbench.errors import WorkbenchError
 
 
@@ -95,12 +96,7 @@ def tree_reference(draft, features: torch.Tensor, input_ids: torch.Tensor, t: in
     """
     from workbench.tree import tree_shape
 
-    if features.dim() != 2 or input_ids.dim() != 1 or features.shape[0] != input_ids.shape[0]:
-        raise WorkbenchError(f"tree_reference takes one sequence: features [T, W] and input_ids [T], got "
-                             f"{list(features.shape)} and {list(input_ids.shape)}")
-    T = input_ids.shape[0]
-    if not 0 <= t <= T - 2:
-        raise WorkbenchError(f"tree start t={t} needs the root token x_(t+1): expected 0 <= t <= {T - 2}")
+    check_one_sequence(features, input_ids, t, "tree_reference", "tree start", "root token")
     shape = tree_shape(steps, eagle_topk, num_draft_tokens)
     rope_shift = draft.rotary_offset if rope_shift is None else int(rope_shift)   # default: the engine's
     S, k = shape.steps, shape.topk
