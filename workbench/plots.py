@@ -46,6 +46,12 @@ def save(fig, path, *, dpi: int = 110):
     return path
 
 
+def _grid_and_legend(ax) -> None:
+    """The house style of a bar/curve panel: a light horizontal grid and a small legend."""
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+
+
 def as_results(results) -> dict:
     """``{label: AcceptanceResult}`` from one result, a list or a dict (what every figure takes)."""
     if hasattr(results, "conditional") and hasattr(results, "chains"):
@@ -123,8 +129,7 @@ def accept_length_histogram(results, *, title: str | None = None):
     ax.set_xlabel("accepted draft tokens a per chain (bonus token not counted)")
     ax.set_ylabel("share of chains")
     ax.set_title(title or "Accept-length histogram H[a] (chain, greedy)")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize="small")
+    _grid_and_legend(ax)
     return fig
 
 
@@ -154,8 +159,7 @@ def decode_path_comparison(results, *, title: str | None = None):
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
     ax.set_ylim(0, max(r.steps for r in results.values()) + 1.3)
     ax.set_title(title or "Every-position vs decode-path accept length (95% bootstrap over samples)")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize="small")
+    _grid_and_legend(ax)
     return fig
 
 
@@ -180,8 +184,7 @@ def by_source(results, *, title: str | None = None):
     ax.set_xlabel("data source")
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
     ax.set_title(title or "Accept length by source (every position, chain, greedy)")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize="small")
+    _grid_and_legend(ax)
     return fig
 
 
