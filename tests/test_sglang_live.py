@@ -215,11 +215,11 @@ def test_mismatched_server_is_caught_and_its_wiring_recovered(world):
     assert off[MISMATCHED] == pytest.approx(K + 1)                   # the draft is perfect on its own taps
     assert off[SERVED] < 1.5 and cmp.live_accept_length < 1.5
     assert cmp.verdict_code == "match-other" and cmp.matched == SERVED
-    assert cmp.verdict.startswith(f"live matches wiring {SERVED} (sglang") and "not the trained one" in cmp.verdict
-    # the live histogram holds the offline decode path exactly, plus the steps past the data's end
-    live_h = cmp.live_histogram
-    off_h = cmp.offline[SERVED].decode_path["histogram"]
-    assert all(a >= b for a, b in zip(live_h, off_h)) and sum(live_h) - sum(off_h) <= 6 * (K + 1)
+    assert cmp.mode == "per-request" and cmp.verdict.startswith(f"6/6 requests identical under {SERVED}; best other")
+    assert "the server feeds L1,L3,L4 (sglang" in cmp.verdict and f"not the trained {MISMATCHED}" in cmp.verdict
+    # the offline per-request decode reproduces the live histogram exactly (the last steps included)
+    assert cmp.live_histogram[:K + 1] == [int(x) for x in cmp.offline[SERVED].decode_path["histogram"]]
+    assert all(st == "identical" for st in cmp.statuses()[SERVED])
     frame = cmp.to_frame()
     assert list(frame["sample"]) == list(range(6)) and f"offline {SERVED}" in frame
 
@@ -228,15 +228,16 @@ def test_aligned_server_matches_trained_wiring_through_the_cli(world, tmp_path, 
     root = world["root"]
     with serve(world["target"], world["drafts"]["aligned"], SERVED, K=K, variant="old") as url:
         rc = main(["sglang", "compare", "--url", url, "--target", str(root / "target"), "--draft",
-                   str(root / "draft-aligned"), "--data", str(root / "val.jsonl"), "--limit", "4",
+                   str(root / "draft-aligned"), "--data", str(root / "val.jsonl"), "--limit", "6",
                    "--concurrency", "2", "--json", str(tmp_path / "cmp.json")])
         info = Client(url).server_info()
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert f"verdict: live matches offline under wiring {SERVED} (the trained wiring)" in out
+    assert f"verdict: 6/6 requests identical under {SERVED}" in out and "the server feeds the trained wiring" in out
     res = json.loads((tmp_path / "cmp.json").read_text())
     assert res["verdict"]["code"] == "match-trained" and res["verdict"]["wiring"] == SERVED
-    assert res["variants"] == ["old"] and len(res["samples"]) == 4
+    assert res["variants"] == ["old"] and len(res["samples"]) == 6 and res["schema_version"]
+    assert res["mode"] == "per-request" and res["ranking"][0]["identical"] == 6 and res["separation"]["wins"] == 6
     live = res["totals"][0]
     assert live["what"] == "live" and live["accept_length"] == pytest.approx(K + 1)   # 8 tokens in 2 verify steps
     assert server_settings(info)["avg_spec_accept_length"] == pytest.approx(K + 1)
