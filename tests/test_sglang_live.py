@@ -417,3 +417,14 @@ def test_near_tie_disagreement_is_a_tie_not_evidence():
     assert near_ties(logits, [0, 1, 0], "bfloat16") == {0} and near_ties(logits, [0, 1, 0], "float32") == set()
     with pytest.raises(WorkbenchError, match="served dtype 'int9'"):
         near_ties(logits, [0, 1, 0], "int9")
+
+
+def test_request_figure_shows_each_wiring_per_request():
+    from workbench.plots import live_requests
+
+    c = _two_wirings()
+    ax = live_requests(c).axes[0]
+    img = ax.get_images()[0].get_array()
+    assert img.shape == (2, 8) and [t.get_text() for t in ax.get_yticklabels()] == ["W1", "W2 (trained)"]
+    assert (img[0] == 0).all() and (img[1] == 2).all()            # W1 identical everywhere, W2 differs
+    assert "match-other (W1)" in ax.get_title()
