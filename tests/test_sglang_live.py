@@ -370,7 +370,7 @@ def _two_wirings(statuses_live=True):
     """8 requests; wiring W1 makes pattern P on even and Q on odd requests, W2 the other way round:
     the same pooled aggregate, different requests. The live server is W1."""
     from workbench.fingerprint import server_steps
-    from workbench.sglang_live import Candidate, Comparison, LiveSample, _offline_results
+    from workbench.sglang_live import Candidate, Comparison, LiveSample, offline_results
 
     P, Q = [3, 3], [1, 1, 1, 1]                                       # both emit 9 tokens
     w1 = [P if i % 2 == 0 else Q for i in range(8)]
@@ -380,7 +380,7 @@ def _two_wirings(statuses_live=True):
         meta = parse_meta_info(spec_meta(list(range(9)), acc, K, "new", 2))
         samples.append(LiveSample(i, f"r{i}", "", [1, 2], list(range(9)), 9, meta, 0.0))
     reqs = {"W1": [server_steps(a, 9) for a in w1], "W2": [server_steps(a, 9) for a in w2]}
-    offline = _offline_results(reqs, samples, K, None)
+    offline = offline_results(reqs, samples, K, None)
     cands = [Candidate("W1", ["sglang"]), Candidate("W2", ["trained"], True)]
     return Comparison("http://127.0.0.1:1", K, samples, offline, cands, "W2", requests=reqs if statuses_live else None)
 

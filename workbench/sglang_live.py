@@ -756,7 +756,7 @@ class Comparison(Rendered):
         return "\n".join(lines)
 
 
-def _offline_results(requests: dict, samples: list[LiveSample], K: int, setting: Setting) -> dict:
+def offline_results(requests: dict, samples: list[LiveSample], K: int, setting: Setting) -> dict:
     """{spec: AcceptanceResult} of the per-request decodes (every step on the decode path)."""
     from workbench.statistics import AcceptanceResult
 
@@ -870,7 +870,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     reqs = fp.offline_requests(target, draft, [(s.prompt_ids, s.output_ids) for s in samples],
                                [c.spec for c in cands], steps=K, topk=topk, num_draft_tokens=n_draft,
                                served_dtype=dt, batch_size=batch_size, progress=progress)
-    offline = _offline_results(reqs, samples, K, setting)
+    offline = offline_results(reqs, samples, K, setting)
     cmp = Comparison(url=client.url, K=K, samples=samples, offline=offline, candidates=cands, trained=tw.spec,
                      settings=settings, tolerance=float(tolerance), notes=notes, setting=setting, requests=reqs)
     if counting == "auto" and cmp.mode == "per-request":
