@@ -157,6 +157,8 @@ def run(args) -> int:
     if repeats < 1:
         raise WorkbenchError(f"--repeats {repeats}: expected >= 1")
     sections = _pick(args.only, SECTIONS, "--only")
+    if args.only is None:                        # the long-row section is opt-in (--only long)
+        sections = [s for s in sections if s not in benchmark.OPT_IN]
     targets = _pick(args.targets, TARGETS, "--targets")
     if args.threads and device == "cpu":
         torch.set_num_threads(args.threads)
@@ -238,6 +240,10 @@ def run(args) -> int:
             raise WorkbenchError(f"--long-lengths {args.long_lengths!r}: expected a comma list of integers") from None
         add("long", "synthetic long rows", lambda: load_bench("long").measure(
             device=device, repeats=repeats, quick=args.quick, threads=args.threads, lengths=lengths))
+
+    story = load_bench("demo_story") if args.only is None else None   # opt-in (5 demo builds): its last
+    if story is not None:                                               # summary, from bench/demo_story.json
+        figures.extend(story.last_figures(BENCH / "demo_story.json"))
 
     machine = benchmark.machine(device)
     settings = {"quick": bool(args.quick), "repeats": repeats, "threads": args.threads, "demo": str(demo) if demo else None,

@@ -30,7 +30,7 @@ draft = ""           # EAGLE-3 draft folder, empty: <demo>/draft-mismatched
 data = ""            # dataset for the tap statistics, empty: <demo>/val.jsonl
 limit = 32           # rows used for the tap statistics (0: all)
 device = "cpu"       # cpu, cuda, cuda:N
-sglang_rule = "classic"  # SGLang id rule: classic (+1 always) | first-id-1 (after PR #25454)
+engine = "sglang"    # the serving engine and version to highlight (`workbench wiring --engines`): sglang | sglang-2026.04 | vllm | ...
 
 # %%
 from workbench.report import record_headline, setup_notebook
@@ -38,7 +38,7 @@ from workbench.report import record_headline, setup_notebook
 setup_notebook()
 import pandas as pd
 
-from workbench import capture, inputs, plots, statistics, wiring
+from workbench import capture, engines, inputs, plots, statistics, wiring
 from workbench.demo import fill_paths
 from workbench.draft import describe_draft
 
@@ -63,14 +63,16 @@ for note in info["notes"]:
 # decoder layer *k*, 0-based; final = after the final norm).
 
 # %%
-table = wiring.table(tgt.config, drf.config, sglang_rule=sglang_rule)
-pd.DataFrame([{"engine": r.engine, "taps": r.spec, "HF indices": r.hf_indices, "works": r.feasible,
-               "explanation": r.explanation} for r in table])
+table = wiring.table(tgt.config, drf.raw_config)
+pd.DataFrame([{"engine": r.engine, "version": engines.get(r.engine).boundary, "taps": r.spec,
+               "HF indices": r.hf_indices, "works": r.feasible, "explanation": r.explanation} for r in table])
 
 # %%
 for r in table:
     for w in r.warnings:
         print(f"warning [{r.engine}]: {w}")
+for note in table.notes:
+    print(note)
 
 # %% [markdown]
 # ## Tap feature statistics
@@ -80,9 +82,9 @@ for r in table:
 n = tgt.n_layers
 all_taps = ["embed"] + [f"L{k}" for k in range(n)] + ["final"]
 stats = statistics.tap_statistics(capture.extract(tgt, ds, all_taps, limit=limit or None), all_taps)
-trained = wiring.trained_wiring_from_config(drf.config, n)
-served = next(r for r in table if r.engine == "sglang")
-highlight = {"SGLang feeds": list(served.taps)}
+trained = wiring.trained_wiring_from_config(drf.raw_config, n)
+served = next(r for r in table if r.engine == engines.get(engine).name)
+highlight = {f"{engine} feeds": list(served.taps)}
 if trained is not None:
     highlight = {"trained on": list(trained.taps), **highlight}
 plots.tap_stats_figure(stats, highlight=highlight)
@@ -96,7 +98,7 @@ layer_taps = [t for t in all_taps if t.startswith("L")]
 record_headline("02_wiring", {
     "target layers": n, "target hidden size": tgt.hidden_size,
     "draft trained on": trained.spec if trained is not None else "unknown (not in the draft config)",
-    "SGLang feeds": served.spec,
+    "SGLang feeds" if engine == "sglang" else f"{engine} feeds": served.spec,
     "engines that disagree with training": sum(1 for r in table if trained is not None and r.taps != trained.taps),
     "warnings": sum(len(r.warnings) for r in table),
     "mean cos(embed, layer taps)": float(cos.loc["embed", layer_taps].mean()),

@@ -35,7 +35,7 @@ limit = 0            # rows to evaluate (0: all)
 device = "cpu"       # cpu, cuda, cuda:N
 ratio = 0.0          # draft-step / target-forward cost for the speed-up projection (0: measured here)
 sample = 0           # which evaluated sample to colour
-engine = "sglang"    # engine whose wiring the diagnosis judges: sglang, vllm, eagle, specforge, modelopt, hf
+engine = "sglang"    # engine and version whose wiring the diagnosis judges (`workbench wiring --engines`): sglang, sglang-2026.04, vllm, ...
 train_data = ""      # training data for the rewire refit, empty: <demo>/train.jsonl (only with the demo's target)
 rewire_limit = 64    # training rows the rewire refit reads (0: all)
 
@@ -45,7 +45,7 @@ from workbench.report import record_headline, setup_notebook
 setup_notebook()
 import pandas as pd
 
-from workbench import acceptance, inputs, plots, widgets, wiring
+from workbench import acceptance, inputs, plots, sglang_live, widgets, wiring
 from workbench.demo import fill_paths
 
 target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
@@ -55,16 +55,15 @@ tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=False)
 # ## Candidate wirings
 
 # %%
-trained = wiring.trained_wiring_from_config(drf.config, tgt.n_layers)
-if wirings:
-    candidates = [w.strip() for w in wirings.split(";") if w.strip()]
-else:
-    candidates = [trained.spec] if trained is not None else []
-    for r in wiring.table(tgt.config, drf.config):
-        if r.feasible and r.spec and r.spec not in candidates:
-            candidates.append(r.spec)
+# the trained taps and what every engine record (engine and version) feeds this draft as configured
+trained = wiring.trained_wiring_from_config(drf.raw_config, tgt.n_layers)
+extra = [w.strip() for w in wirings.split(";") if w.strip()] if wirings else []
+found = sglang_live.candidates(tgt.config, drf.raw_config, trained, extra)
+candidates = [c.spec for c in found if not extra or "given" in c.engines]
 print("trained on:", trained.spec if trained is not None else "unknown (not in the draft config)")
-print("candidates:", "; ".join(candidates))
+for c in found:
+    if c.spec in candidates:
+        print(f"candidate {c.spec}: {', '.join(c.engines)}")
 
 # %%
 results = acceptance.simulate(tgt, drf, ds, candidates, K=steps, limit=limit or None)

@@ -129,9 +129,16 @@ def test_cli_accept(setup, tmp_path, capsys):
     # CI gate: exit 1 when the decode-path accept length is below the bar
     assert main(base + ["--min-accept-length", "9"]) == 1
     assert "FAIL" in capsys.readouterr().out
-    # an engine's wiring: sglang reads eagle_config ids [0,1,2] +1 -> L0,L1,L2 (N=4)
-    assert main(base + ["--engine", "sglang"]) == 0
-    assert "sglang" in capsys.readouterr().out
+    # an engine's wiring: SGLang before 2026-05 reads eagle_config ids [0,1,2] +1 -> L0,L1,L2 (N=4)
+    assert main(base + ["--engine", "sglang-2026.04"]) == 0
+    assert "sglang-2026.04: eagle_config ids [0,1,2] +1" in capsys.readouterr().out
+    # current SGLang reads ids not starting at 1 as capture points: 0 is the embedding, which it cannot feed
+    assert main(base + ["--engine", "sglang"]) == 2
+    assert "error: engine sglang: cannot feed this draft" in capsys.readouterr().err
+    assert main(base + ["--sglang-rule", "classic", "--engine", "sglang"]) == 0        # the deprecated alias
+    assert "use --engine sglang-2026.04" in capsys.readouterr().err
+    assert main(base + ["--engine", "sglang", "--wiring", TRAINED]) == 0      # the engine's computation, given taps
+    assert f"given wiring {TRAINED} (engine sglang for the rest)" in capsys.readouterr().out
     assert main(base + ["--wiring", "L0,L1,L7"]) == 2
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]                    # (above it: transformers' loading bar)

@@ -219,7 +219,7 @@ def test_smoke_responses_are_not_one_repeated_token(smoke_demo):
     for split in ("train", "val"):
         rows = _rows(smoke_demo / f"{split}.jsonl")
         resp = [r["input_ids"][r["n_prompt_tokens"]:] for r in rows]
-        assert all(len(set(x)) > 1 for x in resp)
+        assert sum(len(set(x)) == 1 for x in resp) <= len(resp) // 32      # at most 1 row in 32 degenerate
         assert m["data"]["responses"][split] == demo.response_stats(rows)
         assert m["data"]["responses"][split]["distinct_share"] > 0.3
 
@@ -236,14 +236,91 @@ def test_smoke_manifest_story_numbers_are_the_measured_ones(smoke_demo):
     assert story["draft-aligned"]["own_taps"] >= 1.5            # the healthy draft does accept tokens
     ts = m["tap_stats"]
     assert list(ts["norm"]) == ["embed"] + [f"L{i}" for i in range(8)]
-    assert ts["norm"]["embed"] < ts["norm"]["L1"] / 5            # small embedding, as in real LLMs
+    assert ts["norm"]["embed"] < ts["norm"]["L1"] / 2            # small embedding, as in real LLMs
+    assert ts["norm"]["L1"] < ts["norm"]["L3"] < ts["norm"]["L4"]   # the stream grows with depth (tap_growth)
     assert set(ts["slots"]) == set(ts["slots_centered"]) == {"embed->L1", "L1->L3", "L3->L4"}
-    assert "story (val.jsonl, K=4" in demo.summary(m)
+    assert "story (val.jsonl, K=4, decode-path accept length, bonus counted)" in demo.summary(m)
 
 
-@pytest.mark.xfail(strict=True, reason="no clear contrast at size smoke (the default size shows -43%): its 8-layer target's taps "
-                                       "L1/L3/L4 are near-identical after brief training (centered cosine 0.99), "
-                                       "so SGLang's taps cost the mismatched draft only ~3%")
-def test_smoke_mismatched_draft_loses_a_fifth_of_its_accept_length_on_sglangs_taps(smoke_demo):
+@pytest.mark.xfail(strict=True, reason="issue 15 not reached for every seed: write blocks + growth bring the share kept "
+                                       "from ~98% to 63-79% (smoke seeds 0..4: 76, 79, 70, 75, 63%); seed 0 "
+                                       "keeps 76% > 70%; see docs/demo.md")
+def test_smoke_mismatched_draft_keeps_at_most_70_percent_on_sglangs_taps(smoke_demo):
+    st = demo.read_manifest(smoke_demo)["story"]
+    mm, al = st["draft-mismatched"], st["draft-aligned"]
+    assert mm["sglang_taps"] <= 0.70 * mm["own_taps"]          # the wiring bug is visible at smoke size too
+    assert al["sglang_taps"] > mm["sglang_taps"] + 0.5          # and the aligned draft does not suffer it
+
+
+def test_smoke_target_writes_each_story_stretch_into_its_own_block(smoke_demo):
+    """By construction: the taps SGLang feeds add, in each slot, directions the trained tap never had."""
+    from workbench import capture, data
+
+    m = demo.read_manifest(smoke_demo)
+    n, h = m["target"]["n_layers"], m["target"]["hidden_size"]
+    blocks = demo.write_blocks(n, h)
+    target = capture.load_target(smoke_demo / "target")
+    for layer, block in zip(target.model.model.layers, blocks):
+        if block is None:
+            continue
+        for w in (layer.self_attn.o_proj.weight, layer.mlp.down_proj.weight):
+            outside = torch.ones(h, dtype=torch.bool)
+            outside[block.start:block.stop] = False
+            assert w.detach()[outside].abs().max() == 0 and w.detach()[~outside].abs().max() > 0
+    taps = demo.demo_taps(n)
+    rows = data.load(smoke_demo / "val.jsonl").rows()[:4]
+    (batch,) = capture.extract(target, rows, ["embed"] + taps["aligned"], batch_size=4, progress=False)
+    f = batch.features
+    for lid, nxt in zip(taps["layer_ids"], taps["layer_ids"][1:]):     # L1 -> L3, L3 -> L4
+        outside = torch.ones(h, dtype=torch.bool)
+        outside[blocks[nxt].start:blocks[nxt].stop] = False
+        inc = f[f"L{nxt}"] - f[f"L{lid}"]
+        assert inc[..., outside].abs().max() == 0 and inc[..., ~outside].abs().max() > 0   # exactly: zero rows
+    ts = m["tap_stats"]["slots_centered"]
+    assert max(ts.values()) < 0.9, ts                               # every slot's tap changes direction
+
+
+def test_story_table_prints_what_the_manifest_measured(smoke_demo):
+    m = demo.read_manifest(smoke_demo)
+    table = demo.story_table(m)
+    st = m["story"]
+    assert table.splitlines()[0] == (f"| demo smoke (N=8, H={m['target']['hidden_size']}, seed 0) | fed its training "
+                                     f"taps | fed SGLang's `L1,L3,L4` |")
+    mm = st["draft-mismatched"]
+    assert f"| `draft-mismatched` (trained on `embed,L1,L3`) | {mm['own_taps']:.2f} | {mm['sglang_taps']:.2f} (" in table
+    assert table in demo.summary(m)
+
+
+def _demo_story_bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "demo_story.py"
+    spec = importlib.util.spec_from_file_location("wb_bench_demo_story_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_demo_story_bench_summarises_seeds_for_the_bench_table(smoke_demo, tmp_path):
+    from workbench.errors import write_json
+
+    ds = _demo_story_bench()
+    assert ds.parse_seeds("0-2,7") == [0, 1, 2, 7]
+    with pytest.raises(WorkbenchError, match="--seeds 'x'"):
+        ds.parse_seeds("x")
+    row = ds.seed_row(demo.read_manifest(smoke_demo))
     st = demo.read_manifest(smoke_demo)["story"]["draft-mismatched"]
-    assert st["sglang_taps"] <= 0.8 * st["own_taps"]
+    assert row["ratio"] == round(st["sglang_taps"] / st["own_taps"], 4) and row["build_cpu_s"] > 0
+    rows = [row, {**row, "seed": 1, "ratio": 0.5, "aligned": 3.5}]
+    figs = {f["key"]: f for f in ds.figures("smoke", rows)}
+    assert figs["demo_story_ratio_smoke"]["ratio"] == max(row["ratio"], 0.5)          # judged by the worst seed
+    assert figs["demo_story_aligned_smoke"]["ratio"] == min(row["aligned"], 3.5)
+    assert figs["demo_story_ratio_smoke"]["goal"] == "<= 0.70"
+    assert "| 1 | " in ds.markdown("smoke", rows)
+    assert [f.status for f in ds.last_figures(tmp_path / "none.json")] == ["not run"]
+    (tmp_path / "bad.json").write_text("{")
+    assert "unreadable" in ds.last_figures(tmp_path / "bad.json")[0].note
+    write_json(tmp_path / "s.json", {"schema": 1, "runs": {"smoke": {"figures": ds.figures("smoke", rows)}}})
+    got = ds.last_figures(tmp_path / "s.json")
+    assert [f.key for f in got] == list(figs) and all(f.status == "ok" for f in got)

@@ -106,7 +106,8 @@ def test_feasibility_rules_and_config_ids():
     assert "final" in cannot_feed("sglang", ("L1", "L3", "final"), 8)
     assert cannot_feed("specforge", ("L1", "L3", "L7"), 8) is None
     assert cannot_feed("hf", ("embed", "L1", "L3"), 8) is None
-    assert config_ids("sglang", ("L0", "L1", "L3"), 8) == [0, 1, 3]
+    assert config_ids("sglang-2026.04", ("L0", "L1", "L3"), 8) == [0, 1, 3]
+    assert config_ids("sglang", ("L0", "L1", "L3"), 8) is None      # after #25454 no id list reaches L0
     assert config_ids("vllm", ("L0", "L1", "L3"), 8) == [1, 2, 4]
     assert config_ids("sglang", ("embed", "L1", "L3"), 8) is None
 
@@ -131,7 +132,8 @@ def test_mismatched_draft_ranks_trained_wiring_above_sglang_and_says_so(wired):
     assert v.startswith(f"the draft was trained on embed,L1,L3 (α1 {trained['alpha1']:.2f}); "
                         f"SGLang feeds L1,L3,L4 (α1 {served['alpha1']:.2f})"), v
     assert f"expect accept length {served['accept_length']:.2f} instead of {trained['accept_length']:.2f}" in v
-    assert "SGLang cannot feed the embedding: retrain on L1,L3,L4 or serve with an engine that can" in v
+    assert ("SGLang cannot feed the embedding (residual is None before layer 0): retrain on L1,L3,L4 or serve "
+            "with an engine that can (vLLM V1 can feed embed,L1,L3 with ids [0, 2, 4]") in v   # feasible for vLLM
     # the ranked table: stage-2 rows first, sorted by accept length; screened-only rows after, by α1
     t = dx.to_frame()
     assert list(t["rank"]) == list(range(1, len(t) + 1))

@@ -16,6 +16,7 @@ from workbench import engines, wiring
 from workbench.checkpoint import load_draft
 from workbench.draft import Eagle3Draft, chain_reference, new_draft_config, run_chains
 from workbench.errors import WorkbenchError
+from engine_presets_reference import preset_resolve
 
 V, H, N = 60, 32, 32
 
@@ -87,7 +88,7 @@ def test_ids_for_taps_round_trips_through_taps_for_ids(name):
 
 @pytest.mark.parametrize("seed", range(40))
 def test_records_agree_with_the_wiring_presets(seed):
-    """engines.py restates wiring.resolve where versions agree: same taps, same feasibility."""
+    """engines.py restates the old wiring presets (tests/engine_presets_reference.py) where versions agree."""
     g = torch.Generator().manual_seed(seed)
     n = 8
     ids = torch.randint(-1, n + 1, (3,), generator=g).tolist()
@@ -104,7 +105,7 @@ def test_records_agree_with_the_wiring_presets(seed):
     if min(ids) >= 0 and max(ids) < n:
         pairs += [("specforge", "specforge", "classic"), ("modelopt", "modelopt", "classic")]
     for name, preset, rule in pairs:
-        a, b = engines.wiring_for(name, cfg, n), wiring.resolve(preset, n, cfg, sglang_rule=rule)
+        a, b = engines.wiring_for(name, cfg, n), preset_resolve(preset, n, cfg, sglang_rule=rule)
         assert a.feasible == b.feasible, (name, cfg, a.explanation, b.explanation)
         if a.feasible:        # (an infeasible preset lists the taps it cannot feed too; the record drops them)
             assert a.taps == b.taps, (name, cfg, a.explanation, b.explanation)

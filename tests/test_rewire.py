@@ -37,6 +37,9 @@ def _data(n=300, d=12, m=5, noise=0.1, seed=0):
     return X, Y
 
 
+_KEY = "eagle_aux_hidden_state_layer_ids"
+
+
 def test_streamed_solve_matches_direct_lstsq():
     X, Y = _data()
     Xd, Yd = X.double(), Y.double()
@@ -108,17 +111,59 @@ def test_singular_system_and_empty_split_are_clear_errors():
 
 def test_config_ids_make_each_engine_feed_the_new_taps():
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 4]}, "workbench": {"trained_taps": ["embed"]}}
-    out, r = config_for_taps(cfg, "sglang", ("L1", "L3", "L4"), 8)
-    assert out["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4] and r.spec == "L1,L3,L4"
+    for engine in ("sglang", "vllm", "specforge", "sglang-2026.04"):   # the same export whatever engine is named
+        out, r = config_for_taps(cfg, engine, ("L1", "L3", "L4"), 8)
+        assert out["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4] and r.spec == "L1,L3,L4"
+        assert out["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]         # vLLM's convention, top level
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 3, 4]      # input untouched
-    out, r = config_for_taps(cfg, "vllm", ("L1", "L3", "L4"), 8)                     # as is, no +1, top level
-    assert out["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5] and r.spec == "L1,L3,L4"
-    out, r = config_for_taps(cfg, "sglang", ("L2", "L3", "L4"), 8, sglang_rule="first-id-1")
+    # L2,L3,L4: current SGLang reads ids not starting at 1 as capture points ([3,4,5]); older SGLang +1
+    out, r = config_for_taps(cfg, "sglang", ("L2", "L3", "L4"), 8)
     assert out["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [3, 4, 5] and r.spec == "L2,L3,L4"
-    with pytest.raises(WorkbenchError, match="sglang cannot feed these taps"):
+    assert any("sglang-2026.04 needs [2, 3, 4]" in w for w in r.warnings)
+    out, r = config_for_taps(cfg, "sglang-2026.04", ("L2", "L3", "L4"), 8)
+    assert out["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 3, 4]
+    with pytest.raises(WorkbenchError, match="sglang cannot be made to feed embed,L3,L4: SGLang cannot feed the emb"):
         config_for_taps(cfg, "sglang", ("embed", "L3", "L4"), 8)
-    with pytest.raises(WorkbenchError, match="sglang cannot feed"):
+    with pytest.raises(WorkbenchError, match="sglang cannot be made to feed"):
         config_for_taps(cfg, "sglang", ("L4", "L1", "L3"), 8)    # SGLang concatenates in layer order
+    # vLLM can feed embed and the last layer: the export keeps no SGLang ids and says so
+    out, r = config_for_taps(cfg, "vllm", ("embed", "L3", "L7"), 8)
+    assert out["eagle_aux_hidden_state_layer_ids"] == [0, 4, 8] and "eagle_aux_hidden_state_layer_ids" not in \
+        out.get("eagle_config", {}) and any("no eagle_config ids" in w for w in r.warnings)
+
+
+@pytest.mark.parametrize("taps", [("L1", "L15", "L28"), ("L3", "L9", "L30"), ("L0", "L14", "L27")])
+def test_a_rewired_checkpoint_serves_on_both_engines(taps, tmp_path):
+    """The written config.json, loaded through each engine record, feeds the same taps."""
+    from workbench import engines
+    from workbench.checkpoint import load_draft, save_draft
+    from workbench.draft import Eagle3Draft, new_draft_config
+
+    base = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+                             "intermediate_size": 64}, layer_ids=[1, 2, 3])
+    cfg, r = config_for_taps(base, "vllm", taps, 32)
+    d = Eagle3Draft.from_config(cfg, torch.zeros(50, 32))
+    save_draft(d, tmp_path / "d")
+    written = json.loads((tmp_path / "d" / "config.json").read_text())
+    sglang = "sglang" if taps[0] != "L0" else "sglang-2026.04"     # L0: only SGLang before #25454 can feed it
+    feeds = {e: engines.wiring_for(e, written, 32) for e in ("vllm", sglang, "vllm-legacy")}
+    assert {e: f.taps for e, f in feeds.items()} == dict.fromkeys(feeds, taps), feeds
+    assert (taps[0] == "L0") == any("are for sglang-2026.04" in w for w in r.warnings)
+    assert load_draft(tmp_path / "d").raw_config[_KEY] == written[_KEY]
+
+
+def test_save_draft_keeps_each_key_in_its_own_convention(tmp_path):
+    """A speculators draft's vLLM-convention ids are not copied under eagle_config (one layer off there)."""
+    from workbench import engines
+    from workbench.checkpoint import save_draft
+    from workbench.draft import Eagle3Draft, new_draft_config
+
+    cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64})
+    cfg[_KEY] = [2, 16, 29]
+    save_draft(Eagle3Draft.from_config(cfg, torch.zeros(50, 32)), tmp_path / "d")
+    written = json.loads((tmp_path / "d" / "config.json").read_text())
+    assert written[_KEY] == [2, 16, 29] and _KEY not in (written.get("eagle_config") or {})
+    assert engines.wiring_for("vllm", written, 32).spec == "L1,L15,L28"
 
 
 # ───────────────────────── a tiny random target and draft ─────────────────────────
@@ -186,7 +231,7 @@ def test_refusals_name_the_problem():
     wide, _, _ = _tiny(hidden=48, seed=2)
     with pytest.raises(WorkbenchError, match="target hidden size 32.*hidden size 48"):
         resolve_taps(wide, draft, taps="L2,L3,L4")
-    with pytest.raises(WorkbenchError, match="sglang cannot feed"):
+    with pytest.raises(WorkbenchError, match="sglang cannot be made to feed"):
         rewire(target, draft, rows, taps="embed,L2,L3", engine="sglang", progress=False)
     assert recovered_share(1.5, 1.875, 2.0) == pytest.approx(0.75)
     assert math.isnan(recovered_share(2.0, 2.0, 2.0))
@@ -216,7 +261,8 @@ def test_cli_rewire_smoke_demo(smoke_demo, tmp_path, capsys):
     assert cfg["workbench"]["trained_taps"] == ["L1", "L3", "L4"]
     assert "ridge" in cfg["workbench"]["method"] and "fine-tune" in cfg["workbench"]["method"]
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"]
-    assert resolve("sglang", d / "target", cfg).taps == ("L1", "L3", "L4")
+    for engine in ("sglang", "sglang-2026.04", "vllm", "vllm-legacy"):    # serves on both engines
+        assert resolve(engine, d / "target", cfg).taps == ("L1", "L3", "L4"), engine
     with safe_open(out / "model.safetensors", "pt") as f, \
             safe_open(d / "draft-mismatched" / "model.safetensors", "pt") as g:
         assert set(f.keys()) == set(g.keys()) and not any("embed" in k for k in f.keys())   # SpecForge layout

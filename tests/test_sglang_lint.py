@@ -108,17 +108,21 @@ def test_top_level_ids_are_ignored_by_sglang(dirs):
     assert "top-level-ids" in codes(res, "error")
     assert res.wiring.spec == "L1,L15,L28"            # SGLang's silent default
     mismatch = next(p for p in res.problems if p.code == "wiring-mismatch")
-    assert '"eagle_aux_hidden_state_layer_ids": [3, 15, 28]' in mismatch.fix
+    # current SGLang (PR #25454): ids not starting at 1 are capture points, so L3 is id 4
+    assert '"eagle_aux_hidden_state_layer_ids": [4, 16, 29]' in mismatch.fix
+    res = lint_command(GOOD.format(t=t, d=d), trained_wiring="L3,L15,L28", engine="sglang-2026.04")
+    mismatch = next(p for p in res.problems if p.code == "wiring-mismatch")
+    assert '"eagle_aux_hidden_state_layer_ids": [3, 15, 28]' in mismatch.fix        # +1 always
 
 
-def test_the_suggested_ids_follow_the_chosen_sglang_rule(dirs):
+def test_the_suggested_ids_follow_the_chosen_sglang_version(dirs):
     # after PR #25454 ids not starting at 1 are before-layer indices: [2,15,28] would feed L1,L14,L27
     t, d = dirs
     write_cfg(d, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 15, 28]})
-    res = lint_command(GOOD.format(t=t, d=d), trained_wiring="L2,L15,L28", sglang_rule="first-id-1")
+    res = lint_command(GOOD.format(t=t, d=d), trained_wiring="L2,L15,L28", engine="sglang")
     fix = next(p for p in res.problems if p.code == "wiring-mismatch").fix
     assert '"eagle_aux_hidden_state_layer_ids": [3, 16, 29]' in fix and "feeds L2,L15,L28" in fix
-    res = lint_command(GOOD.format(t=t, d=d), trained_wiring="L0,L15,L28", sglang_rule="first-id-1")
+    res = lint_command(GOOD.format(t=t, d=d), trained_wiring="L0,L15,L28", engine="sglang")
     assert "cannot feed L0,L15,L28" in next(p for p in res.problems if p.code == "wiring-mismatch").fix
 
 
@@ -127,7 +131,7 @@ def test_ids_past_the_last_layer(dirs):
     write_cfg(d, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 15, 31]})
     res = lint_command(GOOD.format(t=t, d=d))
     p = next(p for p in res.problems if p.code == "wiring-infeasible")
-    assert p.severity == "error" and "past the last layer" in p.message
+    assert p.severity == "error" and "capture point 32 is outside 1..31" in p.message
 
 
 def test_wiring_versus_trained(dirs):

@@ -262,7 +262,10 @@ def _synthetic(live_hist, offline: dict, trained="embed,L1,L3", topk=1):
     sample = LiveSample(0, "val.jsonl:1", "code", [1, 2], [3] * meta.completion_tokens, meta.completion_tokens, meta, 0.1)
     res = {s: AcceptanceResult.from_arrays(s, K, sample=[0] * len(a), t=list(range(len(a))), accepted=a,
                                            on_path=[True] * len(a)) for s, a in offline.items()}
-    cands = [Candidate(s, ["trained"] if s == trained else ["sglang"], s == trained) for s in offline]
+    from workbench.wiring import Wiring
+
+    cands = [Candidate(Wiring.parse(s, 8), engines=["trained"] if s == trained else ["sglang"], trained=s == trained)
+             for s in offline]
     return Comparison("http://127.0.0.1:1", K, [sample], res, cands, trained,
                       settings={"speculative_eagle_topk": topk})
 
@@ -366,6 +369,9 @@ def test_server_without_per_request_fields_falls_back_to_the_weaker_aggregate(wo
     assert cmp.verdict_code == "match-trained" and cmp.verdict.startswith("aggregate comparison (weaker")
 
 
+W1, W2 = SERVED, MISMATCHED
+
+
 def _two_wirings(statuses_live=True):
     """8 requests; wiring W1 makes pattern P on even and Q on odd requests, W2 the other way round:
     the same pooled aggregate, different requests. The live server is W1."""
@@ -379,17 +385,20 @@ def _two_wirings(statuses_live=True):
     for i, acc in enumerate(w1):
         meta = parse_meta_info(spec_meta(list(range(9)), acc, K, "new", 2))
         samples.append(LiveSample(i, f"r{i}", "", [1, 2], list(range(9)), 9, meta, 0.0))
-    reqs = {"W1": [server_steps(a, 9) for a in w1], "W2": [server_steps(a, 9) for a in w2]}
+    reqs = {W1: [server_steps(a, 9) for a in w1], W2: [server_steps(a, 9) for a in w2]}
     offline = offline_results(reqs, samples, K, None)
-    cands = [Candidate("W1", ["sglang"]), Candidate("W2", ["trained"], True)]
-    return Comparison("http://127.0.0.1:1", K, samples, offline, cands, "W2", requests=reqs if statuses_live else None)
+    from workbench.wiring import Wiring
+
+    cands = [Candidate(Wiring.parse(W1, 8), engines=["sglang"]),
+             Candidate(Wiring.parse(W2, 8), engines=["trained"], trained=True)]
+    return Comparison("http://127.0.0.1:1", K, samples, offline, cands, W2, requests=reqs if statuses_live else None)
 
 
 def test_near_equal_aggregates_are_separated_request_by_request():
     c = _two_wirings()
-    assert c.offline_accept_length("W1") == pytest.approx(c.offline_accept_length("W2"))     # same aggregate
-    assert c.verdict_code == "match-other" and c.matched == "W1"
-    assert c.verdict.startswith("8/8 requests identical under W1; best other wiring W2: 0/8 (exact sign test 8:0")
+    assert c.offline_accept_length(W1) == pytest.approx(c.offline_accept_length(W2))     # same aggregate
+    assert c.verdict_code == "match-other" and c.matched == W1
+    assert c.verdict.startswith(f"8/8 requests identical under {W1}; best other wiring {W2}: 0/8 (exact sign test 8:0")
     assert c.separation()["p"] == pytest.approx(2 / 256)
     agg = _two_wirings(statuses_live=False)                           # the aggregate cannot tell them apart
     assert agg.mode == "aggregate" and agg.verdict_code == "undecided"
@@ -400,7 +409,7 @@ def test_undecided_says_how_many_more_requests_would_separate():
 
     c = _two_wirings()
     c.samples, c.requests = c.samples[:3], {k: v[:3] for k, v in c.requests.items()}
-    assert c.verdict_code == "undecided" and "3 requests favour W1 and 0 favour W2" in c.verdict
+    assert c.verdict_code == "undecided" and f"3 requests favour {W1} and 0 favour {W2}" in c.verdict
     assert f"about {more_to_separate(3, 0, 3)} more requests" in c.verdict
     assert sign_test(3, 0) == pytest.approx(0.25) and sign_test(5, 5) == 1.0
 
@@ -425,6 +434,6 @@ def test_request_figure_shows_each_wiring_per_request():
     c = _two_wirings()
     ax = live_requests(c).axes[0]
     img = ax.get_images()[0].get_array()
-    assert img.shape == (2, 8) and [t.get_text() for t in ax.get_yticklabels()] == ["W1", "W2 (trained)"]
+    assert img.shape == (2, 8) and [t.get_text() for t in ax.get_yticklabels()] == [W1, f"{W2} (trained)"]
     assert (img[0] == 0).all() and (img[1] == 2).all()            # W1 identical everywhere, W2 differs
-    assert "match-other (W1)" in ax.get_title()
+    assert f"match-other ({W1})" in ax.get_title()

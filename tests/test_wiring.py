@@ -1,4 +1,4 @@
-"""Wiring presets: what each engine feeds the draft, per /work/shared/eagle3-facts.md section 1."""
+"""Wiring: what each engine record feeds the draft (facts page section 1), asked through wiring.py."""
 
 import json
 
@@ -6,7 +6,8 @@ import pytest
 
 from workbench.cli import main
 from workbench.errors import WorkbenchError
-from workbench.wiring import (ENGINES, Wiring, draft_layer_ids, num_layers, resolve, table,
+from workbench import engines
+from workbench.wiring import (ENGINES, Wiring, draft_layer_ids, ids_for, num_layers, resolve, table,
                               trained_wiring_from_config)
 
 N32 = {"num_hidden_layers": 32}
@@ -36,14 +37,14 @@ def test_every_engine_default_is_L1_mid_Lminus4_and_they_agree():
 def test_sglang_adds_one_to_eagle_config_ids():
     r = resolve("sglang", N32, nested([1, 3, 4]))
     assert r.taps == ("L1", "L3", "L4")
-    assert r.explanation == "sglang: eagle_config ids [1,3,4] +1 → capture before layers [2,4,5] → L1,L3,L4"
+    assert r.explanation == "sglang: eagle_config ids [1,3,4] +1 → capture points [2,4,5] → L1,L3,L4"
 
 
 def test_sglang_ignores_top_level_key_but_vllm_uses_it_as_is():
     draft = {"eagle_aux_hidden_state_layer_ids": [4, 10, 20]}
     s = resolve("sglang", N32, draft)
     assert s.taps == ("L1", "L15", "L28")            # silent default
-    assert any("ignores the top-level" in w for w in s.warnings)
+    assert any("ignores the top ids" in w for w in s.warnings)
     v = resolve("vllm", N32, draft)
     assert v.taps == ("L3", "L9", "L19")             # id k = output of layer k-1
 
@@ -52,20 +53,22 @@ def test_vllm_prefers_top_level_then_nested_and_never_adds_one():
     assert resolve("vllm", N32, nested([1, 15, 28])).taps == ("L0", "L14", "L27")
     both = dict(nested([1, 15, 28]), eagle_aux_hidden_state_layer_ids=[2, 16, 29])
     v = resolve("vllm", N32, both)
-    assert v.taps == ("L1", "L15", "L28")
-    assert any("differ" in w for w in v.warnings)
+    assert v.taps == ("L1", "L15", "L28")                     # the top-level key is read first
+    assert resolve("vllm-legacy", N32, nested([1, 15, 28])).taps == ("L1", "L15", "L28")   # nested ignored
 
 
-def test_sglang_first_id_rule_is_a_setting():
-    assert resolve("sglang", N32, nested([2, 16, 29])).taps == ("L2", "L16", "L29")
-    assert resolve("sglang", N32, nested([2, 16, 29]), sglang_rule="first-id-1").taps == ("L1", "L15", "L28")
-    assert resolve("sglang", N32, nested([1, 15, 28]), sglang_rule="first-id-1").taps == ("L1", "L15", "L28")
-    with pytest.raises(WorkbenchError, match="sglang rule"):
-        resolve("sglang", N32, sglang_rule="new")
+def test_sglang_first_id_rule_is_the_version():
+    assert resolve("sglang-2026.04", N32, nested([2, 16, 29])).taps == ("L2", "L16", "L29")   # +1 always
+    assert resolve("sglang", N32, nested([2, 16, 29])).taps == ("L1", "L15", "L28")   # PR #25454: as is
+    assert resolve("sglang", N32, nested([1, 15, 28])).taps == ("L1", "L15", "L28")
+    assert ids_for("sglang", ["L2", "L3", "L4"], 8) == [3, 4, 5]
+    assert ids_for("sglang-2026.04", ["L2", "L3", "L4"], 8) == [2, 3, 4]
+    with pytest.raises(WorkbenchError, match="unknown engine"):
+        resolve("sglang-new", N32)
 
 
 def test_sglang_concatenates_in_layer_order():
-    r = resolve("sglang", N32, nested([28, 1, 15]))
+    r = resolve("sglang-2026.04", N32, nested([28, 1, 15]))
     assert r.taps == ("L1", "L15", "L28")
     assert any("layer order" in w for w in r.warnings)
 
@@ -73,19 +76,20 @@ def test_sglang_concatenates_in_layer_order():
 def test_ids_past_the_last_layer_are_never_captured():
     r = resolve("sglang", N32, nested([1, 15, 31]))   # +1 → 32: no layer 32 to capture before
     assert r.taps == ("L1", "L15") and not r.feasible
-    assert any("past the last layer" in w for w in r.warnings)
+    assert any("capture point 32 is outside 1..31" in w for w in r.warnings)
     assert not resolve("specforge", N32, nested([1, 15, 32])).feasible
 
 
-def test_embed_cannot_be_fed_by_serving_engines():
-    s = resolve("sglang", N32, nested([-1, 3, 31]))
-    assert s.taps[0] == "embed" and not s.feasible
-    assert any("cannot feed" in w for w in s.warnings)
-    v = resolve("vllm", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 31]})
-    assert v.taps == ("embed", "L3", "L30") and not v.feasible
+def test_only_current_vllm_feeds_the_embedding_and_the_last_layer():
+    s = resolve("sglang-2026.04", N32, nested([-1, 3, 30]))
+    assert not s.feasible and any("cannot feed the embedding" in w for w in s.warnings)
+    v = resolve("vllm", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]})
+    assert v.taps == ("embed", "L3", "L31") and v.feasible
+    assert not resolve("vllm-legacy", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]}).feasible
     h = resolve("hf", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]})
     assert h.taps == ("embed", "L3", "final") and h.hf_indices == [0, 4, 32]
-    assert any("no serving engine" in w for w in h.warnings)
+    feeds = [e for e in ENGINES if engines.get(e).serving and ids_for(e, ["embed", "L3", "L31"], 32)]
+    assert feeds == ["vllm"]
 
 
 def test_eagle_ignores_draft_ids_and_specforge_reads_layer_outputs():
@@ -93,7 +97,8 @@ def test_eagle_ignores_draft_ids_and_specforge_reads_layer_outputs():
     n64 = {"num_hidden_layers": 64}
     assert resolve("eagle", n64, d).taps == ("L1", "L31", "L60")
     assert resolve("specforge", n64, d).taps == ("L3", "L31", "L59")
-    assert resolve("sglang", n64, d).taps == ("L3", "L31", "L59")
+    assert resolve("sglang-2026.04", n64, d).taps == ("L3", "L31", "L59")
+    assert resolve("sglang", n64, d).taps == ("L2", "L30", "L58")     # first id not 1: capture points
 
 
 def test_table_flags_the_classic_bug_against_trained_taps():
@@ -101,7 +106,8 @@ def test_table_flags_the_classic_bug_against_trained_taps():
     draft = dict(nested([1, 15, 28]), workbench={"trained_taps": ["embed", "L3", "L31"]})
     rows = {r.engine: r for r in table(N32, draft)}
     assert any("trained on embed,L3,L31; sglang feeds L1,L15,L28" in w for w in rows["sglang"].warnings)
-    assert any(w.startswith("engines disagree") and "vllm" in w for w in rows["sglang"].warnings)
+    assert any(w.startswith("engines disagree") and "vllm/hf feed L0,L14,L27" in w
+               for w in table(N32, draft).notes)
     rows = {r.engine: r for r in table(N32, nested([1, 15, 28]), trained="L1,L15,L28")}
     assert not any("trained on" in w for w in rows["sglang"].warnings)
     assert any("trained on" in w for w in rows["vllm"].warnings)
@@ -150,10 +156,18 @@ def test_cli_json_and_table(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert [r["engine"] for r in out] == list(ENGINES)
     assert set(out[0]) >= {"engine", "taps", "hf_indices", "explanation", "warnings"}
-    assert out[0]["taps"] == ["L1", "L15", "L28"] and out[1]["taps"] == ["L0", "L14", "L27"]
+    assert out[0]["taps"] == ["L1", "L15", "L28"] and out[2]["taps"] == ["L0", "L14", "L27"]
     assert main(["wiring", "--target", str(t), "--trained", "embed,L3,L31"]) == 0
     text = capsys.readouterr().out
     assert "sglang" in text and "trained on embed,L3,L31" in text
+    assert "sglang-2026.04  SGLang before 2026-05: before PR #25015" in text        # the version each stands for
+    assert main(["wiring", "--engines"]) == 0
+    text = capsys.readouterr().out
+    for name in ENGINES:                                     # every record, with its version boundary
+        assert f"{name:<15} {engines.get(name).label}  [{engines.get(name).boundary}]" in text
+    assert main(["wiring", "--engines", "--json"]) == 0
+    assert [r["engine"] for r in json.loads(capsys.readouterr().out)] == list(ENGINES)
+    assert main(["wiring"]) == 2 and "--engines" in capsys.readouterr().err
     assert main(["wiring", "--target", str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.startswith("error: target config:")
 

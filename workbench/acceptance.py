@@ -20,14 +20,14 @@ import time
 
 import numpy as np
 
-from workbench import capture, distributed, inputs
+from workbench import capture, distributed, engines, inputs
 from workbench.chunks import parse_memory
 from workbench.devices import resolve_device
 from workbench.draft import chain_reference, run_chains
 from workbench.errors import WorkbenchError
 from workbench.setting import Setting, resolve_setting
 from workbench.statistics import AcceptanceResult, accepted_counts, coverage_counts
-from workbench.wiring import as_wirings, choose_wiring
+from workbench.wiring import apply_engine, as_wirings, choose_wiring
 
 
 # --------------------------------------------------------------------------------------------------
@@ -44,7 +44,7 @@ def _sync(device) -> None:
 def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: int | None = None, batch_size: int = 8,
              progress: bool = True, topk: int = 5, cache_dir=None, seed: int = 0, setting: Setting | None = None,
              ctx: distributed.Context | None = None, out_dir=None, name: str | None = None,
-             everywhere: bool = False, max_memory=None) -> dict[str, "AcceptanceResult"] | None:
+             everywhere: bool = False, max_memory=None, engine: str | None = None) -> dict[str, "AcceptanceResult"] | None:
     """Acceptance of ``draft`` on ``target`` for each wiring, from ONE target pass over ``dataset``.
 
         >>> # res = simulate(target, draft, ds, ["embed,L1,L3", "L1,L3,L4"], K=4, limit=200)
@@ -66,9 +66,17 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
     several stages apart). See :func:`workbench.distributed.sharded`. ``max_memory`` (bytes or "2GB")
     sizes the chunks of the target's and the draft's heads and the draft's attention blocks
     (``workbench.chunks``; results do not depend on it, so it is not part of the resume key).
+
+    ``engine`` (a record of :mod:`workbench.engines`): evaluate what that engine computes (its
+    Eagle-3.1 options, rotary offset, embedding and lm_head source; :func:`workbench.wiring.apply_engine`,
+    which changes ``draft`` in place); ``wirings=None`` then means the taps the engine feeds.
     """
     setting = resolve_setting(K, setting)
     setting.check_simulable()
+    if engine is not None:
+        w0, _ = apply_engine(target, draft, engine, None if wirings is None else as_wirings(wirings, target.n_layers)[0])
+        wirings = [w0] if wirings is None else wirings
+        setting = setting.replace(engine=engines.get(engine).name)
     wl = as_wirings(wirings, target.n_layers)
     ctx = ctx or distributed.Context()
     rows = distributed.global_rows(dataset, limit)
@@ -277,7 +285,7 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
 
 def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = None, setting: Setting | None = None,
            limit=None, device: str | None = "cpu", dtype=None, device_map=None, batch_size: int = 8,
-           sglang_rule: str = "classic", trust_remote_code: bool = False, progress: bool = True,
+           trust_remote_code: bool = False, progress: bool = True,
            ctx: distributed.Context | None = None, shard_dir=None, cost_ratio: float | None = None,
            max_memory=None):
     """Everything behind ``workbench accept``: returns (AcceptanceResult, wiring note).
@@ -299,8 +307,8 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
         raise WorkbenchError(f"cost_ratio={cost_ratio!r}: expected a number >= 0 (draft step / target forward)")
     tgt, d, ds = inputs.load(target, draft, data, device=ctx.device, dtype=dtype, device_map=device_map,
                              trust_remote_code=trust_remote_code, progress=progress and ctx.is_main)
-    w, note = choose_wiring(tgt, d, wiring, engine, sglang_rule=sglang_rule)
-    setting = resolve_setting(K, setting).replace(engine=engine)
+    w, note = choose_wiring(tgt, d, wiring, engine)
+    setting = resolve_setting(K, setting).replace(engine=None if engine is None else engines.get(engine).name)
     res = simulate(tgt, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting, ctx=ctx,
                    out_dir=shard_dir, max_memory=max_memory)
     if res is None:                              # not rank 0: rank 0 reports for everyone

@@ -36,6 +36,7 @@ from workbench.files import write_json
 
 SCHEMA = 1
 SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire", "long")
+OPT_IN = ("long",)          # minutes per length on 2 cores: run with --only long
 TARGETS = ("demo", "synthetic")
 _GOAL = re.compile(r"^\s*(<=|>=|==|<|>)\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*$")
 
@@ -72,7 +73,7 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="results JSON (default: bench/results.json)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, seconds (checks the runner, not the numbers)")
     p.add_argument("--repeats", type=int, help="runs per figure (>= 5; default 5)")
-    p.add_argument("--only", help=f"comma list of {','.join(SECTIONS)} (default: all)")
+    p.add_argument("--only", help=f"comma list of {','.join(SECTIONS)} (default: all but the opt-in {','.join(OPT_IN)})")
     p.add_argument("--targets", help=f"comma list of {','.join(TARGETS)} (default: both)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is the least noisy on a shared box)")
     p.add_argument("--long-lengths", help="row lengths of the long section (default 1024,4096; 16384 is opt-in)")

@@ -251,6 +251,8 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
 
 def save_draft(draft: Eagle3Draft, path, *, extra_config: dict | None = None) -> Path:
     """Save in the SpecForge/SGLang format: ``config.json`` + ``model.safetensors`` (no embed_tokens).
+    The config's layer ids stay under the keys they came with, each in its engine's convention (a
+    speculators draft keeps its vLLM-convention ids top-level; ``rewire`` writes both keys).
 
         >>> save_draft(draft, "out/my-draft")                          # doctest: +SKIP
 
@@ -270,9 +272,11 @@ def save_draft(draft: Eagle3Draft, path, *, extra_config: dict | None = None) ->
     cfg.pop("dtype", None)
     if draft.target_hidden_size != draft.hidden_size:
         cfg["target_hidden_size"] = draft.target_hidden_size
-    if draft.eagle_layer_ids is not None:
-        cfg["eagle_config"] = dict(cfg.get("eagle_config") or {}, use_aux_hidden_state=True,
-                                   eagle_aux_hidden_state_layer_ids=draft.eagle_layer_ids)
+    # each key keeps its own engine's convention (vLLM reads the top level as id k = L{k-1}, SGLang only
+    # eagle_config with +1): never copy the ids of one key into the other (engines.py, facts page sec. 1)
+    eagle = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else None
+    if eagle is not None and eagle.get("eagle_aux_hidden_state_layer_ids") is not None:
+        cfg["eagle_config"] = dict(eagle, use_aux_hidden_state=True)
     if extra_config:
         cfg.update(extra_config)
     tensors = {k: v.detach().cpu().contiguous() for k, v in draft.state_dict().items()

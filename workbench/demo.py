@@ -95,19 +95,22 @@ class DemoSize:
     embed_lr_mult: float = 1.0  # learning-rate multiplier of the embedding (kept small, as in real LLMs)
     resid_lr_mult: float = 1.0  # learning-rate multiplier of o_proj/down_proj (large writes, growing stream)
     story_K: int = 4          # draft depth of the story numbers measured on val.jsonl
+    write_blocks: bool = False  # layers up to each story tap write only into their own block of dims
+    tap_growth: float = 0.0   # > 0: train each story tap's new block to tap_growth x the previous tap's spread
+    growth_weight: float = 1.0  # weight of that term in the target's loss
 
 
 SIZES = {
     "smoke": DemoSize("smoke", n_modules=16, vocab_size=320, n_layers=8, hidden_size=32,
-                      intermediate_size=64, n_heads=4, target_steps=240, target_seq_len=48,
+                      intermediate_size=64, n_heads=4, target_steps=400, target_seq_len=48,
                       target_batch=16, target_lr=6e-3, n_train=64, n_val=16, prompt_len=12,
-                      response_len=16, draft_K=4, draft_epochs=10, draft_lr=3e-3, draft_batch=16,
-                      embed_std=0.005),
+                      response_len=16, draft_K=4, draft_epochs=30, draft_lr=3e-3, draft_batch=16,
+                      embed_std=0.005, write_blocks=True, tap_growth=3.0, growth_weight=0.05),
     "default": DemoSize("default", n_modules=len(STDLIB_MODULES), vocab_size=1024, n_layers=16,
                         hidden_size=48, intermediate_size=144, n_heads=4, target_steps=1000,
                         target_seq_len=96, target_batch=16, target_lr=6e-3, n_train=512, n_val=128,
                         prompt_len=24, response_len=32, draft_K=4, draft_epochs=6, draft_lr=3e-3,
-                        draft_batch=16, embed_std=0.005),
+                        draft_batch=16, embed_std=0.005, write_blocks=True, tap_growth=3.0, growth_weight=0.05),
 }
 
 
@@ -278,6 +281,76 @@ def realistic_init(model, embed_std: float, resid_std: float, growth: float = 0.
             layer.mlp.down_proj.weight.normal_(0.0, resid_std * (1 + growth * i))
 
 
+def write_blocks(n_layers: int, hidden_size: int) -> list:
+    """For each decoder layer, the residual dims it may write (a ``range``), or None (all dims).
+
+    The story's layer ids split the layers into stretches (``<= ids[0]``, ``<= ids[1]``,
+    ``<= ids[2]``), each writing only into its own third of the hidden dims; later layers write
+    anywhere. So each tap SGLang feeds adds, to the tap trained in that slot, a block of
+    directions that tap never had.
+
+        >>> [b if b is None else (b.start, b.stop) for b in write_blocks(8, 30)]
+        [(0, 10), (0, 10), (10, 20), (10, 20), (20, 30), None, None, None]
+    """
+    ids = demo_taps(n_layers)["layer_ids"]
+    edges = [round(hidden_size * j / 3) for j in range(4)]
+    out = []
+    for i in range(n_layers):
+        j = next((j for j, last in enumerate(ids) if i <= last), None)
+        out.append(None if j is None else range(edges[j], edges[j + 1]))
+    return out
+
+
+def write_masks(model, n_layers: int) -> dict:
+    """``{weight: 0/1 mask}`` for o_proj/down_proj rows outside each layer's write block."""
+    import torch
+
+    masks = {}
+    for layer, block in zip(model.model.layers, write_blocks(n_layers, model.config.hidden_size)):
+        if block is None:
+            continue
+        for w in (layer.self_attn.o_proj.weight, layer.mlp.down_proj.weight):
+            m = torch.zeros_like(w)
+            m[block.start:block.stop] = 1
+            masks[w] = m
+    return masks
+
+
+def _apply_masks(masks: dict) -> None:
+    import torch
+
+    with torch.no_grad():
+        for w, m in masks.items():
+            w.mul_(m)
+
+
+def growth_loss(hidden_states, n_layers: int, growth: float):
+    """Squared log-distance of each story tap's new write block from ``growth`` x the previous tap.
+
+    For story ids ``[a, b, c]``: spread (RMS over tokens after removing the batch mean) of ``L_b``'s
+    block 1 vs the spread of ``L_a``, and of ``L_c``'s block 2 vs ``L_b``. ``hidden_states``: HF's
+    tuple (``hidden_states[k + 1]`` is ``L{k}``).
+    """
+    import math
+
+    import torch
+
+    ids = demo_taps(n_layers)["layer_ids"]
+    blocks = write_blocks(n_layers, hidden_states[0].shape[-1])
+
+    def spread(x):
+        x = x.reshape(-1, x.shape[-1]).float()
+        return (x - x.mean(0, keepdim=True)).pow(2).sum(-1).mean().sqrt()
+
+    total = 0.0
+    for prev, nxt in zip(ids, ids[1:]):
+        blk = blocks[nxt]
+        new = spread(hidden_states[nxt + 1][..., blk.start:blk.stop])
+        old = spread(hidden_states[prev + 1])
+        total = total + (torch.log(new.clamp(min=1e-6) / old.clamp(min=1e-6)) - math.log(growth)) ** 2
+    return total
+
+
 def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed: int, path, *,
                  eos_id: int, progress: bool = True) -> dict:
     """Train a ``LlamaForCausalLM`` on random windows of ``token_stream``; save it to ``path``."""
@@ -304,6 +377,8 @@ def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed:
         groups = [{"params": [embed], "mult": size.embed_lr_mult}, {"params": resid, "mult": size.resid_lr_mult},
                   {"params": [p for p in model.parameters() if id(p) not in special], "mult": 1.0}]
         opt = torch.optim.AdamW(groups, lr=size.target_lr, weight_decay=0.0)
+        masks = write_masks(model, size.n_layers) if size.write_blocks else {}
+        _apply_masks(masks)
         gen = torch.Generator().manual_seed(seed)
         warm = max(1, size.target_steps // 20)
         for step in range(size.target_steps):
@@ -312,11 +387,15 @@ def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed:
                 g["lr"] = lr * g["mult"]
             starts = torch.randint(0, data.numel() - L - 1, (size.target_batch,), generator=gen)
             x = torch.stack([data[s:s + L] for s in starts.tolist()])
-            out = model(input_ids=x, labels=x)
+            out = model(input_ids=x, labels=x, output_hidden_states=size.tap_growth > 0)
+            loss = out.loss
+            if size.tap_growth > 0:
+                loss = loss + size.growth_weight * growth_loss(out.hidden_states, size.n_layers, size.tap_growth)
             opt.zero_grad(set_to_none=True)
-            out.loss.backward()
+            loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
+            _apply_masks(masks)
             losses.append(round(float(out.loss.detach()), 4))
             if progress and (step % max(1, size.target_steps // 5) == 0 or step == size.target_steps - 1):
                 print(f"  target step {step + 1}/{size.target_steps}: loss {losses[-1]:.3f}", flush=True)
@@ -428,8 +507,9 @@ def _versions() -> dict:
 def summary(manifest: dict) -> str:
     """A few readable lines about a built demo (what ``workbench demo`` prints)."""
     t = manifest.get("target", {})
-    lines = [f"demo ({manifest.get('size')}, seed {manifest.get('seed')}) built in "
-             f"{manifest.get('timings', {}).get('total', 0):.1f} s",
+    tm = manifest.get("timings", {})
+    cpu = f" ({tm['cpu_total']:.1f} s CPU)" if "cpu_total" in tm else ""
+    lines = [f"demo ({manifest.get('size')}, seed {manifest.get('seed')}) built in {tm.get('total', 0):.1f} s{cpu}",
              f"  target: LlamaForCausalLM, N={t.get('n_layers')} layers, H={t.get('hidden_size')}, "
              f"vocab {t.get('vocab_size')}, final loss {t.get('final_loss')}",
              f"  data: train.jsonl {manifest.get('data', {}).get('n_train')} rows, "
@@ -439,14 +519,35 @@ def summary(manifest: dict) -> str:
         lines.append(f"  {name}: trained on {','.join(d.get('trained_taps', []))}, config ids "
                      f"{d.get('layer_ids')} (SGLang serves {','.join(d.get('sglang_taps', []))}); "
                      f"final loss {d.get('final_loss')}, train acc per step [{acc}]")
-    story = manifest.get("story")
-    if story:
-        for name in ("draft-mismatched", "draft-aligned"):
-            st = story.get(name, {})
-            lines.append(f"  story ({story.get('data')}, K={story.get('K')}, decode-path accept length): {name} "
-                         f"{st.get('own_taps', float('nan')):.2f} on its training taps, "
-                         f"{st.get('sglang_taps', float('nan')):.2f} on SGLang's {story.get('sglang')}")
+    if manifest.get("story"):
+        st = manifest["story"]
+        lines += [f"  story ({st.get('data')}, K={st.get('K')}, decode-path accept length, bonus counted):", "",
+                  story_table(manifest)]
     return "\n".join(lines)
+
+
+def story_table(manifest: dict) -> str:
+    """The demo's story as a markdown table, from a manifest's measured ``story`` (what
+    ``workbench demo`` prints; the README quotes ranges over seeds, a build prints its own numbers).
+
+        >>> m = {"size": "smoke", "seed": 0, "target": {"n_layers": 8, "hidden_size": 32},
+        ...      "story": {"trained": "embed,L1,L3", "sglang": "L1,L3,L4",
+        ...                "draft-mismatched": {"own_taps": 3.2, "sglang_taps": 1.6},
+        ...                "draft-aligned": {"own_taps": 3.4, "sglang_taps": 3.4}}}
+        >>> print(story_table(m))
+        | demo smoke (N=8, H=32, seed 0) | fed its training taps | fed SGLang's `L1,L3,L4` |
+        |---|---|---|
+        | `draft-mismatched` (trained on `embed,L1,L3`) | 3.20 | 1.60 (-50%) |
+        | `draft-aligned` (trained on `L1,L3,L4`) | 3.40 | 3.40 |
+    """
+    st, t = manifest["story"], manifest.get("target", {})
+    rows = [f"| demo {manifest.get('size')} (N={t.get('n_layers')}, H={t.get('hidden_size')}, "
+            f"seed {manifest.get('seed')}) | fed its training taps | fed SGLang's `{st['sglang']}` |", "|---|---|---|"]
+    for name, taps in (("draft-mismatched", st["trained"]), ("draft-aligned", st["sglang"])):
+        own, served = st[name]["own_taps"], st[name]["sglang_taps"]
+        change = f" ({served / own - 1:+.0%})" if name == "draft-mismatched" and own else ""
+        rows.append(f"| `{name}` (trained on `{taps}`) | {own:.2f} | {served:.2f}{change} |")
+    return "\n".join(rows)
 
 
 # ---------------------------------------------------------------------------------------- story

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from workbench import acceptance, inputs
+from workbench import acceptance, engines, inputs
 from workbench import wiring as wm
 from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
@@ -36,9 +36,8 @@ from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION, Setting
 from workbench.statistics import wilson
 
-ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "eagle": "EAGLE", "specforge": "SpecForge",
-                "modelopt": "ModelOpt", "hf": "HF"}
-SERVING = ("sglang", "vllm", "eagle")          # capture before a decoder layer, in layer order
+ENGINE_NAMES = {e.name: e.label.split(" (")[0].split(",")[0] for e in engines.RECORDS.values()}
+SERVING = tuple(e.name for e in engines.RECORDS.values() if e.serving)
 COLUMNS = ["rank", "spec", "reasons", "feasible", "alpha1", "alpha1_low", "alpha1_high", "accept_length",
            "accept_length_low", "accept_length_high", "decode_path_accept_length", "n_chains", "stage"]
 
@@ -51,57 +50,62 @@ def engine_name(engine: str) -> str:
 # Candidates
 # ------------------------------------------------------------------------------------------------
 
-def cannot_feed(engine: str, taps, n_layers: int) -> str | None:
-    """Why ``engine`` cannot feed ``taps`` to a draft (None when it can).
+def cannot_feed(engine: str, taps, target) -> str | None:
+    """Why ``engine`` (a record of :mod:`workbench.engines`) cannot feed ``taps`` (None when it can);
+    ``target``: N or the target config (GPT-OSS targets follow their own rule).
 
         >>> cannot_feed("sglang", ("embed", "L1", "L3"), 8)
-        'SGLang cannot feed the embedding'
-        >>> cannot_feed("sglang", ("L1", "L3", "L4"), 8) is None
-        True
-
-    Serving engines (SGLang, vLLM, EAGLE) capture the residual stream *before* decoder layers 1..N-1,
-    once each, concatenated in layer order: they can feed L0..L{N-2}, ascending, distinct. SpecForge
-    and ModelOpt read layer outputs L0..L{N-1}. HF indices reach everything.
+        'SGLang cannot feed the embedding (residual is None before layer 0)'
+        >>> cannot_feed("sglang", ("L1", "L3", "L4"), 8) is None, cannot_feed("vllm", ("embed", "L3", "L7"), 8)
+        (True, None)
     """
-    engine = str(engine).lower()
-    name = engine_name(engine)
-    taps = tuple(taps)
-    if engine == "hf":
-        return None
-    if "embed" in taps:
-        return f"{name} cannot feed the embedding"
-    if "final" in taps:
-        return f"{name} cannot feed the post-norm 'final' state"
-    layers = [int(t[1:]) for t in taps]
-    if engine in SERVING:
-        if n_layers - 1 in layers:
-            return f"{name} cannot feed the last layer's raw output L{n_layers - 1} (it captures before a layer)"
-        if len(set(layers)) != len(layers):
-            return f"{name} captures each layer once (duplicate taps)"
-        if layers != sorted(layers):
-            return f"{name} concatenates in layer order, not {','.join(taps)}"
-    return None
+    f = engines.ids_for_taps(engine, taps, target)
+    return None if f.feasible else f.reason
 
 
-def config_ids(engine: str, taps, n_layers: int) -> list[int] | None:
-    """The ``eagle_aux_hidden_state_layer_ids`` that make ``engine`` feed ``taps`` (None if none do).
+def config_ids(engine: str, taps, target) -> list[int] | None:
+    """The ids (in ``engine``'s convention) that make it feed ``taps`` (None if none do).
 
         >>> config_ids("sglang", ("L1", "L3", "L4"), 8), config_ids("vllm", ("L1", "L3", "L4"), 8)
         ([1, 3, 4], [2, 4, 5])
     """
-    if cannot_feed(engine, taps, n_layers) is not None or engine == "hf":
-        return None
-    return wm.ids_for(engine, taps, n_layers)
+    return engines.ids_for_taps(engine, taps, target).ids
+
+
+def where_ids_go(engine: str) -> str:
+    """The config key ``engine`` reads first, as a user would write it."""
+    keys = engines.get(engine).keys
+    return ("eagle_aux_hidden_state_layer_ids (top level)" if keys[:1] == ("top",) else
+            "eagle_config.eagle_aux_hidden_state_layer_ids")
+
+
+def who_can_feed(taps, target, *, exclude=()) -> list[str]:
+    """``"vLLM can feed embed,L3,L31 with ids [0,4,32]"`` for each serving record that can (but ``exclude``).
+
+        >>> who_can_feed(("embed", "L3", "L31"), 32, exclude=("sglang",))
+        ['vLLM V1 can feed embed,L3,L31 with ids [0, 4, 32]']
+    """
+    out = []
+    for name in SERVING:
+        if name in exclude:
+            continue
+        f = engines.ids_for_taps(name, taps, target)
+        if f.feasible:
+            out.append(f"{engine_name(name)} can feed {','.join(taps)} with ids {f.ids}")
+    return out
 
 
 @dataclass
 class Candidate:
-    """One wiring to try, with every reason it is a candidate. Unpacks as ``(wiring, reasons)``."""
+    """One wiring to try, with every reason it is a candidate. Unpacks as ``(wiring, reasons)``.
+    Shared by the diagnosis and the live comparison (``sglang_live``)."""
 
     wiring: object                      # workbench.wiring.Wiring
     reasons: list[str] = field(default_factory=list)
     feasible: bool = True               # the diagnosis engine can feed it
     why_not: str = ""                   # when not feasible
+    engines: list[str] = field(default_factory=list)    # engine records that feed it as configured
+    trained: bool = False               # the taps the draft was trained on
 
     @property
     def spec(self) -> str:
@@ -123,24 +127,23 @@ def _shifted(taps: tuple, order: list[str], which, delta: int):
     return tuple(out)
 
 
-def candidates(target_config, draft, *, engine: str | None = None, sglang_rule: str = "classic",
-               n_slots: int = 3) -> list[Candidate]:
+def candidates(target_config, draft, *, engine: str | None = None, n_slots: int = 3) -> list[Candidate]:
     """Every wiring worth trying for this target and draft, deduplicated, in discovery order.
 
         >>> cs = candidates({"num_hidden_layers": 8},
         ...                 {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
         ...                  "workbench": {"trained_taps": ["embed", "L1", "L3"]}}, engine="sglang")
-        >>> [(c.spec, c.feasible, c.reasons[0]) for c in cs][:2]
-        [('L1,L3,L4', True, 'fed by SGLang, EAGLE, SpecForge, ModelOpt'), ('L0,L2,L3', True, 'fed by vLLM, HF')]
+        >>> [(c.spec, c.feasible) for c in cs][:2], cs[0].reasons[0]
+        ([('L1,L3,L4', True), ('L0,L2,L3', False)], 'fed by SGLang, SGLang before 2026-05, vLLM before PR #42764, SpecForge, speculators, EAGLE, NVIDIA ModelOpt')
         >>> next(c for c in cs if c.spec == "embed,L1,L3").reasons[0]
         'trained taps (draft config workbench.trained_taps)'
 
-    Sources: every engine preset (``wiring.table``: the draft config's ids under each engine's rule,
-    plus SGLang's first-id-1 rule), each engine's default, the trained-taps hint of the draft config,
+    Sources: every engine record (``wiring.table``: the draft config's ids under each engine and
+    version of :mod:`workbench.engines`), each record's default, the trained-taps hint of the draft config,
     ±1 shifts of each tap of those (each tap alone and all together) and variants with ``embed`` in
     the first slot. ``draft`` is an Eagle3Draft (its ``raw_config`` is read) or a config dict.
     Wirings an engine cannot feed are kept with ``feasible=False`` (for ``engine``; without one:
-    when no serving engine can feed them). Only wirings of ``n_slots`` distinct taps are returned.
+    when no serving engine record can feed them). Only wirings of ``n_slots`` distinct taps are returned.
     """
     n = wm.num_layers(target_config)
     cfg = getattr(draft, "raw_config", None) or getattr(draft, "config", None) if not isinstance(draft, dict) \
@@ -157,11 +160,7 @@ def candidates(target_config, draft, *, engine: str | None = None, sglang_rule: 
             found[taps].reasons.append(reason)
 
     seeds = []
-    rows = [(r, "") for r in wm.table(n, cfg, sglang_rule=sglang_rule)]
-    other_rule = "first-id-1" if sglang_rule == "classic" else "classic"
-    alt = wm.resolve("sglang", n, cfg, sglang_rule=other_rule)
-    if alt.taps != rows[0][0].taps:
-        rows.append((alt, f" (rule {other_rule})"))
+    rows = [(r, "") for r in wm.table(target_config, cfg)]
     # the engine asked about goes first, so that ties in the ranking favour what it feeds
     rows.sort(key=lambda rr: rr[0].engine != str(engine or "").lower())
     fed: dict[tuple, list[str]] = {}
@@ -169,13 +168,17 @@ def candidates(target_config, draft, *, engine: str | None = None, sglang_rule: 
         add(r.taps, "")
         fed.setdefault(tuple(r.taps), []).append(engine_name(r.engine) + tag)
         seeds.append(tuple(r.taps))
+        if tuple(r.taps) in found and r.feasible:
+            found[tuple(r.taps)].engines.append(r.engine)
     trained = wm.trained_wiring_from_config(cfg, n) if cfg is not None else None
     if trained is not None:
         add(trained.taps, "trained taps (draft config workbench.trained_taps)")
         seeds.append(trained.taps)
+        if trained.taps in found:
+            found[trained.taps].trained = True
     defaults: dict[tuple, list[str]] = {}
     for e in wm.ENGINES:
-        r = wm.resolve(e, n, None)
+        r = wm.resolve(e, target_config, None)
         add(r.taps, "")
         defaults.setdefault(tuple(r.taps), []).append(engine_name(e))
         seeds.append(tuple(r.taps))
@@ -204,9 +207,9 @@ def candidates(target_config, draft, *, engine: str | None = None, sglang_rule: 
             head.append("default of " + ", ".join(defaults[c.wiring.taps]))
         c.reasons = head + [r for r in c.reasons if r]
         if engine is not None:
-            why = cannot_feed(engine, c.wiring.taps, n)
+            why = cannot_feed(engine, c.wiring.taps, target_config)
         else:
-            whys = [cannot_feed(e, c.wiring.taps, n) for e in ("sglang", "vllm")]
+            whys = [cannot_feed(e, c.wiring.taps, target_config) for e in SERVING]
             why = None if any(w is None for w in whys) else whys[0]
         c.feasible, c.why_not = why is None, why or ""
     return out
@@ -349,7 +352,7 @@ def _stats(res, stage: int) -> dict:
 
 
 def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, screen_chains: int = 300,
-             top: int = 4, limit: int | None = None, progress: bool = True, sglang_rule: str = "classic",
+             top: int = 4, limit: int | None = None, progress: bool = True,
              batch_size: int = 8, ctx=None, shard_dir=None, cost_ratio: float | None = None) -> Diagnosis | None:
     """Rank candidate wirings of ``draft`` on ``target`` over ``dataset`` and say what ``engine`` does.
 
@@ -370,9 +373,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     """
     import pandas as pd
 
-    engine = str(engine).lower()
-    if engine not in wm.ENGINES:
-        raise WorkbenchError(f"unknown engine {engine!r} (expected one of {', '.join(wm.ENGINES)})")
+    engine = engines.get(engine).name
     if not isinstance(K, int) or isinstance(K, bool) or K < 1:
         raise WorkbenchError(f"steps K={K!r}: expected an integer >= 1")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
@@ -391,10 +392,10 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     n_slots = width // H
     cfg = draft.raw_config
 
-    cands = candidates(target.config, draft, engine=engine, sglang_rule=sglang_rule, n_slots=n_slots)
+    cands = candidates(target.config, draft, engine=engine, n_slots=n_slots)
     if not cands:
         raise WorkbenchError(f"no candidate wiring of {n_slots} taps for a target with N={n} layers")
-    eng = wm.resolve(engine, target.config, cfg, sglang_rule=sglang_rule)
+    eng = wm.resolve(engine, target.config, cfg)
     eng_spec = eng.spec if len(eng.taps) == n_slots and len(set(eng.taps)) == n_slots else None
     tw = wm.trained_wiring_from_config(cfg, n) if cfg is not None else None
     trained = tw.spec if tw is not None and len(tw.taps) == n_slots else None
@@ -405,7 +406,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     progress = bool(progress) and (ctx is None or ctx.is_main)
     screen = acceptance.simulate(target, draft, screen_rows, [c.wiring for c in cands], batch_size=batch_size,
                                  progress=progress, topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
-                                 everywhere=True, setting=setting.replace(steps=1))
+                                 everywhere=True, setting=setting.replace(steps=1), engine=engine)
     s1 = {spec: _stats(r, 1) for spec, r in screen.items()}
     order = sorted(range(len(cands)), key=lambda i: (-_key(s1[cands[i].spec]["alpha1"]), i))
     ranked1 = [cands[i].spec for i in order]
@@ -418,7 +419,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
             chosen.append(s)
     results = acceptance.simulate(target, draft, dataset, [by_spec[s].wiring for s in chosen], limit=limit,
                                   batch_size=batch_size, progress=progress, ctx=ctx, out_dir=shard_dir,
-                                  name="curves", setting=setting)
+                                  name="curves", setting=setting, engine=engine)
     if results is None:                      # not rank 0: rank 0 reports for everyone
         return None
     if cost_ratio is not None:
@@ -448,7 +449,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     else:
         b, e = s2[best], s2[eng_spec]
         engine_ok = not (e["accept_length_high"] < b["accept_length_low"])
-    verdict = _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok, by_spec, n)
+    verdict = _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok, by_spec, target.config)
     return Diagnosis(engine=engine, steps=K, table=table, results=results, screen=screen, best=best,
                      best_feasible=best_feasible, engine_wiring=eng_spec, engine_explanation=eng.explanation,
                      engine_warnings=list(eng.warnings), trained_wiring=trained, engine_ok=engine_ok,
@@ -460,12 +461,12 @@ def _key(x) -> float:
     return -1.0 if x is None or math.isnan(x) else float(x)
 
 
-def _fix(engine: str, spec: str, n: int) -> str:
-    ids = config_ids(engine, tuple(spec.split(",")), n)
-    return f"set eagle_config.eagle_aux_hidden_state_layer_ids to {ids}" if ids is not None else ""
+def _fix(engine: str, spec: str, target) -> str:
+    ids = config_ids(engine, tuple(spec.split(",")), target)
+    return f"set {where_ids_go(engine)} to {ids}" if ids is not None else ""
 
 
-def _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok, by_spec, n) -> str:
+def _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok, by_spec, target) -> str:
     E = engine_name(engine)
     a = lambda s: _fmt(s2[s]["alpha1"])            # noqa: E731
     al = lambda s: _fmt(s2[s]["accept_length"])    # noqa: E731
@@ -486,21 +487,22 @@ def _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok,
             f"{al(eng_spec)} instead of {al(ref)}")
     c = by_spec[ref]
     if c.feasible:
-        fix = _fix(engine, ref, n)
+        fix = _fix(engine, ref, target)
         return f"{text}; fix the draft config: {fix} so that {E} feeds {ref}" if fix else \
             f"{text}; serve it with the wiring {ref}"
     why = c.why_not or f"{E} cannot feed {ref}"
-    tail = f"retrain on {eng_spec} or serve with an engine that can"
+    others = who_can_feed(tuple(ref.split(",")), target, exclude=(engine,))
+    tail = f"retrain on {eng_spec} or serve with an engine that can" + (f" ({'; '.join(others)})" if others else "")
     if best_feasible is not None and best_feasible != eng_spec and best_feasible in s2 \
             and s2[best_feasible]["accept_length"] > s2[eng_spec]["accept_length"]:
-        fix = _fix(engine, best_feasible, n)
+        fix = _fix(engine, best_feasible, target)
         tail += f" (or {fix} so that {E} feeds {best_feasible}: accept length {al(best_feasible)})"
     return f"{text}; {why}: {tail}"
 
 
 def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang", K: int = 4, limit=None,
                    device: str | None = "cpu", dtype=None, batch_size: int = 8, screen_chains: int = 300,
-                   top: int = 4, sglang_rule: str = "classic", trust_remote_code: bool = False,
+                   top: int = 4, trust_remote_code: bool = False,
                    progress: bool = True, ctx=None, shard_dir=None, device_map=None,
                    cost_ratio: float | None = None) -> Diagnosis | None:
     """Everything behind ``workbench diagnose``: load target, draft and data, then :func:`diagnose`.
@@ -515,8 +517,9 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
     target, d, ds = inputs.load(target_path, draft_path, data_path, device=device, dtype=dtype, device_map=device_map,
                                 trust_remote_code=trust_remote_code, progress=progress and (ctx is None or ctx.is_main))
     return diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
-                    progress=progress, sglang_rule=sglang_rule, batch_size=batch_size, ctx=ctx,
+                    progress=progress, batch_size=batch_size, ctx=ctx,
                     shard_dir=shard_dir, cost_ratio=cost_ratio)
 
 
-__all__ = ["Candidate", "Diagnosis", "candidates", "cannot_feed", "config_ids", "diagnose", "diagnose_files"]
+__all__ = ["Candidate", "Diagnosis", "SERVING", "candidates", "cannot_feed", "config_ids", "diagnose", "diagnose_files",
+           "where_ids_go", "who_can_feed"]

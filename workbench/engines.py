@@ -37,8 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
-from workbench.wiring import Resolution, Wiring, load_config, num_layers, parse_tap, tap_to_hf
-from workbench.wiring import id_list as wiring_ids
+from workbench.taps import Resolution, Wiring, load_config, num_layers, parse_tap, tap_to_hf
+from workbench.taps import id_list as wiring_ids
 
 _KEY = "eagle_aux_hidden_state_layer_ids"
 EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
@@ -419,6 +419,12 @@ def ids_for_taps(engine, taps, target) -> Feasibility:
         ids = points            # PR #25454: ids not starting at 1 are read as capture points
     r = _taps_for_ids(e, ids, n, arch)
     if not r.feasible or r.taps != taps:          # a rule this search does not model: say so, never guess
+        if e.first_id_rule and points and points[0] == 1:
+            # PR #25454: ids [0, ...] are read as is (capture point 0 = embed); ids [1, ...] get +1; so the
+            # capture point 1 (L0) cannot come first
+            return Feasibility(None, f"{e.label.split(' (')[0]} cannot feed {taps[0]} first: ids starting at 1 "
+                                     f"get +1, other ids are capture points (PR #25454), so capture point 1 "
+                                     f"is unreachable")
         return Feasibility(None, f"{e.name}: no ids found ({r.explanation})")
     return Feasibility(ids)
 
@@ -593,7 +599,7 @@ def default_wiring(draft_config, target) -> Resolution:
 
 # ─────────────────────────────── the table behind `workbench wiring` ───────────────────────────────
 
-def _id_meaning(e: Engine) -> str:
+def id_meaning(e: Engine) -> str:
     if e.hf_indices:
         return "HF hidden_states index (N = post-norm final)"
     if e.shift is None:
@@ -620,7 +626,7 @@ def engine_table() -> list[dict]:
     for e in RECORDS.values():
         rows.append({
             "engine": e.name, "what": e.label, "version": e.boundary, "serving": e.serving,
-            "reads": " > ".join(e.keys) or "(nothing)", "id": _id_meaning(e),
+            "reads": " > ".join(e.keys) or "(nothing)", "id": id_meaning(e),
             "rotary": f"+{e.rotary_offset} at steps k>=1" if e.rotary_offset else "p+k",
             "embed": e.embed, "lm_head": e.lm_head,
             "options": ", ".join(f"{k}" + ("=True if missing (speculators)" if o.speculators_default else "")
@@ -642,4 +648,4 @@ def format_engine_table() -> str:
 
 __all__ = ["Engine", "Feasibility", "Option", "RECORDS", "ENGINE_NAMES", "Reading", "auto_flags", "config_ids",
            "default_engine", "default_wiring", "embed_source", "engine_table", "format_engine_table", "get",
-           "ids_for_taps", "lm_head_source", "options_for", "read", "taps_for_ids", "wiring_for"]
+           "id_meaning", "ids_for_taps", "lm_head_source", "options_for", "read", "taps_for_ids", "wiring_for"]

@@ -200,13 +200,17 @@ def exact_generator(target, draft, wiring, K: int, topk: int = 1, num_draft_toke
 
 @contextlib.contextmanager
 def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "new", generate=None,
-          faults=None, info: dict | None = None, topk: int = 1, num_draft_tokens: int | None = None,
-          adaptive: bool = False, counting: str = "v2", endpoints=("/server_info", "/get_server_info")):
+          faults=None, info: dict | None = None, engine: str = "sglang", topk: int = 1,
+          num_draft_tokens: int | None = None, adaptive: bool = False, counting: str = "v2",
+          endpoints=("/server_info", "/get_server_info")):
     """Start the fake server on 127.0.0.1 (a free port); yields its URL (a ``str`` whose ``.state`` is
     the :class:`FakeServer`: requests received, variant, wiring). Stopped when the block ends.
 
     ``target``/``draft``: paths or loaded objects; ``wiring``: the taps this server feeds the draft
-    (a spec such as ``"L1,L3,L4"``; default: what SGLang would feed, ``wiring.resolve("sglang", ...)``).
+    (a spec such as ``"L1,L3,L4"``; default: what ``engine`` feeds). ``engine``: the record in
+    :mod:`workbench.engines` whose computation the server decodes with (``sglang`` current,
+    ``sglang-2026.04`` for an older server: rotary offset, Eagle-3.1 options, the target's embedding);
+    see :func:`workbench.wiring.apply_engine` (a loaded ``draft`` is changed in place).
     ``K``/``topk``/``num_draft_tokens``: SGLang's ``--speculative-num-steps``/``-eagle-topk``/``-num-draft-tokens``
     (topk > 1: the real tree, :func:`workbench.tree_verify.exact_tree_decode`). ``adaptive``: report
     ``speculative_adaptive`` and change the steps every other request. ``counting``: how the last verify
@@ -229,10 +233,7 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
         if inputs.is_path(draft):
             extra.setdefault("draft_path", str(draft))
         target, draft, _ = inputs.load(target, draft, device="cpu")
-        if wiring is None:
-            r = wmod.resolve("sglang", target.config, draft.config)
-            wiring = r.spec
-        wiring = wmod.Wiring.parse(wiring, target.n_layers).spec
+        wiring = wmod.apply_engine(target, draft, engine, wiring)[0].spec
         generate = exact_generator(target, draft, wiring, int(K), shape.topk, shape.num_draft_tokens)
     if adaptive and "steps" not in inspect.signature(generate).parameters:
         raise WorkbenchError("fake server: adaptive=True needs a generate callable with a steps= keyword")

@@ -22,8 +22,9 @@ weight is refit on all samples. ``b`` is fitted only when the old ``fc`` has a b
 format does not change).
 
 Export: the same checkpoint format (:func:`workbench.checkpoint.save_draft`) with the config's
-``eagle_config`` ids set so that the chosen engine resolves to taps B (checked with
-:func:`workbench.wiring.resolve`; refused when no id list can do it, e.g. ``embed`` for SGLang) and a
+ids set so that vLLM (top-level key, its convention) and SGLang (``eagle_config``, its convention) both
+feed taps B (:func:`config_for_taps`, checked with :mod:`workbench.engines`; refused when the named
+engine cannot, e.g. ``embed`` for SGLang) and a
 note ``"workbench": {"rewired_from": A, "trained_taps": B, "method": ...}``. Acceptance on held-out
 data (:func:`workbench.acceptance.simulate`): before (old draft fed B), after (the exported checkpoint,
 reloaded, fed B), reference (old draft fed A); ``recovered = (after - before) / (reference - before)``
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from workbench import capture, checkpoint, inputs
+from workbench import capture, checkpoint, engines, inputs
 from workbench.acceptance import simulate
 from workbench.draft import Eagle3Draft
 from workbench.errors import WorkbenchError
@@ -48,7 +49,7 @@ from workbench.files import write_json
 from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION, Setting
 from workbench.train import deterministic, train_on_batches
-from workbench.wiring import Wiring, ids_for, resolve, trained_wiring_from_config
+from workbench.wiring import Wiring, resolve, trained_wiring_from_config
 
 #: λ grid, relative to tr(XᵀX)/d (the mean feature energy): scale free.
 ALPHAS = (1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
@@ -273,33 +274,62 @@ def refit_fc(target, draft, dataset, from_taps, to_taps, *, holdout: float = 0.2
 _KEY = "eagle_aux_hidden_state_layer_ids"
 
 
-def config_for_taps(config: dict, engine: str, taps, n_layers: int, *, sglang_rule: str = "classic"):
-    """A copy of the draft ``config`` whose layer ids make ``engine`` feed exactly ``taps``, and its Resolution.
+def config_for_taps(config: dict, engine: str, taps, target):
+    """A copy of the draft ``config`` whose layer ids make both vLLM and SGLang feed exactly ``taps``,
+    and what ``engine`` (the named record) then feeds.
 
         >>> cfg, r = config_for_taps({"eagle_config": {_KEY: [0, 3, 4]}}, "sglang", ["L1", "L3", "L4"], 8)
-        >>> cfg["eagle_config"][_KEY], r.spec
-        ([1, 3, 4], 'L1,L3,L4')
+        >>> cfg[_KEY], cfg["eagle_config"][_KEY], r.spec        # vLLM's convention top-level, SGLang's nested
+        ([2, 4, 5], [1, 3, 4], 'L1,L3,L4')
 
-    The config's own ids are kept when the engine already feeds ``taps`` from them; otherwise the ids
-    come from :func:`workbench.wiring.ids_for` (rule-aware, checked with ``resolve``). vLLM gets the
-    top-level key too (it reads that first). Raises WorkbenchError when no ids work.
+    Each engine reads its own key in its own convention (facts page, section 1): vLLM reads the
+    top-level key first (id k = ``L{k-1}``), SGLang reads only ``eagle_config`` (+1, or as is after
+    PR #25454 when the first id is not 1). So the top level gets vLLM's ids and ``eagle_config`` gets
+    SGLang's, whatever ``engine`` is named (:func:`workbench.engines.ids_for_taps`). SGLang's ids are
+    the ones both SGLang versions read alike when there are such; else those of the named SGLang
+    version (current SGLang when another engine is named), with a warning; those of the other version
+    when only it can. A key whose engine cannot feed ``taps`` (e.g. ``embed`` for SGLang) is removed and the Resolution warns; ``engine`` itself must
+    feed them (else WorkbenchError).
     """
     taps = tuple(taps)
+    e = engines.get(engine)
     cfg = json.loads(json.dumps(config))
-    r = resolve(engine, n_layers, cfg, sglang_rule=sglang_rule)
-    if r.feasible and r.taps == taps:
-        return cfg, r
-    ids = ids_for(engine, taps, n_layers, sglang_rule=sglang_rule)
-    if ids is None:
-        raise WorkbenchError(f"no eagle_aux_hidden_state_layer_ids make {engine} feed {','.join(taps)} (the "
-                             f"config's ids give {r.spec or '(nothing)'}); {engine} cannot feed these taps, "
-                             f"choose taps it can (see `workbench wiring`)")
+    warnings = []
+    named = e.name if e.name.startswith("sglang") else "sglang"
+    other = "sglang-2026.04" if named == "sglang" else "sglang"
+    s_named, s_other = engines.ids_for_taps(named, taps, target), engines.ids_for_taps(other, taps, target)
+    s_ids = s_named.ids
+    if not s_named.feasible and s_other.feasible:
+        s_ids = s_other.ids
+        warnings.append(f"eagle_config ids {s_ids} are for {other} ({s_named.reason})")
+    elif s_named.feasible and s_other.feasible and s_other.ids != s_named.ids:
+        if engines.taps_for_ids(named, s_other.ids, target).taps == taps:
+            s_ids = s_other.ids                      # read alike by both SGLang versions
+        else:
+            warnings.append(f"eagle_config ids {s_ids} are for {named}; {other} needs {s_other.ids}")
+    v = engines.ids_for_taps("vllm", taps, target)
+    if v.feasible:
+        cfg[_KEY] = list(v.ids)
+    else:
+        cfg.pop(_KEY, None)
+        warnings.append(f"no top-level ids: {v.reason}")
     eagle = dict(cfg.get("eagle_config") or {})
-    eagle.update({_KEY: list(ids), "use_aux_hidden_state": True})
-    cfg["eagle_config"] = eagle
-    if engine == "vllm" or _KEY in cfg:
-        cfg[_KEY] = list(ids)
-    return cfg, resolve(engine, n_layers, cfg, sglang_rule=sglang_rule)
+    if s_ids is not None:
+        eagle.update({_KEY: list(s_ids), "use_aux_hidden_state": True})
+    else:
+        eagle.pop(_KEY, None)
+        warnings.append(f"no eagle_config ids: {s_named.reason} (SGLang would feed its default taps)")
+    if eagle:
+        cfg["eagle_config"] = eagle
+    else:
+        cfg.pop("eagle_config", None)
+    r = engines.wiring_for(e, cfg, target)
+    if not r.feasible or r.taps != taps:
+        why = engines.ids_for_taps(e, taps, target).reason or f"its ids are not written by this export ({r.explanation})"
+        raise WorkbenchError(f"{e.name} cannot be made to feed {','.join(taps)}: {why}; choose taps it can "
+                             f"(see `workbench wiring`)")
+    r.warnings.extend(warnings)
+    return cfg, r
 
 
 # ─────────────────────────────── draft surgery, fine-tune ───────────────────────────────
@@ -440,6 +470,19 @@ class RewireResult(Rendered):
             write_json(path, out, indent=2)
         return out
 
+    def table(self) -> str:
+        """Before / after / reference as the markdown table the README quotes ('' without evaluation)."""
+        if self.before is None:
+            return ""
+        A, B = ",".join(self.from_taps), ",".join(self.to_taps)
+        rows = [("before (trained on `%s`, fed `%s`)" % (A, B), self.before)]
+        if self.after_closed_form is not None:
+            rows.append(("closed form only (fed `%s`)" % B, self.after_closed_form))
+        rows += [("after (rewired checkpoint, fed `%s`)" % B, self.after), ("reference (fed `%s`)" % A, self.reference)]
+        lines = [f"| K={self.K} | accept length | decode path |", "|---|---|---|"]
+        lines += [f"| {name} | {r.accept_length:.3f} | {r.decode_path['accept_length']:.3f} |" for name, r in rows]
+        return "\n".join(lines)
+
     def summary(self) -> str:
         A, B = ",".join(self.from_taps), ",".join(self.to_taps)
         r = self.ridge
@@ -469,12 +512,14 @@ def _share(x) -> str:
     return "no gap to recover (before >= reference)" if x is None or x != x else f"recovered {x:.1%} of the gap"
 
 
-def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglang_rule: str = "classic"):
+def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None):
     """``(A, B, engine)``: the taps the draft was trained on, the taps to rewire to, the export engine.
 
     A: ``from_taps`` or the draft config's ``workbench.trained_taps``. B: ``taps``, else what ``engine``
-    feeds this draft today. The export engine is ``engine``, else "specforge" (layer-output ids, what
-    SGLang's classic rule also reads). Refuses when A == B or the widths do not match the target.
+    feeds this draft today. The export engine is ``engine``, else the draft's own format engine
+    (:func:`workbench.engines.default_engine`: vllm for speculators drafts, specforge for EAGLE-3 ones);
+    the export carries ids for vLLM and SGLang either way (:func:`config_for_taps`). Refuses when
+    A == B or the widths do not match the target.
     """
     n = target.n_layers
     if int(draft.target_hidden_size) != int(target.hidden_size):
@@ -494,7 +539,7 @@ def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglan
     if taps is not None:
         B = Wiring.parse(taps, n)
     else:
-        r = resolve(engine, target.config, draft.config, sglang_rule=sglang_rule)
+        r = resolve(engine, target.config, draft.raw_config)
         if not r.feasible or not r.taps:
             raise WorkbenchError(f"{engine} cannot feed this draft as configured ({r.explanation}; "
                                  f"{'; '.join(r.warnings)}): pass --taps")
@@ -505,14 +550,14 @@ def resolve_taps(target, draft, *, taps=None, engine=None, from_taps=None, sglan
     if A.taps == B.taps:
         raise WorkbenchError(f"taps to rewire to ({B.spec}) are the taps the draft was trained on: nothing to "
                              f"rewire (the draft already matches)")
-    return A.taps, B.taps, (engine or "specforge")
+    return A.taps, B.taps, engines.get(engine or engines.default_engine(draft.raw_config)).name
 
 
 def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_taps=None, eval_data=None,
            out=None, K: int = 4, finetune_steps: int = 0, finetune_part: str = "fc",
            finetune_seconds: float | None = None, lr: float = 1e-3, holdout: float = 0.2, alphas=ALPHAS,
            batch_size: int = 8, limit: int | None = None, eval_limit: int | None = None, seed: int = 0,
-           sglang_rule: str = "classic", device: str | None = None, dtype=None,
+           device: str | None = None, dtype=None,
            trust_remote_code: bool = False, progress: bool = True) -> RewireResult:
     """Refit, (fine-tune), export and evaluate. Everything behind ``workbench rewire``.
 
@@ -532,9 +577,8 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
         raise WorkbenchError(f"finetune steps must be a non-negative integer, got {finetune_steps!r}")
     target, old, train_ds = inputs.load(target, draft, data, device=device or "cpu", dtype=dtype,
                                         trust_remote_code=trust_remote_code, progress=progress)
-    A, B, export_engine = resolve_taps(target, old, taps=taps, engine=engine, from_taps=from_taps,
-                                       sglang_rule=sglang_rule)
-    cfg, res = config_for_taps(old.config, export_engine, B, target.n_layers, sglang_rule=sglang_rule)
+    A, B, export_engine = resolve_taps(target, old, taps=taps, engine=engine, from_taps=from_taps)
+    cfg, res = config_for_taps(old.config, export_engine, B, target.config)
     eval_ds = inputs.dataset(eval_data, target)
 
     ridge, info = refit_fc(target, old, train_ds, A, B, holdout=holdout, alphas=alphas, batch_size=batch_size,

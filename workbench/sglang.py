@@ -25,8 +25,8 @@ from workbench.errors import WorkbenchError
 from workbench.files import is_path
 from workbench.render import Rendered
 from workbench.setting import SCHEMA_VERSION
-from workbench.wiring import (Resolution, Wiring, draft_layer_ids, ids_for, load_config, num_layers, resolve,
-                              trained_wiring_from_config)
+from workbench import engines
+from workbench.wiring import Resolution, Wiring, load_config, num_layers, trained_wiring_from_config
 
 SEVERITIES = ("error", "warning", "info")
 _SPEC_KEYS = ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
@@ -235,12 +235,15 @@ def _is_eagle3_draft(cfg: dict) -> bool | None:
 
 # ─────────────────────────────── lint ───────────────────────────────
 
-def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, sglang_rule: str = "classic",
+def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, engine: str = "sglang",
          source: str = "command") -> LintResult:
     """Lint parsed server args. ``draft``/``target``: directories (config.json; draft weights for ``d2t``).
     ``trained_wiring``: the taps the draft was trained on (spec or Wiring; default: the draft's hint).
+    ``engine``: the server's record in :mod:`workbench.engines` (``sglang`` = current, ``sglang-2026.04``
+    = releases before 2026-05): its id rule, auto flags and embedding/lm_head source.
     ``source="server"`` means the values are the server's effective ones (already adjusted)."""
     a = dict(server_args)
+    rec = engines.get(engine)
     P: list[Problem] = []
 
     def add(code, sev, msg, why="", fix=""):
@@ -311,14 +314,20 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, sgl
                     "SGLang asserts that topk and num_draft_tokens are unset when steps is unset: the server "
                     "fails to start", "set --speculative-num-steps K explicitly")
             else:
-                add("steps-unset", "warning", "--speculative-num-steps/-eagle-topk/-num-draft-tokens unset: SGLang "
-                    "picks a per-model default (auto_choose_speculative_params: (5, 4, 8) for most architectures, "
-                    "(3, 1, 4) for DeepSeek in some versions)",
-                    "the draft depth and tree are not what you measured offline, and change with SGLang versions",
+                arch = _architecture(tcfg)
+                auto = engines.auto_flags(rec, arch)
+                rule = "; ".join(f"{k}: {v}" for k, v in (rec.auto_flags or {}).items()).replace("*:", "other:")
+                picked = (f"for {arch or 'this target'} that is (steps, topk, draft tokens) = {auto}" if auto and arch
+                          else f"({rule})" if auto else "")
+                add("steps-unset", "warning", "--speculative-num-steps/-eagle-topk/-num-draft-tokens unset: "
+                    f"{rec.label} picks a per-model default {picked}".rstrip(),
+                    "the draft depth and tree are not what you measured offline, and change with SGLang versions "
+                    "(before 2026-05: (5, 4, 8) for most architectures; now (5, 4, 8) only for Llama and Grok)",
                     "set --speculative-num-steps K --speculative-eagle-topk 1 --speculative-num-draft-tokens K+1")
-                settings["speculative_num_steps"] = "auto (per model; 5 for most)"
-                settings["speculative_eagle_topk"] = "auto (per model; 4 for most)"
-                settings["speculative_num_draft_tokens"] = "auto (per model; 8 for most)"
+                default = auto if auto and arch else None
+                settings["speculative_num_steps"] = f"auto ({default[0]})" if default else "auto (per model)"
+                settings["speculative_eagle_topk"] = f"auto ({default[1]})" if default else "auto (per model)"
+                settings["speculative_num_draft_tokens"] = f"auto ({default[2]})" if default else "auto (per model)"
         elif not live and topk is None:
             add("topk-unset", "warning", "--speculative-eagle-topk unset while --speculative-num-steps is set",
                 "depending on the SGLang version the server fails at start (None compared with 1) or picks a default",
@@ -365,13 +374,14 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, sgl
     # ---- the draft itself ----
     wiring = trained = None
     if dcfg is not None and algo in (None, "EAGLE3", "EAGLE") and eagle3_draft is not False:
-        ids = draft_layer_ids(dcfg)
-        if ids["top"] is not None and ids["nested"] is None:
-            add("top-level-ids", "error" if n is None or ids["top"] != _sglang_default_ids(n) else "warning",
-                f"the draft config has top-level eagle_aux_hidden_state_layer_ids {ids['top']}: SGLang ignores it",
-                "SGLang reads only eagle_config.eagle_aux_hidden_state_layer_ids (bare try/except) and silently "
-                "feeds its default taps instead",
-                'move the ids into "eagle_config": {"eagle_aux_hidden_state_layer_ids": [...]}')
+        ids = engines.config_ids(dcfg)
+        if ids["top"] is not None and ids["nested"] is None and "top" not in rec.keys and rec.keys:
+            add("top-level-ids", "error" if n is None or ids["top"] != rec.default_ids(n) else "warning",
+                f"the draft config has top-level eagle_aux_hidden_state_layer_ids {ids['top']}: {rec.name} ignores it",
+                f"{rec.label} reads only eagle_config.eagle_aux_hidden_state_layer_ids (bare try/except) and "
+                "silently feeds its default taps instead",
+                'move the ids into "eagle_config": {"eagle_aux_hidden_state_layer_ids": [...]} in SGLang\'s '
+                "convention (`workbench rewire` writes both engines' ids)")
         dvs, vs = dcfg.get("draft_vocab_size"), dcfg.get("vocab_size")
         if isinstance(dvs, int) and isinstance(vs, int) and dvs < vs:
             names = draft_weight_names(draft) if is_path(draft) and os.path.isdir(draft) else None
@@ -389,20 +399,35 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, sgl
                 add("target-hidden-size", "error", f"draft expects target hidden size {dth}, the target has {th}",
                     "fc's input width (3·H_target) does not match: load fails or features are garbage",
                     "use the draft trained for this target")
+        names = draft_weight_names(draft) if is_path(draft) and os.path.isdir(draft) else None
+        if names is not None:
+            ships = any(k.endswith("embed_tokens.weight") for k in names)
+            _, why = engines.embed_source(rec, dcfg, ships)
+            if why:
+                add("embed-replaced", "warning", f"the draft ships its own embed_tokens: {why}",
+                    "the draft computes with the target's input embedding, not the one it ships; if it was "
+                    "trained with its own (e.g. vLLM keeps it) its inputs differ under SGLang",
+                    "evaluate it as served: `workbench accept --engine " + rec.name + "`; or drop embed_tokens "
+                    "from the checkpoint if it equals the target's")
+            ships_head = any(k.endswith("lm_head.weight") for k in names)
+            _, why = engines.lm_head_source(rec, dcfg, ships_head)
+            if why and ships_head:
+                add("lm-head-replaced", "warning", f"{why} (the draft ships its own lm_head)",
+                    "the draft's trained lm_head is not used: its logits differ from what was trained",
+                    'add "draft_vocab_size" to the draft config.json')
         if n is not None:
-            wiring = resolve("sglang", n, dcfg, sglang_rule=sglang_rule)
+            wiring = engines.wiring_for(rec, dcfg, tcfg)
             if not wiring.feasible:
-                add("wiring-infeasible", "error", "; ".join(x for x in wiring.warnings if x.startswith("sglang:")),
-                    "SGLang captures the wrong number of states or crashes (cf. SGLang #32226: ids shifted past the "
-                    "last layer)", "fix eagle_config.eagle_aux_hidden_state_layer_ids: three ascending ids "
-                    + ("(id k = output of layer k, 0..%d for N=%d)" % (n - 2, n) if sglang_rule == "classic" else
-                       "(first id 1: +1 to each, output of layer k; otherwise before-layer indices)"))
+                add("wiring-infeasible", "error", "; ".join(x for x in wiring.warnings if x.startswith(rec.name)),
+                    f"{rec.label} captures the wrong number of states or crashes (cf. SGLang #32226: ids shifted "
+                    "past the last layer)", "fix eagle_config.eagle_aux_hidden_state_layer_ids: three ascending ids "
+                    f"({engines.id_meaning(rec)}; default {rec.default_ids(n)} for N={n})")
             trained = (Wiring.parse(trained_wiring, n) if trained_wiring is not None
                        else trained_wiring_from_config(dcfg, n))
             if trained is not None and wiring.feasible and trained.taps != wiring.taps:
-                add("wiring-mismatch", "error", f"SGLang feeds {wiring.spec} but the draft was trained on {trained.spec}",
-                    "the draft's fc sees features from different layers than in training: served acceptance "
-                    "collapses while offline validation looks fine", _fix_for(trained, n, sglang_rule))
+                add("wiring-mismatch", "error", f"{_short_name(rec)} feeds {wiring.spec} but the draft was trained on "
+                    f"{trained.spec}", "the draft's fc sees features from different layers than in training: "
+                    "served acceptance collapses while offline validation looks fine", _fix_for(rec, trained, tcfg))
     elif trained_wiring is not None and (dcfg is None or n is None):
         add("wiring-unchecked", "info", "--trained-wiring given without both --draft and --target: cannot tell "
             "what SGLang feeds", "", "pass --target DIR and --draft DIR")
@@ -412,19 +437,28 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, sgl
     return LintResult(settings, P, "server info" if live else source, wiring, trained)
 
 
-def _sglang_default_ids(n: int) -> list[int]:
-    return [1, n // 2 - 1, n - 4]
+def _architecture(tcfg) -> str | None:
+    if tcfg is None:
+        return None
+    arch = (tcfg.get("architectures") or [None])[0]
+    if arch is None and isinstance(tcfg.get("text_config"), dict):
+        arch = (tcfg["text_config"].get("architectures") or [None])[0]
+    return arch
 
 
-def _fix_for(trained: Wiring, n: int, sglang_rule: str = "classic") -> str:
-    ids = ids_for("sglang", trained.taps, n, sglang_rule=sglang_rule)
-    if ids is not None:
-        how = "adds +1 and captures before those layers" if sglang_rule == "classic" else \
-            "applies its first-id-is-1 rule (PR #25454)"
-        return (f'set "eagle_config": {{"eagle_aux_hidden_state_layer_ids": {ids}}} in the draft config.json '
-                f"(SGLang {how}; checked: it then feeds {trained.spec})")
-    return (f"SGLang cannot feed {trained.spec} under its {sglang_rule} id rule (only layer outputs, ascending): "
-            "rewire the draft for taps SGLang can feed (`workbench rewire`) or retrain")
+def _fix_for(rec, trained: Wiring, tcfg) -> str:
+    f = engines.ids_for_taps(rec, trained.taps, tcfg)
+    if f.feasible:
+        return (f'set "eagle_config": {{"eagle_aux_hidden_state_layer_ids": {f.ids}}} in the draft config.json '
+                f"(checked: {rec.name} then feeds {trained.spec})")
+    v = engines.ids_for_taps("vllm", trained.taps, tcfg)
+    alt = (f"; vLLM can feed {trained.spec} with top-level ids {v.ids}" if v.feasible and rec.name != "vllm" else "")
+    return (f"{f.reason}: {_short_name(rec)} cannot feed {trained.spec}; rewire the draft for taps it can feed "
+            f"(`workbench rewire`) or retrain{alt}")
+
+
+def _short_name(rec) -> str:
+    return rec.label.split(" (")[0]
 
 
 def lint_command(text: str, **kw) -> LintResult:

@@ -41,9 +41,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from workbench import engines, inputs
 from workbench import fingerprint as fp
-from workbench import inputs
 from workbench import wiring as wmod
+from workbench.diagnose import Candidate
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
 from workbench.render import Rendered
@@ -428,17 +429,9 @@ def generate_samples(client: Client, rows: list[dict], *, vocab_size: int | None
 
 # ─────────────────────────────── comparison ───────────────────────────────
 
-@dataclass
-class Candidate:
-    """One wiring the offline estimator tries; ``engines`` lists who would feed it."""
-
-    spec: str
-    engines: list[str]
-    trained: bool = False
-
-
-def candidates(target, draft_config, trained=None, extra=None, *, sglang_rule: str = "classic") -> list[Candidate]:
-    """Every feasible engine wiring (``wiring.table``), the trained taps and ``extra`` specs, unique.
+def candidates(target, draft_config, trained=None, extra=None) -> list[Candidate]:
+    """The trained taps, every wiring an engine record feeds as configured (``wiring.table``) and
+    ``extra`` specs, unique, as :class:`workbench.diagnose.Candidate` (``engines`` lists who feeds it).
 
         >>> [c.spec for c in candidates({"num_hidden_layers": 8},
         ...                             {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}},
@@ -449,13 +442,13 @@ def candidates(target, draft_config, trained=None, extra=None, *, sglang_rule: s
     tw = wmod.Wiring.parse(trained, n) if trained is not None else None
     out: dict[str, Candidate] = {}
     if tw is not None:
-        out[tw.spec] = Candidate(tw.spec, ["trained"], True)
-    for r in wmod.table(target, draft_config, sglang_rule=sglang_rule, trained=tw):
+        out[tw.spec] = Candidate(tw, ["trained taps"], engines=["trained"], trained=True)
+    for r in wmod.table(target, draft_config, trained=tw):
         if r.feasible and r.taps:
-            out.setdefault(r.spec, Candidate(r.spec, [])).engines.append(r.engine)
+            out.setdefault(r.spec, Candidate(r.wiring, ["fed as configured"])).engines.append(r.engine)
     for spec in extra or []:
         w = wmod.Wiring.parse(spec, n)
-        out.setdefault(w.spec, Candidate(w.spec, ["given"]))
+        out.setdefault(w.spec, Candidate(w, ["given"], engines=["given"]))
     return list(out.values())
 
 
@@ -772,7 +765,7 @@ def offline_results(requests: dict, samples: list[LiveSample], K: int, setting: 
 
 def compare(url, target, draft, data, *, limit: int | None = None, K: int | None = None, trained=None,
             wirings=None, concurrency: int = 4, timeout: float = 120.0, retries: int = 3, backoff: float = 0.5,
-            tolerance: float = 0.25, sglang_rule: str = "classic", device: str | None = "cpu", dtype=None,
+            tolerance: float = 0.25, engine: str = "sglang", device: str | None = "cpu", dtype=None,
             batch_size: int = 8, trust_remote_code: bool = False, progress: bool = True, counting: str = "auto",
             served_dtype: str | None = None) -> Comparison:
     """Run the live comparison (module docstring). ``target``/``draft``/``data``: paths or loaded objects
@@ -780,10 +773,13 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
 
     ``K``: draft steps; default the server's ``speculative_num_steps`` (``/server_info``), else the
     histogram length - 1. Tree or chain, topk and draft tokens come from the server's info. ``trained``:
-    the taps the draft was trained on (default: its config's ``workbench.trained_taps``, else SpecForge's
-    reading of its ids). ``wirings``: extra specs to try. ``tolerance``: the aggregate fallback's
-    accept-length tolerance. ``counting``: "v1", "v2" or "auto" (the one more requests agree with).
-    ``served_dtype``: the server's dtype for near-ties (default: its info's ``dtype``, else bfloat16).
+    the taps the draft was trained on (default: its config's ``workbench.trained_taps``, else what the
+    draft's own format engine feeds: :func:`workbench.engines.default_wiring`). ``wirings``: extra specs
+    to try. ``engine``: the server's record (``sglang`` current, ``sglang-2026.04`` older): the offline
+    side computes what it computes (:func:`workbench.wiring.apply_engine`, the draft changed in place).
+    ``tolerance``: the aggregate fallback's accept-length tolerance. ``counting``: "v1", "v2" or "auto"
+    (the one more requests agree with). ``served_dtype``: the server's dtype for near-ties (default: its
+    info's ``dtype``, else bfloat16).
     """
     client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
@@ -852,20 +848,22 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     K = int(K)
 
     n = target.n_layers
-    dcfg = draft.config
+    dcfg = draft.raw_config
     tw = wmod.Wiring.parse(trained, n) if trained is not None else \
         (wmod.trained_wiring_from_config(dcfg, n) if dcfg is not None else None)
     if tw is None:
-        r = wmod.resolve("specforge", target.config, dcfg)
+        r = engines.default_wiring(dcfg, target.config)
         tw = wmod.Wiring.parse(r.taps, n)
         notes.append(f"trained taps unknown (no workbench.trained_taps in the draft config): assumed {tw.spec} "
                      f"({r.explanation}); pass --trained-wiring")
-    cands = candidates(target.config, dcfg, tw, wirings, sglang_rule=sglang_rule)
+    cands = candidates(target.config, dcfg, tw, wirings)
+    eng = engines.get(engine).name
+    wmod.apply_engine(target, draft, engine, tw.spec)          # the engine's computation (rotary offset, options)
     if topk > 1:
-        setting = Setting(steps=K, shape="tree", eagle_topk=topk, num_draft_tokens=n_draft, engine="sglang",
+        setting = Setting(steps=K, shape="tree", eagle_topk=topk, num_draft_tokens=n_draft, engine=eng,
                           estimator="decode-path")
     else:
-        setting = Setting(steps=K, engine="sglang", estimator="decode-path")
+        setting = Setting(steps=K, engine=eng, estimator="decode-path")
     dt = served_dtype or (settings.get("dtype") if settings.get("dtype") not in (None, "auto") else "bfloat16")
     reqs = fp.offline_requests(target, draft, [(s.prompt_ids, s.output_ids) for s in samples],
                                [c.spec for c in cands], steps=K, topk=topk, num_draft_tokens=n_draft,

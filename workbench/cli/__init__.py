@@ -36,6 +36,32 @@ def add_torchrun_arguments(parser) -> None:
                         help="per-rank result files for resuming (default under torchrun: <json>.shards)")
 
 
+def add_engine_arguments(parser, *, default: str | None = None, what: str = "the engine") -> None:
+    """``--engine NAME`` (every record of :mod:`workbench.engines`) and the deprecated ``--sglang-rule``."""
+    from workbench.engines import ENGINE_NAMES
+
+    parser.add_argument("--engine", default=default, type=str.lower, choices=list(ENGINE_NAMES), metavar="NAME",
+                        help=f"{what} (one of {', '.join(ENGINE_NAMES)}; `workbench wiring --engines` lists "
+                             f"the version each stands for){'' if default is None else f'; default {default}'}")
+    parser.add_argument("--sglang-rule", choices=["classic", "first-id-1"], default=None,
+                        help="deprecated: use --engine sglang-2026.04 (classic) or --engine sglang (first-id-1)")
+
+
+def engine_of(args) -> str | None:
+    """The engine a command runs with: ``--engine``, or the deprecated ``--sglang-rule`` mapped to a
+    SGLang record (with a notice on stderr)."""
+    rule = getattr(args, "sglang_rule", None)
+    engine = getattr(args, "engine", None)
+    if rule is None:
+        return engine
+    named = {"classic": "sglang-2026.04", "first-id-1": "sglang"}[rule]
+    if engine not in (None, "sglang", "sglang-2026.04"):
+        print(f"notice: --sglang-rule is deprecated and ignored with --engine {engine}", file=sys.stderr)
+        return engine
+    print(f"notice: --sglang-rule {rule} is deprecated: use --engine {named}", file=sys.stderr)
+    return named
+
+
 def build_parser() -> argparse.ArgumentParser:
     from workbench import __version__
 

@@ -8,7 +8,7 @@ Under torchrun the samples are sharded over the ranks (workbench.distributed), r
 JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import add_device_arguments, add_torchrun_arguments
+from workbench.cli import add_device_arguments, add_engine_arguments, add_torchrun_arguments, engine_of
 
 NAME = "accept"
 HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one wiring"
@@ -18,11 +18,10 @@ def add_arguments(parser):
     parser.add_argument("--target", required=True, help="HF target model folder")
     parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder (config.json + model.safetensors)")
     parser.add_argument("--data", required=True, help="data file (jsonl/parquet/...)")
-    g = parser.add_mutually_exclusive_group()
-    g.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3 or hf:0,2,4")
-    g.add_argument("--engine", help="use the taps this engine would feed (sglang, vllm, eagle, specforge, modelopt, hf)")
-    parser.add_argument("--sglang-rule", default="classic", choices=["classic", "first-id-1"],
-                        help="SGLang id rule (first-id-1 = after PR #25454)")
+    parser.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3 or hf:0,2,4 (with --engine: "
+                                         "overrides only the taps)")
+    add_engine_arguments(parser, what="evaluate what this engine feeds and computes (taps, Eagle-3.1 options, "
+                                      "rotary offset, embedding and lm_head source)")
     parser.add_argument("--steps", "-K", type=int, default=4, help="draft depth K (chain, topk 1)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
     parser.add_argument("--batch-size", type=int, default=8)
@@ -48,9 +47,9 @@ def run(args) -> int:
 
     with distributed.init(args.device, device_map=args.device_map) as ctx:
         result, note = accept(
-            args.target, args.draft, args.data, wiring=args.wiring, engine=args.engine, K=args.steps,
+            args.target, args.draft, args.data, wiring=args.wiring, engine=engine_of(args), K=args.steps,
             limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
-            batch_size=args.batch_size, sglang_rule=args.sglang_rule, trust_remote_code=args.trust_remote_code,
+            batch_size=args.batch_size, trust_remote_code=args.trust_remote_code,
             progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio, max_memory=args.max_memory,
             shard_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
                                          if ctx.distributed else None))

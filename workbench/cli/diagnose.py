@@ -10,22 +10,17 @@ ranks (workbench.distributed), rank 0 prints and writes the same diagnosis as on
 rank keeps its shards in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import add_device_arguments, add_torchrun_arguments
+from workbench.cli import add_device_arguments, add_engine_arguments, add_torchrun_arguments, engine_of
 
 NAME = "diagnose"
 HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict on the engine's wiring"
 
 
 def add_arguments(parser):
-    from workbench.wiring import ENGINES
-
     parser.add_argument("--target", required=True, help="HF target model folder")
     parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder (config.json + model.safetensors)")
     parser.add_argument("--data", required=True, help="data file (jsonl/parquet/...)")
-    parser.add_argument("--engine", default="sglang", choices=list(ENGINES),
-                        help="the engine whose wiring is judged (default sglang)")
-    parser.add_argument("--sglang-rule", default="classic", choices=["classic", "first-id-1"],
-                        help="SGLang id rule (first-id-1 = after PR #25454)")
+    add_engine_arguments(parser, default="sglang", what="the engine (and version) whose wiring is judged")
     parser.add_argument("--steps", "-K", type=int, default=4, help="draft depth K for the full curves (chain, topk 1)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
     parser.add_argument("--screen-chains", type=int, default=300, help="chains for the α1 screen (stage 1)")
@@ -46,9 +41,9 @@ def run(args) -> int:
     from workbench.devices import parse_dtype
 
     with wd.init(args.device, device_map=args.device_map) as ctx:
-        dx = diagnose_files(args.target, args.draft, args.data, engine=args.engine, K=args.steps, limit=args.limit,
+        dx = diagnose_files(args.target, args.draft, args.data, engine=engine_of(args), K=args.steps, limit=args.limit,
                             dtype=parse_dtype(args.dtype, ctx.device), batch_size=args.batch_size,
-                            screen_chains=args.screen_chains, top=args.top, sglang_rule=args.sglang_rule,
+                            screen_chains=args.screen_chains, top=args.top,
                             trust_remote_code=args.trust_remote_code, progress=not args.quiet, ctx=ctx,
                             device_map=args.device_map, cost_ratio=args.cost_ratio,
                             shard_dir=args.shard_dir or (wd.default_shard_dir(args.json) if ctx.distributed

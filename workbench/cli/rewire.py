@@ -5,7 +5,7 @@
         --out out/draft-rewired --finetune-steps 200 --json rewire.json
 """
 
-from workbench.cli import add_device_arguments
+from workbench.cli import add_device_arguments, add_engine_arguments, engine_of
 
 NAME = "rewire"
 HELP = "make a mis-wired draft work with the engine's taps (closed-form fc refit, optional fine-tune)"
@@ -16,8 +16,8 @@ def add_arguments(parser):
     parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder trained on other taps")
     parser.add_argument("--data", required=True, help="training data (jsonl/parquet/...): the refit's positions")
     parser.add_argument("--eval-data", required=True, help="held-out data for before/after/reference acceptance")
-    parser.add_argument("--engine", help="engine serving the draft (sglang, vllm, specforge, modelopt, hf, eagle): "
-                                         "rewire to what it feeds, write its config ids")
+    add_engine_arguments(parser, what="engine serving the draft: rewire to what it feeds (the export "
+                                      "carries ids for both vLLM and SGLang)")
     parser.add_argument("--taps", help="taps to rewire to, e.g. L1,L3,L4 (default: what --engine feeds today)")
     parser.add_argument("--from-taps", help="taps the draft was trained on (default: its config's "
                                             "workbench.trained_taps)")
@@ -29,8 +29,6 @@ def add_arguments(parser):
     parser.add_argument("--lr", type=float, default=1e-3, help="fine-tune learning rate")
     parser.add_argument("--steps", "-K", type=int, default=4, help="draft depth K (acceptance and fine-tune)")
     parser.add_argument("--holdout", type=float, default=0.2, help="share of samples used to choose the ridge λ")
-    parser.add_argument("--sglang-rule", default="classic", choices=["classic", "first-id-1"],
-                        help="SGLang id rule (first-id-1 = after PR #25454)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N training samples")
     parser.add_argument("--eval-limit", type=int, default=None, help="use the first N eval samples")
     parser.add_argument("--batch-size", type=int, default=8)
@@ -44,14 +42,16 @@ def run(args) -> int:
     from workbench.rewire import rewire
 
     device = resolve_device(args.device)
-    result = rewire(args.target, args.draft, args.data, taps=args.taps, engine=args.engine,
+    result = rewire(args.target, args.draft, args.data, taps=args.taps, engine=engine_of(args),
                     from_taps=args.from_taps, eval_data=args.eval_data, out=args.out, K=args.steps,
                     finetune_steps=args.finetune_steps, finetune_part=args.finetune,
                     finetune_seconds=args.finetune_seconds, lr=args.lr, holdout=args.holdout,
                     batch_size=args.batch_size, limit=args.limit, eval_limit=args.eval_limit, seed=args.seed,
-                    sglang_rule=args.sglang_rule, device=device, dtype=parse_dtype(args.dtype, device),
+                    device=device, dtype=parse_dtype(args.dtype, device),
                     trust_remote_code=args.trust_remote_code, progress=not args.quiet)
     print(result.summary())
+    if result.before is not None:
+        print("\n" + result.table())
     if args.json:
         result.to_json(args.json)
         print(f"wrote {args.json}")

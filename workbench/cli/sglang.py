@@ -15,6 +15,8 @@ import json
 import os
 import sys
 
+from workbench.cli import add_engine_arguments, engine_of
+
 NAME = "sglang"
 HELP = ("SGLang helpers: lint the server's speculative-decoding flags; compare a live server's acceptance "
         "with the offline simulation")
@@ -31,8 +33,8 @@ def _add_lint(sub):
     p.add_argument("--target", metavar="DIR", help="the target model directory (config.json is enough)")
     p.add_argument("--trained-wiring", metavar="SPEC",
                    help="taps the draft was trained on, e.g. embed,L3,L31 or hf:0,4,32")
-    p.add_argument("--sglang-rule", choices=["classic", "first-id-1"], default="classic",
-                   help="SGLang id rule: classic (+1 always) or first-id-1 (PR #25454)")
+    add_engine_arguments(p, default="sglang", what="the server's engine and version (sglang = current, "
+                                                "sglang-2026.04 = releases before 2026-05)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(_sglang_run=_run_lint)
 
@@ -62,8 +64,8 @@ def _add_compare(sub):
                         "after the cut at max_new_tokens, auto: the one more requests agree with")
     p.add_argument("--served-dtype", default=None,
                    help="the server's dtype for near-ties (default: its server info's dtype, else bfloat16)")
-    p.add_argument("--sglang-rule", choices=["classic", "first-id-1"], default="classic",
-                   help="SGLang id rule for the candidate wirings")
+    add_engine_arguments(p, default="sglang", what="the server's engine and version (its id rule, rotary offset, "
+                                                "embedding and lm_head source)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto for the offline side")
     p.add_argument("--json", metavar="OUT", help="also write the comparison as JSON to OUT")
     p.set_defaults(_sglang_run=_run_compare)
@@ -115,7 +117,7 @@ def _run_lint(args) -> int:
     else:
         server_args, source = parse_command(text), "command"
     res = lint(server_args, draft=args.draft, target=args.target, trained_wiring=args.trained_wiring,
-               sglang_rule=args.sglang_rule, source=source)
+               engine=engine_of(args), source=source)
     print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else res.summary())
     return 0 if res.ok else 1
 
@@ -128,7 +130,7 @@ def _run_compare(args) -> int:
         raise WorkbenchError(f"--limit {args.limit}: expected a positive number of samples")
     res = compare(args.url, args.target, args.draft, args.data, limit=args.limit, K=args.steps,
                   trained=args.trained_wiring, wirings=args.wiring, concurrency=args.concurrency,
-                  timeout=args.timeout, retries=args.retries, tolerance=args.tolerance, sglang_rule=args.sglang_rule,
+                  timeout=args.timeout, retries=args.retries, tolerance=args.tolerance, engine=engine_of(args),
                   counting=args.counting, served_dtype=args.served_dtype,
                   device=args.device, progress=sys.stderr.isatty())
     print(res.summary())
