@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test venv bench report clean-demo chromium
+.PHONY: demo test venv bench report clean-demo chromium hooks
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,12 +16,21 @@ $(STAMP): pyproject.toml Makefile
 venv: $(STAMP)
 
 ## The main job on the built-in demo: builds data/demo/ if needed, diagnoses both drafts, writes reports/.
-demo: $(STAMP)
+demo: $(STAMP) hooks
 	$(VENV)/bin/workbench demo
 
 ## The whole test suite (installs Debian's chromium for the report browser test when missing).
-test: $(STAMP) chromium
+test: $(STAMP) chromium hooks
 	$(PY) -m pytest -q --basetemp=.pytest-tmp
+
+## Git strips notebook outputs at commit time: nbstripout as the clean filter that .gitattributes names for
+## notebooks/*.ipynb (cell ids kept). Saved work stays in your file; git stages the stripped notebook.
+hooks:
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  git config filter.nbstripout.clean '"$(abspath $(PY))" -m nbstripout --keep-id' && \
+	  git config filter.nbstripout.smudge cat && \
+	  git config diff.ipynb.textconv '"$(abspath $(PY))" -m nbstripout --keep-id -t'; \
+	else echo "note: not a git checkout: no notebook output filter installed"; fi
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \

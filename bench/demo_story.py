@@ -1,8 +1,8 @@
 """The demo's story over seeds: builds the demo for each seed and reports the contrast (opt-in).
 
-    $ .venv/bin/python bench/demo_story.py                         # default size, seeds 0..4 (~5 CPU-min each)
-    $ .venv/bin/python bench/demo_story.py --size smoke            # seconds per seed
-    $ .venv/bin/python bench/demo_story.py --seeds 0,3 --work /tmp/story
+    $ .venv/bin/python -m bench.demo_story                         # default size, seeds 0..4 (~5 CPU-min each)
+    $ .venv/bin/python -m bench.demo_story --size smoke            # seconds per seed
+    $ .venv/bin/python -m bench.demo_story --seeds 0,3 --work /tmp/story
 
 Each seed is a full ``workbench demo --build-only`` build into ``--work`` (default
 ``data/demo-story/<size>-<seed>``, git-ignored; a finished build is reused, so an interrupted run
@@ -28,10 +28,10 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT))
 
-from workbench import benchmark  # noqa: E402
-from workbench.errors import WorkbenchError, write_json  # noqa: E402
+from workbench import benchmark
+from workbench.errors import WorkbenchError
+from workbench.files import write_json
 
 OUT = BENCH / "demo_story.json"
 GOALS = {"default": {"ratio": "<= 0.65", "aligned": ">= 3.0", "build_s": "<= 360"},

@@ -22,7 +22,7 @@
 # to look at your own files (`demo = ""` then skips the demo entirely).
 
 # %% tags=["parameters"]
-demo = "data/demo"   # built-in demo folder (built on first use when a path below is left empty)
+demo = "data/demo"   # built-in demo folder; relative paths: from the kernel's folder, else the project root (built on first use, after a notice)
 size = "default"     # demo size when it has to be built: smoke | default
 data = ""            # .jsonl / .jsonl.gz / .parquet / save_to_disk folder, empty: <demo>/val.jsonl
 tokenizer = ""       # local tokenizer folder, empty: <demo>/tokenizer

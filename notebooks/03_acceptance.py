@@ -24,7 +24,7 @@
 # as SGLang and vLLM report it).
 
 # %% tags=["parameters"]
-demo = "data/demo"   # built-in demo folder (built on first use when a path below is left empty)
+demo = "data/demo"   # built-in demo folder; relative paths: from the kernel's folder, else the project root (built on first use, after a notice)
 size = "default"     # demo size when it has to be built: smoke | default
 target = ""          # target model folder (HF format), empty: <demo>/target
 draft = ""           # EAGLE-3 draft folder, empty: <demo>/draft-mismatched

@@ -32,7 +32,7 @@
 # so the page renders without a GPU.
 
 # %% tags=["parameters"]
-demo = "data/demo"   # built-in demo folder (built on first use when a path below is left empty)
+demo = "data/demo"   # built-in demo folder; relative paths: from the kernel's folder, else the project root (built on first use, after a notice)
 size = "default"     # demo size when it has to be built: smoke | default
 server_url = ""      # a running SGLang server, e.g. http://127.0.0.1:30000 (empty: start the loopback stand-in)
 target = ""          # target model folder the server runs, empty: <demo>/target

@@ -256,3 +256,22 @@ def test_load_target_bad_input(tmp_path):
     (folder / "config.json").write_text("{not json")
     with pytest.raises(WorkbenchError, match="config.json"):
         load_target(folder)
+
+
+def test_a_draft_given_as_the_target_is_named_as_such(tmp_path):
+    """An EAGLE-3 draft folder passed as the target: one line naming it, not a layer-count error later."""
+    from conftest import tiny_draft
+
+    from workbench.checkpoint import save_draft
+    from workbench.cli import main
+
+    folder = tmp_path / "draft"
+    save_draft(tiny_draft(tiny_target(num_hidden_layers=2), [0, 1, 1]), folder)
+    with pytest.raises(WorkbenchError, match=r"this is an EAGLE-3 draft \(LlamaForCausalLMEagle3\), not a target: "
+                                             r"pass it as --draft"):
+        load_target(folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(cfg, architectures=["Eagle3LlamaForCausalLM"])))
+    with pytest.raises(WorkbenchError, match=r"EAGLE-3 draft \(Eagle3LlamaForCausalLM\)"):
+        load_target(folder)
+    assert main(["accept", "--target", str(folder), "--draft", str(folder), "--data", "x.jsonl"]) == 2

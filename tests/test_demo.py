@@ -292,18 +292,13 @@ def test_story_table_prints_what_the_manifest_measured(smoke_demo):
 
 
 def _demo_story_bench():
-    import importlib.util
-    from pathlib import Path
+    from bench import demo_story
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "demo_story.py"
-    spec = importlib.util.spec_from_file_location("wb_bench_demo_story_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return demo_story
 
 
 def test_demo_story_bench_summarises_seeds_for_the_bench_table(smoke_demo, tmp_path):
-    from workbench.errors import write_json
+    from workbench.files import write_json
 
     ds = _demo_story_bench()
     assert ds.parse_seeds("0-2,7") == [0, 1, 2, 7]

@@ -174,6 +174,20 @@ def hf_progress(enabled: bool):
         (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
 
 
+def _refuse_draft(path: str) -> None:
+    """A one-line error when the folder given as the target holds an EAGLE-3 draft (its config.json says so)."""
+    from workbench.checkpoint import draft_architecture
+
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            arch = draft_architecture(json.load(f))
+    except (OSError, ValueError):
+        return                                   # unreadable: AutoConfig below names the problem
+    if arch:
+        raise WorkbenchError(f"target {path!r}: this is an EAGLE-3 draft ({arch}), not a target: "
+                             f"pass it as --draft (draft=) and give the target model it was trained for")
+
+
 def load_target(path, *, device: str = "cpu", dtype=None, device_map=None, trust_remote_code: bool = False,
                 progress: bool = True) -> Target:
     """Load an HF decoder-only causal LM (and its tokenizer, if the folder has one).
@@ -193,6 +207,7 @@ def load_target(path, *, device: str = "cpu", dtype=None, device_map=None, trust
         raise WorkbenchError(f"target {path!r}: not a folder (expected an HF model folder with config.json)")
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise WorkbenchError(f"target {path!r}: no config.json in the folder")
+    _refuse_draft(path)
     if device_map is None:
         device = resolve_device(device)
     dtype_device = device if device_map is None else ("cuda" if torch.cuda.is_available() else "cpu")

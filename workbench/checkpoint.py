@@ -29,6 +29,19 @@ from workbench.files import atomic_write, write_json
 _ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")   # the second is vLLM's registry name
 
 
+def draft_architecture(raw) -> str | None:
+    """The EAGLE-3 draft architecture a raw ``config.json`` dict declares, or None for any other model.
+
+        >>> draft_architecture({"architectures": ["LlamaForCausalLMEagle3"]}), draft_architecture({"architectures": ["LlamaForCausalLM"]})
+        ('LlamaForCausalLMEagle3', None)
+    """
+    if not isinstance(raw, dict):
+        return None
+    if "speculators_model_type" in raw:
+        return f"speculators {raw['speculators_model_type']}"
+    return next((a for a in raw.get("architectures") or [] if a in _ARCH_ALIASES), None)
+
+
 # ----------------------------------------------------------------------------------------- files
 
 _SKIP_ON_SAVE = ("embed_tokens.weight",)

@@ -483,15 +483,25 @@ def read_manifest(out) -> dict:
 
 def is_built(out, size: str = "default", seed: int = 0) -> bool:
     """True when ``out`` holds a finished demo of this size, seed and recipe (every listed file present)."""
+    return build_reason(out, size, seed) is None
+
+
+def build_reason(out, size: str = "default", seed: int = 0) -> str | None:
+    """Why ``out`` must be (re)built for this size and seed, in words; None when it is built."""
+    if not (Path(out) / MANIFEST).is_file():
+        return f"there is no demo in {out}"
     try:
         m = read_manifest(out)
     except WorkbenchError:
-        return False
-    if m.get("format") != FORMAT or m.get("size") != size or m.get("seed") != seed:
-        return False
+        return f"{out} holds an unreadable demo manifest"
+    if m.get("format") != FORMAT:
+        return f"{out} was built by an older workbench (format {m.get('format')}, now {FORMAT})"
+    if m.get("size") != size or m.get("seed") != seed:
+        return f"{out} holds the {m.get('size')} demo (seed {m.get('seed')}), this asks for {size} (seed {seed})"
     if size in SIZES and m.get("config") != json.loads(json.dumps(asdict(SIZES[size]))):
-        return False   # the recipe of this size changed since it was built
-    return all((Path(out) / rel).exists() for rel in m.get("files", []))
+        return f"the {size} demo's recipe changed since {out} was built"
+    missing = [rel for rel in m.get("files", []) if not (Path(out) / rel).exists()]
+    return f"{out} is incomplete ({missing[0]} is missing)" if missing else None
 
 
 def _versions() -> dict:
@@ -792,12 +802,22 @@ DEMO_PATHS = {"target": "target", "draft": "draft-mismatched", "data": "val.json
               "tokenizer": "tokenizer", "train_data": "train.jsonl"}
 
 
+# Rough single-process CPU build time per size, for the notice a notebook prints before building.
+BUILD_TIME = {"smoke": "about half a minute", "default": "about 5 minutes"}
+
+
 def fill_paths(demo, size: str = "default", **given) -> dict:
     """The paths a notebook was given, each empty one taken from the demo folder (built on first use).
+
+    Relative paths follow :func:`workbench.inputs.resolve`: ``data/demo`` from a kernel started in
+    ``notebooks/`` is the repository's ``data/demo``. A build is never silent: first a notice says what
+    is built, where, why and about how long it takes (``make demo`` builds it once from a terminal).
 
         >>> fill_paths("", target="/models/llama", data="eval.jsonl")
         {'target': '/models/llama', 'data': 'eval.jsonl'}
     """
+    from workbench.inputs import resolve
+
     missing = [k for k, v in given.items() if not v]
     unknown = [k for k in given if k not in DEMO_PATHS]
     if unknown:
@@ -806,5 +826,11 @@ def fill_paths(demo, size: str = "default", **given) -> dict:
         raise WorkbenchError(f"no {', '.join(missing)} given and no demo folder: set the parameter(s) "
                              f"or demo (e.g. demo = \"data/demo\")")
     if missing:
+        demo = resolve(demo, create=True)
+        why = build_reason(demo, size)
+        if why:
+            print(f"[demo] building the {size} demo into {os.path.abspath(demo)}, {BUILD_TIME.get(size, '')} on CPU: "
+                  f"{why} and no {', '.join(missing)} was given. To build it once from a terminal instead: "
+                  f"`make demo` (default size) or `workbench demo --build-only --size {size}`.", flush=True)
         ensure_demo(demo, size=size)
-    return {k: str(v) if v else f"{demo}/{DEMO_PATHS[k]}" for k, v in given.items()}
+    return {k: str(resolve(v)) if v else f"{demo}/{DEMO_PATHS[k]}" for k, v in given.items()}

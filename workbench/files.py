@@ -77,3 +77,35 @@ def write_json(path, obj, *, indent: int = 2) -> None:
     with atomic_write(path) as f:
         json.dump(jsonable(obj), f, indent=indent)
         f.write("\n")
+
+
+def check_output(path, *, folder: bool = False, what: str = "output") -> None:
+    """Raise a one-line ``WorkbenchError`` unless ``path`` can be written, before any work starts.
+
+    A file: not an existing folder, and its parent folder exists and is writable. A folder (``folder=True``):
+    not an existing file, and the nearest existing folder at or above it is writable (it is created).
+
+        >>> check_output("/no/such/folder/x.json")
+        Traceback (most recent call last):
+        ...
+        workbench.errors.WorkbenchError: output /no/such/folder/x.json: folder /no/such/folder does not exist (create it first)
+    """
+    from workbench.errors import WorkbenchError
+
+    p = os.path.abspath(os.fspath(path))
+    if folder:
+        if os.path.exists(p) and not os.path.isdir(p):
+            raise WorkbenchError(f"{what} {path}: exists and is not a folder (expected an output folder)")
+        near = p
+        while not os.path.exists(near):
+            near = os.path.dirname(near)
+        if not os.path.isdir(near) or not os.access(near, os.W_OK | os.X_OK):
+            raise WorkbenchError(f"{what} {path}: {near} is not a writable folder")
+        return
+    if os.path.isdir(p):
+        raise WorkbenchError(f"{what} {path}: is a folder, expected a file name")
+    parent = os.path.dirname(p)
+    if not os.path.isdir(parent):
+        raise WorkbenchError(f"{what} {path}: folder {parent} does not exist (create it first)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise WorkbenchError(f"{what} {path}: folder {parent} is not writable")

@@ -13,18 +13,54 @@ The one place that answers "a dataset or rows?" (:func:`rows`); "is this a path?
 through :func:`load`. The target goes to ``device`` (``device_map`` spreads a large one over GPUs;
 dtype fp32 on CPU, bf16 on CUDA by default), the draft to the device and dtype of the target's
 embedding, data paths are read with the target's tokenizer and vocab size (ids are checked).
+
+Relative paths (:func:`resolve`): a path that exists from the working directory is used as it is;
+otherwise, when it exists under the project root (the nearest folder at or above the working directory
+holding ``pyproject.toml``), that one is used. So a notebook whose kernel starts in ``notebooks/`` finds
+``data/demo`` at the repository root, and a command run from a sub-folder finds the repository's files.
+A path found in neither place is left as given (the error then names it).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from workbench import capture, checkpoint
 from workbench import data as data_mod
 from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
 from workbench.files import is_path
+
+
+def project_root(start=None) -> Path | None:
+    """The nearest folder at or above ``start`` (default: the working directory) that holds ``pyproject.toml``,
+    or None."""
+    here = Path(start or os.getcwd()).resolve()
+    return next((d for d in (here, *here.parents) if (d / "pyproject.toml").is_file()), None)
+
+
+def resolve(path, *, create: bool = False):
+    """``path`` as the module docstring's rule finds it (unchanged when absolute or found from the cwd).
+
+    ``create=True`` is for a folder about to be made (the demo): one found nowhere goes under the project
+    root, where ``make demo`` builds it, rather than under the working directory.
+
+        >>> import os, tempfile, pathlib
+        >>> root = pathlib.Path(tempfile.mkdtemp()); (root / "pyproject.toml").touch(); (root / "nb").mkdir()
+        >>> (root / "data").mkdir(); _ = os.getcwd(); os.chdir(root / "nb")
+        >>> resolve("data") == str(root.resolve() / "data"), resolve("nope"), resolve("new", create=True) == str(root.resolve() / "new")
+        (True, 'nope', True)
+        >>> os.chdir(_)
+    """
+    if not isinstance(path, (str, os.PathLike)) or not str(path) or os.path.isabs(path) or os.path.exists(path):
+        return path
+    root = project_root()
+    if root is None or (not create and not (root / path).exists()):
+        return path
+    return str(root / path) if isinstance(path, str) else root / path
 
 
 def rows(data, limit: int | None = None) -> list[dict]:
@@ -44,6 +80,7 @@ def target(t, *, device: str | None = "cpu", dtype=None, device_map=None, trust_
     """A :class:`~workbench.capture.Target`: ``t`` itself, or loaded from the folder ``t``."""
     if not is_path(t):
         return t
+    t = resolve(t)
     dev = resolve_device(device) if device_map is None else device
     return capture.load_target(t, device=dev, dtype=dtype, device_map=device_map,
                                trust_remote_code=trust_remote_code, progress=progress)
@@ -54,7 +91,7 @@ def draft(d, tgt):
     target ``tgt`` (its embedding; the device and dtype of the target's embedding)."""
     if not is_path(d):
         return d
-    return checkpoint.load_draft(d, tgt, device=tgt.device, dtype=tgt.dtype)
+    return checkpoint.load_draft(resolve(d), tgt, device=tgt.device, dtype=tgt.dtype)
 
 
 def dataset(data, tgt):
@@ -62,7 +99,7 @@ def dataset(data, tgt):
     tokenizer and vocab size."""
     if data is None or not is_path(data):
         return data
-    return data_mod.load(data, tokenizer=tgt.tokenizer, vocab_size=tgt.vocab_size)
+    return data_mod.load(resolve(data), tokenizer=tgt.tokenizer, vocab_size=tgt.vocab_size)
 
 
 @dataclass
@@ -85,4 +122,4 @@ def load(target_, draft_=None, data=None, *, device: str | None = "cpu", dtype=N
     return Inputs(tgt, None if draft_ is None else draft(draft_, tgt), dataset(data, tgt))
 
 
-__all__ = ["is_path", "rows", "target", "draft", "dataset", "Inputs", "load"]
+__all__ = ["project_root", "resolve", "is_path", "rows", "target", "draft", "dataset", "Inputs", "load"]

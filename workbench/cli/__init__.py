@@ -2,6 +2,8 @@
 
 Each command module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
 A :class:`~workbench.errors.WorkbenchError` becomes ``error: <message>`` on stderr and exit code 2.
+Every ``--help`` shows the options' defaults (:class:`HelpFormatter`), and every output path is checked
+right after parsing, before any model is loaded (:func:`check_outputs`).
 
     $ workbench inspect data/demo/val.jsonl
 """
@@ -16,6 +18,41 @@ from workbench.errors import WorkbenchError
 
 # One module per command, in the order `workbench --help` lists them.
 COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "demo", "report", "sglang", "rewire", "bench", "regenerate"]
+
+
+# Output options: dest -> "file" or "folder"; a folder per command where --out names a folder.
+OUTPUT_FILES = ("json", "per_chain", "html", "out")
+OUTPUT_FOLDERS = {("demo", "out"), ("report", "out"), ("rewire", "out")}
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with each option's default appended, unless it is None/False or the help already says it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text.lower() or action.default == []:
+            return text
+        return super()._get_help_string(action)
+
+
+def parsers(parser):
+    """``parser`` and every sub-command parser below it (``sglang lint`` included), depth first."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for p in dict.fromkeys(action.choices.values()):
+                yield from parsers(p)
+
+
+def check_outputs(args) -> None:
+    """Check every output path given in ``args`` (:func:`workbench.files.check_output`) before the work."""
+    from workbench.files import check_output
+
+    for dest in OUTPUT_FILES:
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and value and value != "-":
+            check_output(value, folder=(args.command, dest) in OUTPUT_FOLDERS,
+                         what="--" + dest.replace("_", "-"))
 
 
 def add_device_arguments(parser) -> None:
@@ -74,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
+    for p in parsers(parser):
+        p.formatter_class = HelpFormatter
     return parser
 
 
@@ -84,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        check_outputs(args)
         return int(args._run(args) or 0)
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)

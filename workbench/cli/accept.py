@@ -24,7 +24,7 @@ def add_arguments(parser):
                                       "rotary offset, embedding and lm_head source)")
     parser.add_argument("--steps", "-K", type=int, default=4, help="draft depth K (chain, topk 1)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
     parser.add_argument("--json", metavar="OUT", help="write the statistics as JSON")
     parser.add_argument("--per-chain", metavar="OUT.jsonl", help="write one JSON object per chain")
     parser.add_argument("--min-accept-length", type=float, default=None, metavar="X",

@@ -25,7 +25,7 @@ def add_arguments(parser):
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
     parser.add_argument("--screen-chains", type=int, default=300, help="chains for the α1 screen (stage 1)")
     parser.add_argument("--top", type=int, default=4, help="candidates that get full curves (stage 2)")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
     parser.add_argument("--rows", type=int, default=12, help="table rows to print")
     parser.add_argument("--json", metavar="OUT", help="write the diagnosis as JSON")
     parser.add_argument("--cost-ratio", type=float, default=None, metavar="R",

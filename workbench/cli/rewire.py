@@ -31,8 +31,8 @@ def add_arguments(parser):
     parser.add_argument("--holdout", type=float, default=0.2, help="share of samples used to choose the ridge λ")
     parser.add_argument("--limit", type=int, default=None, help="use the first N training samples")
     parser.add_argument("--eval-limit", type=int, default=None, help="use the first N eval samples")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the fine-tune and of sampled acceptance")
     parser.add_argument("--json", metavar="OUT", help="write the result as JSON")
     add_device_arguments(parser)
 
