@@ -194,7 +194,8 @@ def exact_generator(target, draft, wiring, K: int, topk: int = 1, num_draft_toke
     def generate(prompt, n, steps=K):
         if topk == 1:
             return exact_decode(target, draft, prompt, wiring, steps, n)
-        return exact_tree_decode(target, draft, prompt, wiring, steps, topk, num_draft_tokens, n)
+        return exact_tree_decode(target, draft, prompt, wiring, steps, topk, num_draft_tokens, n,
+                                 rope_shift=getattr(draft, "rotary_offset", 0))
     return generate
 
 

@@ -198,12 +198,13 @@ def continuation(target, ids: list[int], n: int):
 
 
 def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int = 1, num_draft_tokens=None,
-                     served_dtype: str = "bfloat16", batch_size: int = 8, rope_shift: int = 0,
+                     served_dtype: str = "bfloat16", batch_size: int = 8, rope_shift: int | None = None,
                      progress: bool = False) -> dict:
     """{spec: [ServerSteps per request]}: each request's decode as a server on that wiring makes it.
 
     ``requests``: list of (prompt_ids, output_ids) (the server's own output). Chain when ``topk`` is 1,
-    SGLang's tree otherwise (``steps``, ``topk``, ``num_draft_tokens``).
+    SGLang's tree otherwise (``steps``, ``topk``, ``num_draft_tokens``). ``rope_shift``: the tree's rotary
+    offset (default the draft's ``rotary_offset``, as chains use it; 1 = servers before SGLang PR #25015).
     """
     import torch
 
@@ -216,6 +217,7 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
 
     shape = tree_shape(steps, topk, num_draft_tokens)
     S = shape.steps
+    rope_shift = int(getattr(draft, "rotary_offset", 0) if rope_shift is None else rope_shift)
     wl = as_wirings(wirings, target.n_layers)
     for w in wl:
         capture.check_width(w.taps, target, draft.fc_width, where="the draft's fc")
