@@ -78,7 +78,7 @@ def fast_vs_exact(target, draft, rows, spec, K: int) -> dict:
 
     sync(target.device)
     t0 = time.perf_counter()
-    fast = simulate(target, draft, rows, [spec], K=K, batch_size=4, progress=False, topk=0)[spec]
+    fast = simulate(target, draft, rows, [spec], K=K, batch_size=4, progress=False, acc_topk=0)[spec]
     sync(target.device)
     t_fast = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -152,7 +152,8 @@ def _child_mem(args):
     chains = []
 
     def run():
-        r = simulate(target, draft, ds, [args.spec], K=args.K, limit=args.child_mem, batch_size=8, progress=False)
+        r = simulate(target, draft, ds, [args.spec], K=args.K, limit=args.child_mem, batch_size=8, progress=False,
+                     eagle_topk=args.eagle_topk, num_draft_tokens=args.num_draft_tokens)
         chains.append(r[args.spec].n_chains)
 
     peaks, bases = [], []
@@ -182,8 +183,10 @@ def write_mem_rows(path, n: int, T: int, vocab: int, seed: int = 1) -> None:
 
 
 def memory_scaling(target_path, draft_path, spec, *, vocab: int, device: str = "cpu", K: int = 7,
-                   n_small: int = 8, mem_T: int = 256, repeats: int = 1, threads: int = 1) -> dict:
-    """(c): peak memory of ``simulate`` on ``10 * n_small`` vs ``n_small`` rows, one fresh process each."""
+                   n_small: int = 8, mem_T: int = 256, repeats: int = 1, threads: int = 1, eagle_topk: int = 1,
+                   num_draft_tokens: int | None = None) -> dict:
+    """(c): peak memory of ``simulate`` on ``10 * n_small`` vs ``n_small`` rows, one fresh process each
+    (a tree with ``eagle_topk`` > 1: steps ``K``, ``num_draft_tokens``; bench/tree.py)."""
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
         rows = os.path.join(tmp, "rows.jsonl")
@@ -191,7 +194,9 @@ def memory_scaling(target_path, draft_path, spec, *, vocab: int, device: str = "
         for n in (n_small, 10 * n_small):
             cmd = [sys.executable, "-m", "bench.acceptance", "--child-mem", str(n), "--target-path", str(target_path),
                    "--draft-path", str(draft_path), "--rows-path", rows, "--spec", spec, "--device", device,
-                   "--K", str(K), "--threads", str(threads), "--mem-repeats", str(repeats)]
+                   "--K", str(K), "--threads", str(threads), "--mem-repeats", str(repeats),
+                   "--eagle-topk", str(eagle_topk)] + ([] if num_draft_tokens is None else
+                                                        ["--num-draft-tokens", str(num_draft_tokens)])
             p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             if p.returncode:
                 raise RuntimeError(f"(c) memory child failed: "
@@ -323,6 +328,8 @@ def main(argv=None):
     p.add_argument("--rows-path", help=argparse.SUPPRESS)
     p.add_argument("--artifacts", help=argparse.SUPPRESS)
     p.add_argument("--spec", help=argparse.SUPPRESS)
+    p.add_argument("--eagle-topk", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--num-draft-tokens", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.child_mem:

@@ -25,8 +25,9 @@ go back to the OS and ``ru_maxrss`` is the memory in use, not heap glibc keeps f
 
 Figures: the time ratio accept / bare (goal at T=4096: <= 1.5), the peak ratio accept / bare (goal at
 T=4096: <= 1.3), the growth of the peak above the start-up baseline from T=1024 to T=4096 (linear
-growth is 4x; goal <= 4.5) and tokens per second of accept at each length. The tree goal (eagle_topk 4
-at T=4096 <= 2x the chain's peak) waits for tree drafting.
+growth is 4x; goal <= 4.5) and tokens per second of accept at each length. Issue 18's tree goal: the
+peak of the same accept child drafting SGLang's tree (steps K=4, eagle_topk 4, 8 draft tokens) at the
+longest length <= 4096 over the chain's peak (goal at T=4096: <= 2).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ FULL = {"hidden": 512, "layers": 8, "heads": 8, "vocab": 8000, "intermediate": 2
 QUICK = {"hidden": 64, "layers": 8, "heads": 8, "vocab": 500, "intermediate": 128, "draft_vocab": 100,
          "lengths": (64, 256), "K": 4, "startup_T": 16}
 WIRING = "L1,L3,L4"                       # SpecForge's default aux layers for 8 layers: [1, N/2-1, N-4]
+TREE = (4, 8)                             # issue 18's tree goal: eagle_topk 4, 8 draft tokens, steps K
 
 
 def build(folder: Path, size: dict) -> None:
@@ -55,7 +57,8 @@ def build(folder: Path, size: dict) -> None:
     import torch
     import transformers
 
-    from workbench.draft import Eagle3Draft, new_draft_config, save_draft
+    from workbench.checkpoint import save_draft
+    from workbench.draft import Eagle3Draft, new_draft_config
 
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(vocab_size=size["vocab"], hidden_size=size["hidden"],
@@ -86,7 +89,7 @@ def child(args) -> dict:
     import torch
 
     from workbench import acceptance, capture
-    from workbench import draft as dmod
+    from workbench import checkpoint as dmod
 
     torch.set_num_threads(args.threads)
     folder = Path(args.folder)
@@ -108,6 +111,8 @@ def child(args) -> dict:
         draft = dmod.load_draft(folder / "draft", target, device=args.device)
         extra = ({"max_memory": args.max_memory}
                  if args.max_memory and "max_memory" in inspect.signature(acceptance.simulate).parameters else {})
+        if args.eagle_topk > 1:                                   # issue 18: SGLang's tree, steps K
+            extra.update(eagle_topk=args.eagle_topk, num_draft_tokens=args.num_draft_tokens)
         acceptance.simulate(target, draft, _rows(16, 1, target.vocab_size, seed=9), [WIRING], K=args.K,
                             batch_size=1, progress=False, **extra)          # warm-up on a short row
         for row in rows:
@@ -132,9 +137,11 @@ def child(args) -> dict:
 
 
 def _run_child(kind: str, T: int, n_rows: int, folder: Path, code: Path, *, device: str, threads: int, K: int,
-               max_memory, malloc_default: bool = False) -> dict:
+               max_memory, malloc_default: bool = False, tree: tuple | None = None) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--folder", str(folder), "--T", str(T),
            "--rows", str(n_rows), "--device", device, "--threads", str(threads), "--K", str(K)]
+    if tree:
+        cmd += ["--eagle-topk", str(tree[0]), "--num-draft-tokens", str(tree[1])]
     if max_memory:
         cmd += ["--max-memory", str(max_memory)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code), str(ROOT)]))
@@ -214,6 +221,20 @@ def measure(*, device: str = "cpu", repeats: int = 5, quick: bool = False, threa
                              "goal": f"<= {1.125 * hi / lo:g}" if tag == "after" else None,
                              "detail": {"increment_lo_GiB": inc_lo / 2**30, "increment_hi_GiB": inc_hi / 2**30},
                              "note": f"linear growth is {hi / lo:g}x"})
+            if tag == "after" and hi:                         # issue 18: the tree's peak vs the chain's
+                tr = _run_child("accept", hi, 1, folder, code, tree=TREE, **kw)
+                log(f"[long] tree (steps {size['K']}, topk {TREE[0]}, N {TREE[1]}) T={hi}: peak "
+                    f"{tr['peak_bytes'] / 2**30:.2f} GiB vs chain {acc[hi]['peak_bytes'] / 2**30:.2f} GiB, "
+                    f"{statistics.median(tr['accept_s']):.2f} s/row")
+                figs.append({"key": f"long_tree_peak_T{hi}", "figure": f"tree (topk {TREE[0]}) vs chain peak memory",
+                             "target": f"{name}, T={hi}", "unit": "x",
+                             "values": [tr["peak_bytes"] / acc[hi]["peak_bytes"]],
+                             "goal": "<= 2" if hi == 4096 else None,
+                             "detail": {"tree_GiB": tr["peak_bytes"] / 2**30, "chain_GiB": acc[hi]["peak_bytes"] / 2**30,
+                                        "tree_above_startup_GiB": (tr["peak_bytes"] - base) / 2**30,
+                                        "chain_above_startup_GiB": (acc[hi]["peak_bytes"] - base) / 2**30,
+                                        "tree_s": statistics.median(tr["accept_s"])},
+                             "note": "whole-process peaks, one row each"})
     return figs
 
 
@@ -234,6 +255,8 @@ def main(argv=None) -> int:
     p.add_argument("--T", type=int, help=argparse.SUPPRESS)
     p.add_argument("--rows", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--K", type=int, default=4, help=argparse.SUPPRESS)
+    p.add_argument("--eagle-topk", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--num-draft-tokens", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args)))
@@ -246,7 +269,7 @@ def main(argv=None) -> int:
         print(f"{f['key']:32s} {f['target'][-60:]:60s} median {statistics.median(vals):10.3f} {f['unit']:6s} "
               f"goal {f.get('goal')}  {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in f.get('detail', {}).items()})}")
     if args.json:
-        from workbench.errors import write_json
+        from workbench.files import write_json
 
         write_json(args.json, figs)
     return 0

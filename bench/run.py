@@ -168,7 +168,7 @@ def run(args) -> int:
         transformers.utils.logging.disable_progress_bar()
     except Exception:  # noqa: BLE001 (an older transformers without the switch: bars stay)
         pass
-    needs_demo = "demo" in targets or any(s in sections for s in ("pipeline", "distributed", "rewire"))
+    needs_demo = "demo" in targets or any(s in sections for s in ("pipeline", "distributed", "rewire", "tree"))
     demo = find_demo(args.demo) if needs_demo else None
     figures: list[benchmark.Figure] = []
     failed = []
@@ -244,6 +244,9 @@ def run(args) -> int:
     story = load_bench("demo_story") if args.only is None else None   # opt-in (5 demo builds): its last
     if story is not None:                                               # summary, from bench/demo_story.json
         figures.extend(story.last_figures(BENCH / "demo_story.json"))
+    if "tree" in sections and load_bench("tree") is not None:           # issue 18: trees and the flag advisor
+        add("tree", "synthetic + demo", lambda: load_bench("tree").measure(
+            demo=demo, device=device, repeats=repeats, quick=args.quick, threads=args.threads))
 
     machine = benchmark.machine(device)
     settings = {"quick": bool(args.quick), "repeats": repeats, "threads": args.threads, "demo": str(demo) if demo else None,

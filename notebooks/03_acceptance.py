@@ -183,3 +183,47 @@ record_headline("03_acceptance", {
         f"{rw.before.accept_length:.2f} → {rw.after.accept_length:.2f} ({rw.reference.accept_length:.2f})"}
        if rw is not None else {}),
 });
+
+# %% [markdown]
+# ## Trees: what SGLang drafts
+# With `--speculative-eagle-topk` > 1 SGLang drafts a **tree** (steps S, branching k, N verified
+# tokens including the root; docs/trees.md); Llama targets get one by default (steps 5, topk 4, 8
+# draft tokens when the flags are unset). The chain above is then not what the server reports. Here:
+# the chain and the engine's tree for the wiring the engine feeds, from the same samples (the same
+# start positions: a paired comparison).
+
+# %%
+from workbench import engines
+from workbench.flags import target_architecture
+from workbench.setting import Setting
+from workbench.tune import sweep
+
+arch = target_architecture(tgt)
+try:
+    auto = engines.auto_flags(engine, arch)
+except Exception:                      # an engine without a record: no auto-defaults
+    auto = None
+tree_shape = auto if auto and auto[1] > 1 else (5, 4, 8)
+served = dx.engine_wiring or ranking["wiring"][0]
+tree_setting = Setting(steps=tree_shape[0], eagle_topk=tree_shape[1], num_draft_tokens=tree_shape[2], engine=engine)
+tree_res = acceptance.simulate(tgt, drf, ds, [served], setting=tree_setting, limit=limit or None,
+                               progress=False)[served]
+chain_res = acceptance.simulate(tgt, drf, ds, [served], K=tree_shape[0], limit=limit or None, progress=False)[served]
+print(f"{engine} on {arch}: auto-defaults {auto}; simulated tree {tree_setting.label}")
+print(tree_res.summary())
+plots.acceptance_curves({f"{served} · {chain_res.setting.label}": chain_res,
+                         f"{served} · {tree_setting.label}": tree_res})
+
+# %% [markdown]
+# ## Which flags? The sweep
+# Every (steps, eagle_topk, num_draft_tokens) shape from one target pass and one draft run per
+# eagle_topk (a reduced grid here: steps 1..6, topk 1, 2, 4, N ≤ 32; `workbench tune` sweeps steps
+# 1..8, topk 1, 2, 4, 8, N ≤ 64). Without a cost model measured on the serving GPU
+# (`workbench tune --measure-cost-model cost.json --device cuda`) the shapes are ranked by accept
+# length, and no flags are recommended: CPU timings do not choose GPU flags.
+
+# %%
+sw = sweep(tgt, drf, ds, served, steps=range(1, 7), topks=(1, 2, 4), max_tokens=32, limit=limit or None,
+           progress=False)
+print(sw.summary(max_rows=8))
+plots.tree_sweep(sw)

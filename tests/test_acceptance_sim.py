@@ -87,7 +87,7 @@ def test_many_wirings_cost_one_target_pass(setup):
 
 def test_topk_and_vocab_coverage(setup):
     target, draft, rows = setup
-    r = simulate(target, draft, rows, [TRAINED], K=2, progress=False, topk=5)[TRAINED]
+    r = simulate(target, draft, rows, [TRAINED], K=2, progress=False, acc_topk=5)[TRAINED]
     assert r.top1 == pytest.approx(r.cumulative[0])        # top-1 hit at step 1 <=> A >= 1
     assert r.top1 <= r.top5 <= 1
     assert r.coverage == 1.0                               # full draft vocab can emit everything
@@ -143,3 +143,125 @@ def test_cli_accept(setup, tmp_path, capsys):
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]                    # (above it: transformers' loading bar)
     assert last.startswith("error: ") and "L7" in last and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------------------ trees
+
+def _fields(r: AcceptanceResult) -> dict:
+    """Everything a result says except the setting (and the tree block derived from it); the measured
+    cost ratio (a clock) is replaced by a fixed one."""
+    r.cost_ratio, r.cost_model = 0.1, None
+    j = r.to_json()
+    return {"json": {k: v for k, v in j.items() if k not in ("setting", "tree", "convention")},
+            "summary": [ln for ln in r.summary().splitlines() if not ln.startswith("setting:")]}
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_eagle_topk_1_through_the_tree_path_is_exactly_the_chain(setup, K):
+    from workbench.setting import Setting
+
+    target, draft, rows = setup
+    chain = simulate(target, draft, rows, [TRAINED], K=K, batch_size=4, progress=False, acc_topk=5)[TRAINED]
+    tree = simulate(target, draft, rows, [TRAINED], batch_size=4, progress=False, acc_topk=5,
+                    setting=Setting(steps=K, shape="tree", eagle_topk=1))[TRAINED]
+    assert tree.setting.shape == "tree" and chain.setting.shape == "chain"
+    for col in chain.chains:
+        np.testing.assert_array_equal(chain.chains[col], tree.chains[col], err_msg=col)
+    for col in chain.samples:
+        np.testing.assert_array_equal(chain.samples[col], tree.samples[col], err_msg=col)
+    assert _fields(chain) == _fields(tree)
+    assert chain.top1 == tree.top1 and not np.isnan(chain.top1)
+    # the keyword form: eagle_topk 1 is a chain (the default path)
+    kw = simulate(target, draft, rows, [TRAINED], K=K, eagle_topk=1, batch_size=4, progress=False)[TRAINED]
+    assert kw.setting.shape == "chain" and kw.accept_length == chain.accept_length
+
+
+@pytest.mark.parametrize("S,k,N", [(3, 2, 5), (4, 4, 10)])
+def test_tree_simulate_counts_the_walk_and_its_decode_path_equals_the_exact_tree_loop(setup, S, k, N):
+    from workbench.setting import Setting
+    from workbench.tree import draft_trees
+    from workbench.tree_verify import tree_accepted_counts
+
+    target, draft, rows = setup
+    setting = Setting(steps=S, eagle_topk=k, num_draft_tokens=N)
+    fast = simulate(target, draft, rows, [TRAINED], K=S, eagle_topk=k, num_draft_tokens=N, batch_size=4,
+                    progress=False)[TRAINED]
+    assert fast.setting == setting
+    # every counted start: the walk's A from draft_trees directly
+    b = next(capture.extract(target, rows, [TRAINED], batch_size=len(rows), progress=False))
+    A = tree_accepted_counts(draft_trees(draft, b.concat(TRAINED.split(",")), b.input_ids, b.attention_mask,
+                                         S, k, N), b.next_token, b.loss_mask, b.lengths)
+    want = {(int(b.rows[i]), int(t)): int(A[i, t]) for i, t in zip(*np.nonzero(A.numpy() >= 0))}
+    f = fast.to_frame()
+    assert dict(zip(zip(f["sample"], f["t"]), f["accepted"])) == want
+    j = fast.to_json()
+    assert j["tree"] == {"steps": S, "topk": k, "num_draft_tokens": N} and len(j["histogram"]) == S + 1
+    assert "tree drafting" in j["convention"] and "tree drafting" in fast.summary()
+    # the exact loop with tree verification: the same decode-path A values
+    exact = exact_simulate(target, draft, rows, TRAINED, setting=setting, progress=False)
+    assert exact.setting.shape == "tree" and exact.setting.estimator == "decode-path"
+    ef = exact.to_frame()
+    for r in rows:
+        got = f[(f["sample"] == r["_row"]) & f["on_path"]].sort_values("t")[["t", "accepted"]].values.tolist()
+        ref = ef[ef["sample"] == r["_row"]].sort_values("t")[["t", "accepted"]].values.tolist()
+        assert got == ref, (r["_row"], got, ref)
+    assert exact.decode_path["accept_length"] == fast.decode_path["accept_length"]
+    assert len(set(ef["accepted"])) >= 2, "degenerate: every verify step accepted the same count"
+
+
+def test_cli_accept_trees_and_shape_flags(setup, tmp_path, capsys):
+    from workbench.cli import main
+    from workbench.setting import Setting
+
+    target, draft, rows = setup
+    save_world(tmp_path, target, {"draft": draft}, rows, keys=("input_ids", "loss_mask", "source"))
+    base = ["accept", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
+            "--data", str(tmp_path / "data.jsonl"), "--quiet", "--cost-ratio", "0.1"]
+    rc = main(base + ["--steps", "3", "--eagle-topk", "2", "--num-draft-tokens", "5", "--json", str(tmp_path / "t.json"),
+                      "--per-chain", str(tmp_path / "t.jsonl")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "tree drafting, steps 3, eagle_topk 2, 5 draft tokens" in out
+    js = json.loads((tmp_path / "t.json").read_text())
+    api = simulate(target, draft, rows, [TRAINED], setting=Setting(steps=3, eagle_topk=2, num_draft_tokens=5),
+                   progress=False)[TRAINED]
+    assert js["tree"] == {"steps": 3, "topk": 2, "num_draft_tokens": 5} and js["histogram"] == api.histogram.tolist()
+    assert js["decode_path"]["accept_length"] == api.decode_path["accept_length"]
+    per = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert len(per) == js["n_chains"] and sorted((p["sample"], p["t"], p["accepted"]) for p in per) == sorted(
+        zip(api.chains["sample"].tolist(), api.chains["t"].tolist(), api.chains["accepted"].tolist()))
+    # eagle_topk 1 forces N = steps + 1 with a notice (as SGLang does)
+    assert main(base + ["--steps", "2", "--eagle-topk", "1", "--num-draft-tokens", "9"]) == 0
+    out = capsys.readouterr().out
+    assert "notice: eagle_topk 1 forces num_draft_tokens = steps + 1 = 3" in out and "K=2" in out
+    # N-1 > k + (S-1)k^2: one line
+    assert main(base + ["--steps", "2", "--eagle-topk", "2", "--num-draft-tokens", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "k + (S-1)*k^2 = 6" in err[0]
+    # a launch command: its flags, and SGLang's auto-defaults when they are unset (a Llama target: 5, 4, 8)
+    cmd = "python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 "
+    assert main(base + ["--sglang-args", cmd + "--speculative-num-steps 2 --speculative-eagle-topk 2 "
+                                              "--speculative-num-draft-tokens 4"]) == 0
+    assert "steps 2, eagle_topk 2, 4 draft tokens" in capsys.readouterr().out
+    assert main(base + ["--sglang-args", cmd]) == 0
+    out = capsys.readouterr().out
+    assert "SGLang picks steps 5, eagle_topk 4, 8 draft tokens" in out and "steps 5, eagle_topk 4, 8 draft" in out
+    assert main(base + ["--sglang-args", cmd, "--steps", "3"]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    # an engine named, no shape: the chain default, and a notice of the shape SGLang would pick
+    assert main(base + ["--engine", "sglang-2026.04"]) == 0
+    out = capsys.readouterr().out
+    assert "notice: sglang-2026.04 with its speculative flags unset drafts a tree: steps 5" in out and "K=4" in out
+
+
+def test_cli_diagnose_takes_the_tree_flags(setup, tmp_path, capsys):
+    from workbench.cli import main
+
+    target, draft, rows = setup
+    save_world(tmp_path, target, {"draft": draft}, rows, keys=("input_ids", "loss_mask", "source"))
+    rc = main(["diagnose", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
+               "--data", str(tmp_path / "data.jsonl"), "--quiet", "--engine", "sglang-2026.04", "--steps", "3",
+               "--eagle-topk", "2", "--num-draft-tokens", "6", "--top", "2", "--json", str(tmp_path / "dx.json")])
+    out = capsys.readouterr().out
+    assert rc in (0, 1) and "tree drafting, steps 3, eagle_topk 2, 6 draft tokens" in out
+    js = json.loads((tmp_path / "dx.json").read_text())
+    assert js["setting"]["eagle_topk"] == 2 and js["setting"]["num_draft_tokens"] == 6

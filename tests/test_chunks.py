@@ -116,8 +116,8 @@ def test_draft_chains_in_chunks_equal_chunk_free_ones_and_padding_rows_equal_row
     mask = torch.zeros(3, T, dtype=torch.long)
     for b, n in enumerate(lengths):
         mask[b, :n] = 1
-    big = run_chains(d, feats, ids, mask, 4, topk=3, return_logits=True, max_memory="1GB")
-    small = run_chains(d, feats, ids, mask, 4, topk=3, return_logits=True, max_memory=1)
+    big = run_chains(d, feats, ids, mask, 4, acc_topk=3, return_logits=True, max_memory="1GB")
+    small = run_chains(d, feats, ids, mask, 4, acc_topk=3, return_logits=True, max_memory=1)
     assert torch.equal(big.tokens, small.tokens) and torch.equal(big.topk_ids, small.topk_ids)
     torch.testing.assert_close(small.logits, big.logits, rtol=1e-6, atol=1e-6)
     for b, n in enumerate(lengths):                 # a padded row's real positions = the row run alone

@@ -125,7 +125,7 @@ def test_step0_matches_the_facts_formula_with_transformers_rope():
 def test_topk_is_sorted_and_its_first_entry_is_the_greedy_token():
     d = make_draft(draft_vocab=40)
     feats, ids, mask = batch(d)
-    out = run_chains(d, feats, ids, mask, 4, topk=5)
+    out = run_chains(d, feats, ids, mask, 4, acc_topk=5)
     assert isinstance(out, ChainOutput) and out.topk_ids.shape == (3, 8, 4, 5)
     assert torch.equal(out.topk_ids[..., 0], out.tokens)
     lp = out.topk_logprobs

@@ -86,7 +86,7 @@ def test_simulate_with_an_engine_evaluates_what_it_computes(smoke_demo):
     d = smoke_demo
     tgt, drf, ds = inputs.load(d / "target", d / "draft-aligned", d / "val.jsonl", device="cpu", progress=False)
     spec = wiring.choose_wiring(tgt, drf)[0].spec
-    kw = dict(K=3, limit=6, progress=False, topk=0)
+    kw = dict(K=3, limit=6, progress=False, acc_topk=0)
     old = acceptance.simulate(tgt, drf, ds, [spec], engine="sglang-2026.04", **kw)[spec]
     assert drf.rotary_offset == 1 and old.setting.engine == "sglang-2026.04"
     by_hand = acceptance.simulate(tgt, drf.set_variant(rotary_offset=1), ds, [spec], **kw)[spec]

@@ -12,16 +12,19 @@ def test_setting_round_trips_and_describes():
     assert Setting.from_dict(s.to_dict()) == s
     assert "K=3" in s.describe() and "engine vllm 0.9.1" in s.describe() and "greedy" in s.describe()
     tree = Setting(steps=3, shape="tree", eagle_topk=4, num_draft_tokens=8)
-    assert "topk 4" in tree.describe()
-    with pytest.raises(WorkbenchError, match="not simulated yet"):
-        tree.check_simulable()
+    assert "eagle_topk 4" in tree.describe() and tree.label == "tree 3×4 N=8"
+    tree.check_simulable()                                  # trees are simulated (issue 18)
+    assert Setting(steps=3, eagle_topk=4, num_draft_tokens=8) == tree   # eagle_topk > 1 is a tree by itself
+    assert Setting(steps=3, shape="tree").num_draft_tokens == 4         # a tree of branching 1: N = S + 1
     with pytest.raises(WorkbenchError, match="greedy only"):
         Setting(temperature=0.7).check_simulable()
     Setting().check_simulable()
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(steps=0), "steps=0"), (dict(shape="star"), "shape"), (dict(eagle_topk=2), "shape='tree'"),
+    (dict(steps=0), "steps=0"), (dict(shape="star"), "shape"), (dict(shape="chain", eagle_topk=2), "shape='tree'"),
+    (dict(eagle_topk=2), "num_draft_tokens"), (dict(steps=2, eagle_topk=2, num_draft_tokens=8), "2..7"),
+    (dict(steps=2, shape="tree", num_draft_tokens=5), "steps \\+ 1 = 3"), (dict(eagle_topk=0), "eagle_topk"),
     (dict(estimator="mean"), "estimator"), (dict(temperature=-1), "temperature"), (dict(top_p=0), "top_p")])
 def test_setting_refuses_bad_fields(bad, match):
     with pytest.raises(WorkbenchError, match=match):
@@ -51,3 +54,7 @@ def test_resolve_setting():
         resolve_setting(3, Setting(steps=2))
     with pytest.raises(WorkbenchError, match="K=0"):
         resolve_setting(0)
+    assert resolve_setting(5, eagle_topk=4, num_draft_tokens=8) == Setting(steps=5, eagle_topk=4, num_draft_tokens=8)
+    assert resolve_setting(3, eagle_topk=1) == Setting(steps=3)
+    with pytest.raises(WorkbenchError, match="eagle_topk=2 differs"):
+        resolve_setting(None, Setting(steps=3), eagle_topk=2)

@@ -22,11 +22,14 @@ import numpy as np
 
 from workbench import capture, distributed, engines, inputs
 from workbench.chunks import parse_memory
+from workbench.cost import CostModel, as_cost_model
 from workbench.devices import resolve_device
 from workbench.draft import chain_reference, run_chains
 from workbench.errors import WorkbenchError
 from workbench.setting import Setting, resolve_setting
 from workbench.statistics import AcceptanceResult, accepted_counts, coverage_counts
+from workbench.tree import draft_trees
+from workbench.tree_verify import exact_tree_decode, tree_accepted_counts
 from workbench.wiring import apply_engine, as_wirings, choose_wiring
 
 
@@ -42,9 +45,10 @@ def _sync(device) -> None:
 
 
 def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: int | None = None, batch_size: int = 8,
-             progress: bool = True, topk: int = 5, cache_dir=None, seed: int = 0, setting: Setting | None = None,
+             progress: bool = True, acc_topk: int = 5, cache_dir=None, seed: int = 0, setting: Setting | None = None,
              ctx: distributed.Context | None = None, out_dir=None, name: str | None = None,
-             everywhere: bool = False, max_memory=None, engine: str | None = None) -> dict[str, "AcceptanceResult"] | None:
+             everywhere: bool = False, max_memory=None, engine: str | None = None, eagle_topk: int | None = None,
+             num_draft_tokens: int | None = None) -> dict[str, "AcceptanceResult"] | None:
     """Acceptance of ``draft`` on ``target`` for each wiring, from ONE target pass over ``dataset``.
 
         >>> # res = simulate(target, draft, ds, ["embed,L1,L3", "L1,L3,L4"], K=4, limit=200)
@@ -53,11 +57,17 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
     ``capture.extract`` captures the union of the wirings' taps once per batch; for each wiring the
     draft runs every chain of the batch in parallel (``draft.run_chains``, K steps) and only the
     per-chain counts are kept (never features across batches). Also measured: step-1 top-1/top-5
-    accuracy (``topk`` > 0), the draft-vocab coverage ceiling and the draft-step/target-forward time
+    accuracy (``acc_topk`` > 0: the draft's top ``acc_topk`` ids are kept; not the tree's
+    ``eagle_topk``), the draft-vocab coverage ceiling and the draft-step/target-forward time
     ratio used by :meth:`AcceptanceResult.speedup`.
 
     ``setting`` (:class:`~workbench.setting.Setting`, default chain drafting of depth ``K`` = 4,
     greedy) is what the results carry; ``K`` and ``setting.steps`` must agree when both are given.
+    A tree (``Setting(steps=S, eagle_topk=k, num_draft_tokens=N)``, or the keywords ``eagle_topk``
+    and ``num_draft_tokens`` with ``K`` = S) runs SGLang's draft tree on the same parallel layout
+    (``tree.draft_trees``: one target pass, S draft passes over k lanes per start position) and
+    counts the greedy walk's A per start (``tree_verify.tree_accepted_counts``); a "chain" of the
+    result is then a tree, A in 0..S. ``eagle_topk`` 1 is exactly the chain.
 
     One process or many, the same code: the samples (after ``limit``) are cut into the batches one
     process would run and dealt to the ranks of ``ctx`` (:func:`workbench.distributed.init`; default
@@ -71,7 +81,7 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
     Eagle-3.1 options, rotary offset, embedding and lm_head source; :func:`workbench.wiring.apply_engine`,
     which changes ``draft`` in place); ``wirings=None`` then means the taps the engine feeds.
     """
-    setting = resolve_setting(K, setting)
+    setting = resolve_setting(K, setting, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens)
     setting.check_simulable()
     if engine is not None:
         w0, _ = apply_engine(target, draft, engine, None if wirings is None else as_wirings(wirings, target.n_layers)[0])
@@ -88,7 +98,7 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
                "draft": distributed.module_fingerprint(draft, draft.config),
                "wirings": [w.spec for w in wl], "K": setting.steps,
                "setting": {k: v for k, v in setting.to_dict().items() if k != "steps"}, "limit": limit,
-               "topk": int(topk), "seed": int(seed),
+               "acc_topk": int(acc_topk), "seed": int(seed),
                "device": str(target.device).split(":")[0], "dtype": str(target.dtype)}
 
     def fn(shard):
@@ -96,14 +106,46 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
             return {w.spec: AcceptanceResult(spec=w.spec, taps=tuple(w.taps), steps=setting.steps, seed=seed,
                                              setting=setting) for w in wl}
         return _simulate_rows(target, draft, shard, wl, setting, batch_size=batch_size,
-                              progress=progress and ctx.is_main, topk=topk, cache_dir=cache_dir, seed=seed,
+                              progress=progress and ctx.is_main, acc_topk=acc_topk, cache_dir=cache_dir, seed=seed,
                               max_memory=max_memory)
 
     return distributed.sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
                                max_positions=target.max_positions, everywhere=everywhere)
 
 
-def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int, progress: bool, topk: int,
+def draft_counts(draft, feats, ids, att, next_token, loss_mask, lengths, setting: Setting, *, acc_topk: int = 0,
+                 max_memory=None):
+    """(A [B, T] with -1 where not counted, step-1 hits [B, T, 2] or None) of one batch under ``setting``.
+
+        >>> # A, hits = draft_counts(draft, feats, ids, att, batch.next_token, batch.loss_mask, batch.lengths,
+        >>> #                        Setting(steps=5, eagle_topk=4, num_draft_tokens=8), acc_topk=5)
+
+    A chain runs ``draft.run_chains`` and ``accepted_counts``; a tree (``setting.shape`` "tree") runs
+    ``tree.draft_trees`` and ``tree_verify.tree_accepted_counts`` (the same counting rule with K =
+    steps). ``hits[..., 0]``/``[..., 1]``: the target's next greedy token is the draft's depth-1
+    top-1 / in its top-5 (``acc_topk`` > 0).
+    """
+    import torch
+
+    K = setting.steps
+    dev = ids.device
+    if setting.shape == "tree":
+        trees = draft_trees(draft, feats, ids, att, K, setting.eagle_topk, setting.num_draft_tokens,
+                            acc_topk=int(acc_topk), max_memory=max_memory)
+        A = tree_accepted_counts(trees, next_token.to(dev), loss_mask.to(dev), lengths.to(dev))
+        step1 = trees.acc_ids
+    else:
+        out = run_chains(draft, feats, ids, att, int(K), acc_topk=int(acc_topk), max_memory=max_memory)
+        A = accepted_counts(out.tokens, next_token.to(dev), loss_mask.to(dev), lengths.to(dev), K)
+        step1 = None if out.topk_ids is None else out.topk_ids[:, :, 0, :]      # [B, T, acc_topk]
+    hits = None
+    if step1 is not None:
+        g1 = torch.cat([next_token[:, 1:], torch.full_like(next_token[:, :1], -1)], 1).to(dev)
+        hits = torch.stack([step1[..., 0] == g1, (step1[..., :5] == g1[..., None]).any(-1)], -1).long()
+    return A, hits
+
+
+def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int, progress: bool, acc_topk: int,
                    cache_dir, seed: int, max_memory=None) -> dict[str, AcceptanceResult]:
     """:func:`simulate` on one process over ``rows``: one target pass, every wiring's chains."""
     import torch
@@ -138,16 +180,11 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
             feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
             t0 = time.perf_counter()
             with torch.no_grad():
-                out = run_chains(draft, feats, ids, att, int(K), topk=int(topk), max_memory=max_memory)
+                A, hits = draft_counts(draft, feats, ids, att, batch.next_token, batch.loss_mask, lengths, setting,
+                                       acc_topk=acc_topk, max_memory=max_memory)
             _sync(ddev)
             t_draft[w.spec] += time.perf_counter() - t0
             del feats
-            A = accepted_counts(out.tokens, batch.next_token.to(ddev), batch.loss_mask.to(ddev), lengths.to(ddev), K)
-            hits = None
-            if out.topk_ids is not None:
-                g1 = torch.cat([batch.next_token[:, 1:], torch.full_like(batch.next_token[:, :1], -1)], 1).to(ddev)
-                step1 = out.topk_ids[:, :, 0, :]                                    # [B, T, k]
-                hits = torch.stack([step1[..., 0] == g1, (step1[..., :5] == g1[..., None]).any(-1)], -1).long()
             for b, n in zip(batch.rows, batch.n_prompt_tokens):
                 if n < 1:
                     raise WorkbenchError(f"sample row {b}: n_prompt_tokens={n}; the decode-path estimator needs a "
@@ -155,7 +192,6 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
             parts[w.spec].append(AcceptanceResult.from_counts(
                 A, K=K, spec=w.spec, taps=w.taps, rows=batch.rows, n_prompt_tokens=batch.n_prompt_tokens,
                 sources=batch.sources, top_hits=hits, coverage=cov, setting=setting))
-            del out
         del batch
     results = {}
     for w in wl:
@@ -163,6 +199,8 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
         r.seed = seed
         if not any_cached and t_target > 0:
             r.cost_ratio = (t_draft[w.spec] / K) / t_target
+            r.cost_model = CostModel.fixed(r.cost_ratio, device=str(target.device).split(":")[0],
+                                           source="draft/target time ratio of this simulation's batches")
         results[w.spec] = r
     return results
 
@@ -234,21 +272,28 @@ def exact_decode(target, draft, prompt_ids, wiring, K: int, max_new_tokens: int)
     return ids[n_prompt:n_prompt + max_new_tokens], accepts
 
 
-def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | None = None,
-                   progress: bool = True) -> "AcceptanceResult":
+def exact_simulate(target, draft, dataset, wiring, *, K: int | None = None, limit: int | None = None,
+                   progress: bool = True, setting: Setting | None = None) -> "AcceptanceResult":
     """Decode-path acceptance from the exact loop, one sample at a time, on each sample's prompt.
 
         >>> # exact = exact_simulate(target, draft, ds, "embed,L1,L3", K=4, limit=20)
+        >>> # tree = exact_simulate(target, draft, ds, "embed,L1,L3",
+        >>> #                       setting=Setting(steps=5, eagle_topk=4, num_draft_tokens=8))
         >>> # exact.decode_path["accept_length"]
 
     Generates ``n_response_tokens`` greedily per sample and keeps the verify steps whose K drafted
     positions fit (t+K+1 <= T-1), which is exactly the fast decode path when the data is the target's
-    greedy output; for other data it is what a server would really do on those prompts.
+    greedy output; for other data it is what a server would really do on those prompts. A tree
+    ``setting`` (``shape`` "tree") decodes with :func:`workbench.tree_verify.exact_tree_decode`
+    (the node-by-node reference tree, one target forward over the tree with an ancestor mask, the
+    greedy walk); A then counts accepted tree nodes, 0..steps.
     """
     from tqdm.auto import tqdm
 
     w = as_wirings(wiring, target.n_layers)[0]
-    setting = Setting(steps=int(K), estimator="decode-path")
+    setting = resolve_setting(K, setting).replace(estimator="decode-path")
+    setting.check_simulable()
+    K = setting.steps
     rows = inputs.rows(dataset, limit or None)
     parts = []
     for i, row in enumerate(tqdm(rows, desc="exact", unit="sample", disable=not progress)):
@@ -258,7 +303,11 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int = 4, limit: int | N
         if not 1 <= n_prompt < len(ids):
             raise WorkbenchError(f"{where}: n_prompt_tokens={n_prompt}: expected 1..{len(ids) - 1} (a prompt and a response)")
         T = len(ids)
-        _, accepts = exact_decode(target, draft, ids[:n_prompt], w, K, T - n_prompt)
+        if setting.shape == "tree":
+            _, accepts = exact_tree_decode(target, draft, ids[:n_prompt], w, K, setting.eagle_topk,
+                                           setting.num_draft_tokens, T - n_prompt)
+        else:
+            _, accepts = exact_decode(target, draft, ids[:n_prompt], w, K, T - n_prompt)
         t, ts, As = n_prompt - 1, [], []
         for a in accepts:
             if t + K + 1 > T - 1:
@@ -287,7 +336,8 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
            limit=None, device: str | None = "cpu", dtype=None, device_map=None, batch_size: int = 8,
            trust_remote_code: bool = False, progress: bool = True,
            ctx: distributed.Context | None = None, shard_dir=None, cost_ratio: float | None = None,
-           max_memory=None):
+           max_memory=None, eagle_topk: int | None = None, num_draft_tokens: int | None = None, acc_topk: int = 5,
+           cost_model=None):
     """Everything behind ``workbench accept``: returns (AcceptanceResult, wiring note).
 
         >>> # result, note = accept("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl",
@@ -299,21 +349,26 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     visible GPUs; ``shard_dir`` keeps each rank's results for resuming. ``cost_ratio``: a fixed
     draft-step/target-forward ratio for the speed-up projection instead of the measured one.
     ``max_memory``: working memory of the chunked heads and attention (``workbench.chunks``).
+    ``eagle_topk``/``num_draft_tokens`` (or a tree ``setting``): simulate SGLang's draft tree.
+    ``cost_model``: a :class:`workbench.cost.CostModel` or its JSON path for the projection.
     """
     if max_memory is not None:                   # a bad size fails before any model is loaded
         max_memory = parse_memory(max_memory)
     ctx = ctx or distributed.Context(device=resolve_device(device))
     if cost_ratio is not None and not (isinstance(cost_ratio, (int, float)) and cost_ratio >= 0):
         raise WorkbenchError(f"cost_ratio={cost_ratio!r}: expected a number >= 0 (draft step / target forward)")
+    cm = as_cost_model(cost_model, cost_ratio)     # a bad cost-model file fails before any model is loaded
     tgt, d, ds = inputs.load(target, draft, data, device=ctx.device, dtype=dtype, device_map=device_map,
                              trust_remote_code=trust_remote_code, progress=progress and ctx.is_main)
     w, note = choose_wiring(tgt, d, wiring, engine)
-    setting = resolve_setting(K, setting).replace(engine=None if engine is None else engines.get(engine).name)
+    setting = resolve_setting(K, setting, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens).replace(
+        engine=None if engine is None else engines.get(engine).name)
     res = simulate(tgt, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting, ctx=ctx,
-                   out_dir=shard_dir, max_memory=max_memory)
+                   out_dir=shard_dir, max_memory=max_memory, acc_topk=acc_topk)
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]
-    if cost_ratio is not None:
-        result.cost_ratio = float(cost_ratio)
+    if cm is not None:
+        result.cost_model = cm
+        result.cost_ratio = cm.ratio if cm.kind == "fixed" else result.cost_ratio
     return result, note

@@ -883,19 +883,13 @@ def _as_list(v):
     return v
 
 
+_TYPE_NAMES = ((type(None), "null"), (bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (dict, "object"))
+
+
 def _type_name(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    if isinstance(v, str):
-        return "str"
-    if isinstance(v, dict):
-        return "object"
+    for kind, name in _TYPE_NAMES:               # bool before int: a bool is an int
+        if isinstance(v, kind):
+            return name
     if isinstance(v, list):
         kinds = set(map(type, v))
         inner = {_type_name(x) for x in v if type(x) in (list, tuple)} if kinds & {list, tuple} else set()

@@ -617,7 +617,7 @@ def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
     for name in ("draft-mismatched", "draft-aligned"):
         d = checkpoint.load_draft(out / name, target)
         res = acceptance.simulate(target, d, ds, [",".join(taps["mismatched"]), ",".join(taps["aligned"])],
-                                  K=int(K), progress=False, topk=0, seed=seed)
+                                  K=int(K), progress=False, acc_topk=0, seed=seed)
         acc = {spec: round(float(r.decode_path["accept_length"]), 4) for spec, r in res.items()}
         own = acc[",".join(taps["mismatched" if name == "draft-mismatched" else "aligned"])]
         served = acc[",".join(taps["aligned"])]

@@ -33,7 +33,7 @@ from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
 from workbench.render import Rendered
-from workbench.setting import SCHEMA_VERSION, Setting
+from workbench.setting import SCHEMA_VERSION, Setting, resolve_setting
 from workbench.statistics import wilson
 
 ENGINE_NAMES = {e.name: e.label.split(" (")[0].split(",")[0] for e in engines.RECORDS.values()}
@@ -353,7 +353,8 @@ def _stats(res, stage: int) -> dict:
 
 def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, screen_chains: int = 300,
              top: int = 4, limit: int | None = None, progress: bool = True,
-             batch_size: int = 8, ctx=None, shard_dir=None, cost_ratio: float | None = None) -> Diagnosis | None:
+             batch_size: int = 8, ctx=None, shard_dir=None, cost_ratio: float | None = None,
+             eagle_topk: int | None = None, num_draft_tokens: int | None = None) -> Diagnosis | None:
     """Rank candidate wirings of ``draft`` on ``target`` over ``dataset`` and say what ``engine`` does.
 
         >>> # dx = diagnose(target, draft, ds, engine="sglang", K=4, limit=200)
@@ -369,7 +370,8 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     same stage-2 wirings); rank 0 returns the Diagnosis, the other ranks None. ``shard_dir`` keeps
     each rank's results (``screen.rank-R-of-W.npz``, ``curves.rank-R-of-W.npz``) for resuming.
     ``cost_ratio``: a fixed draft-step/target-forward cost ratio for the results' speed-up projection
-    instead of the measured one (reproducible output).
+    instead of the measured one (reproducible output). ``eagle_topk``/``num_draft_tokens``: stage 2's
+    curves under SGLang's draft tree (steps ``K``); the α1 screen stays a one-step chain.
     """
     import pandas as pd
 
@@ -382,7 +384,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
         raise WorkbenchError(f"top={top}, screen_chains={screen_chains}: expected both >= 1")
     if cost_ratio is not None and not (isinstance(cost_ratio, (int, float)) and cost_ratio >= 0):
         raise WorkbenchError(f"cost_ratio={cost_ratio!r}: expected a number >= 0 (draft step / target forward)")
-    setting = Setting(steps=K, engine=engine)
+    setting = resolve_setting(K, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens).replace(engine=engine)
     n = target.n_layers
     H = int(target.hidden_size)
     width = draft.fc_width
@@ -405,8 +407,8 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     screen_rows = _rows_for_screen(dataset, limit, int(screen_chains))
     progress = bool(progress) and (ctx is None or ctx.is_main)
     screen = acceptance.simulate(target, draft, screen_rows, [c.wiring for c in cands], batch_size=batch_size,
-                                 progress=progress, topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
-                                 everywhere=True, setting=setting.replace(steps=1), engine=engine)
+                                 progress=progress, acc_topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
+                                 everywhere=True, setting=Setting(steps=1, engine=setting.engine), engine=engine)
     s1 = {spec: _stats(r, 1) for spec, r in screen.items()}
     order = sorted(range(len(cands)), key=lambda i: (-_key(s1[cands[i].spec]["alpha1"]), i))
     ranked1 = [cands[i].spec for i in order]
@@ -424,7 +426,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
         return None
     if cost_ratio is not None:
         for r in list(results.values()) + list(screen.values()):
-            r.cost_ratio = float(cost_ratio)
+            r.cost_ratio, r.cost_model = float(cost_ratio), None
     s2 = {spec: _stats(r, 2) for spec, r in results.items()}
     n_samples = next(iter(results.values())).n_samples
 
@@ -504,7 +506,8 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
                    device: str | None = "cpu", dtype=None, batch_size: int = 8, screen_chains: int = 300,
                    top: int = 4, trust_remote_code: bool = False,
                    progress: bool = True, ctx=None, shard_dir=None, device_map=None,
-                   cost_ratio: float | None = None) -> Diagnosis | None:
+                   cost_ratio: float | None = None, eagle_topk: int | None = None,
+                   num_draft_tokens: int | None = None) -> Diagnosis | None:
     """Everything behind ``workbench diagnose``: load target, draft and data, then :func:`diagnose`.
 
         >>> # dx = diagnose_files("data/demo/target", "data/demo/draft-mismatched", "data/demo/val.jsonl")
@@ -518,7 +521,8 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
                                 trust_remote_code=trust_remote_code, progress=progress and (ctx is None or ctx.is_main))
     return diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
                     progress=progress, batch_size=batch_size, ctx=ctx,
-                    shard_dir=shard_dir, cost_ratio=cost_ratio)
+                    shard_dir=shard_dir, cost_ratio=cost_ratio, eagle_topk=eagle_topk,
+                    num_draft_tokens=num_draft_tokens)
 
 
 __all__ = ["Candidate", "Diagnosis", "SERVING", "candidates", "cannot_feed", "config_ids", "diagnose", "diagnose_files",

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench import inputs
+from workbench.cost import CostModel
 from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write
@@ -299,7 +300,8 @@ def encode_results(results: dict, key: dict | None = None) -> bytes:
                 arrays[f"{i}.{prefix}.{col}"] = np.asarray(v)
         meta["results"].append({"key": spec, "spec": r.spec, "taps": list(r.taps), "steps": int(r.steps),
                                 "cost_ratio": r.cost_ratio, "seed": int(r.seed), "sources": names,
-                                "setting": r.setting.to_dict()})
+                                "setting": r.setting.to_dict(),
+                                "cost_model": None if r.cost_model is None else r.cost_model.to_dict()})
     arrays["meta"] = np.asarray(json.dumps(meta))
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -322,7 +324,9 @@ def decode_results(data: bytes) -> tuple[dict, dict]:
                 tables.append(t)
             out[m["key"]] = AcceptanceResult(spec=m["spec"], taps=tuple(m["taps"]), steps=m["steps"],
                                              chains=tables[0], samples=tables[1], cost_ratio=m["cost_ratio"],
-                                             seed=m["seed"], setting=Setting.from_dict(m["setting"]))
+                                             seed=m["seed"], setting=Setting.from_dict(m["setting"]),
+                                             cost_model=CostModel.from_dict(m["cost_model"]) if m.get("cost_model")
+                                             else None)
     return out, meta["key"]
 
 
@@ -393,7 +397,7 @@ def _reorder(r, position: dict):
     co = np.lexsort((r.chains["t"], pos(r.chains["sample"]))) if len(r.chains["t"]) else np.zeros(0, np.int64)
     return AcceptanceResult(spec=r.spec, taps=r.taps, steps=r.steps, chains={k: v[co] for k, v in r.chains.items()},
                             samples={k: v[so] for k, v in r.samples.items()}, cost_ratio=r.cost_ratio, seed=r.seed,
-                            setting=r.setting)
+                            setting=r.setting, cost_model=r.cost_model)
 
 
 def gather_results(parts: list[dict], order: list[int] | None = None) -> dict:

@@ -587,7 +587,7 @@ def check_chain_inputs(features, input_ids, attention_mask, K):
 
 
 def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tensor,
-               attention_mask: torch.Tensor, K: int, *, topk: int = 0,
+               attention_mask: torch.Tensor, K: int, *, acc_topk: int = 0,
                return_logits: bool = False, max_memory=None) -> ChainOutput:
     """K greedy draft steps for every start position at once (the training-time-test layout).
 
@@ -596,7 +596,7 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
         ...                         "intermediate_size": 64})
         >>> d = Eagle3Draft.from_config(cfg, torch.randn(50, 32))
         >>> out = run_chains(d, torch.randn(2, 5, 96), torch.randint(0, 50, (2, 5)),
-        ...                  torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), K=4, topk=3)
+        ...                  torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), K=4, acc_topk=3)
         >>> out.tokens.shape, out.topk_ids.shape
         (torch.Size([2, 5, 4]), torch.Size([2, 5, 4, 3]))
 
@@ -607,8 +607,9 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
     """
     check_chain_inputs(features, input_ids, attention_mask, K)
     draft.check_ready()
-    if topk < 0 or topk > draft.draft_vocab_size:
-        raise WorkbenchError(f"topk must be in 0..{draft.draft_vocab_size}, got {topk}")
+    topk = acc_topk                     # top-k ids/log-probs kept per step (accuracy records; not eagle_topk)
+    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 0 or topk > draft.draft_vocab_size:
+        raise WorkbenchError(f"acc_topk must be in 0..{draft.draft_vocab_size}, got {topk!r}")
 
     def head(hk):
         return head_chunks(hk, draft.logits, topk=topk, keep_logits=return_logits, max_memory=max_memory,

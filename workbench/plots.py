@@ -185,21 +185,20 @@ def by_source(results, *, title: str | None = None):
     return fig
 
 
-def speedup_projection(results, *, ratio: float | None = None, title: str | None = None):
-    """Projected speed-up vs draft depth K' = 1..K: (E[min(A,K')]+1) / (1 + K'·ratio), best K' marked.
+def speedup_projection(results, *, ratio: float | None = None, cost_model=None, title: str | None = None):
+    """Projected speed-up vs draft depth K' = 1..K (``AcceptanceResult.speedup``), best K' marked.
 
-    ``ratio`` = one draft step's cost ÷ one target forward (default: each result's measured
-    ``cost_ratio``; one of them must be known).
+    The cost model (:mod:`workbench.cost`): ``cost_model`` (a CostModel or its JSON path) or a fixed
+    ``ratio`` (one draft step ÷ one target forward), default each result's own; the legend names it.
     """
     results = as_results(results)
     fig, (ax,) = _figure(1, height=3.6)
-    used = None
     for (label, r), color in zip(results.items(), _colors(len(results))):
-        rows = r.speedup(ratio)
-        used = ratio if ratio is not None else r.cost_ratio
+        cm = r.projection_model(ratio, cost_model)
+        rows = r.speedup(cost_model=cm) if cm is not None else r.speedup(ratio)
         k = [d["k"] for d in rows]
         s = [d["speedup"] for d in rows]
-        ax.plot(k, s, marker="o", color=color, label=f"{label} (cost ratio {used:.3f})")
+        ax.plot(k, s, marker="o", color=color, label=f"{label} ({cm.describe()})")
         for d in rows:
             if d["best"]:
                 ax.plot([d["k"]], [d["speedup"]], marker="*", markersize=14, color=color)
@@ -207,13 +206,52 @@ def speedup_projection(results, *, ratio: float | None = None, title: str | None
     ax.set_xlabel("draft depth K' (draft tokens per verify step)")
     ax.set_ylabel("projected speed-up (× target-only decoding)")
     ax.set_xticks(range(1, max(r.steps for r in results.values()) + 1))
-    ax.set_title(title or "Speed-up projection: tokens per verify step ÷ (1 + K'·cost ratio); ★ best K'")
+    ax.set_title(title or "Speed-up projection: tokens per step · verify(1) ÷ (K'·draft + verify(K'+1)); ★ best K'")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return fig
 
 
 # ------------------------------------------------------------------------------ tap statistics
+
+def tree_sweep(sweep, *, value: str | None = None, title: str | None = None):
+    """Heat maps of a flag sweep (``workbench.tune.SweepResult``): one panel per eagle_topk, steps across,
+    num_draft_tokens up, coloured by accept length (or ``value="speedup"``, the default when a GPU cost
+    model ranks the shapes); the best cell of each panel and the overall best (★) are marked.
+    """
+    t = sweep.table
+    value = value or ("speedup" if sweep.ranks_by_speed else "accept_length")
+    if value not in t:
+        raise WorkbenchError(f"tree_sweep: no column {value!r} (a speed-up needs a cost model)")
+    topks = sorted(set(int(k) for k in t["eagle_topk"]))
+    fig, axes = _figure(len(topks), height=3.8)
+    vmin, vmax = float(t[value].min()), float(t[value].max())
+    best = sweep.best()[0]
+    im = None
+    for ax, k in zip(axes, topks):
+        sub = t[t["eagle_topk"] == k]
+        steps = sorted(set(int(x) for x in sub["steps"]))
+        ns = sorted(set(int(x) for x in sub["num_draft_tokens"]))
+        grid = np.full((len(ns), len(steps)), np.nan)
+        for _, r in sub.iterrows():
+            grid[ns.index(int(r["num_draft_tokens"])), steps.index(int(r["steps"]))] = r[value]
+        im = ax.imshow(grid, origin="lower", aspect="auto", vmin=vmin, vmax=vmax, cmap="viridis")
+        ax.set_xticks(range(len(steps)), [str(x) for x in steps])
+        ax.set_yticks(range(len(ns)), [str(x) for x in ns])
+        ax.set_xlabel("steps")
+        if ax is axes[0]:
+            ax.set_ylabel("num_draft_tokens N")
+        ax.set_title(f"eagle_topk {k}" + (" (chain)" if k == 1 else ""))
+        i, j = np.unravel_index(np.nanargmax(grid), grid.shape)
+        ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", color="white", fontsize="small")
+        if best[1] == k:
+            ax.plot([steps.index(best[0])], [ns.index(best[2])], marker="*", markersize=16, color="red")
+    if im is not None:
+        fig.colorbar(im, ax=axes, label=value.replace("_", " "))
+    what = "projected speed-up" if value == "speedup" else "accept length (E[A]+1)"
+    fig.suptitle(title or f"Flag sweep, wiring {sweep.spec}: {what}; ★ best shape")
+    return fig
+
 
 def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: str | None = None):
     """Left: feature-norm distribution per tap (log scale); right: tap-to-tap cosine heatmap.

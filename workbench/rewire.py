@@ -605,7 +605,7 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
                           ridge=ridge, refit_info=info, finetune=ft, K=K)
     if eval_ds is not None:
         a_spec, b_spec = Wiring(A).spec, Wiring(B).spec
-        sim = dict(limit=eval_limit, batch_size=batch_size, progress=progress, topk=0, seed=seed,
+        sim = dict(limit=eval_limit, batch_size=batch_size, progress=progress, acc_topk=0, seed=seed,
                    setting=result.setting)
         base = simulate(target, old, eval_ds, [b_spec, a_spec], **sim)
         result.before, result.reference = base[b_spec], base[a_spec]

@@ -3,14 +3,19 @@
     >>> from workbench.setting import Setting
     >>> s = Setting(steps=4, engine="sglang")
     >>> s.describe()
-    'chain drafting (topk 1), K=4; greedy (temperature 0); engine sglang; estimator every-position; bonus token counted'
+    'chain drafting (eagle_topk 1), K=4; greedy (temperature 0); engine sglang; estimator every-position; bonus token counted'
     >>> Setting.from_dict(s.to_dict()) == s
     True
+    >>> t = Setting(steps=5, eagle_topk=4, num_draft_tokens=8)
+    >>> t.shape, t.label, t.tree
+    ('tree', 'tree 5×4 N=8', {'steps': 5, 'topk': 4, 'num_draft_tokens': 8})
 
 A result answers "accept length under WHICH setting?". The fields:
 
-- drafting shape: ``shape`` "chain" with ``steps`` = K (topk 1), or "tree" with ``steps`` (SGLang's
-  ``speculative_num_steps``), ``eagle_topk`` and ``num_draft_tokens``. Today only chains are simulated;
+- drafting shape: ``shape`` "chain" with ``steps`` = K (eagle_topk 1), or "tree" with ``steps`` (SGLang's
+  ``speculative_num_steps``), ``eagle_topk`` and ``num_draft_tokens`` (docs/trees.md). ``eagle_topk`` > 1
+  makes the shape "tree" by itself; ``shape="tree"`` with ``eagle_topk`` 1 runs the tree code on a
+  chain (the same numbers as the chain: tested);
 - ``engine`` and ``engine_version``: the serving engine whose behaviour the result stands for (None:
   no engine, e.g. a wiring given by hand);
 - sampling: ``temperature`` (0 = greedy), ``top_p``, ``top_k`` (None = no cut). Today greedy only;
@@ -19,7 +24,7 @@ A result answers "accept length under WHICH setting?". The fields:
   headline one;
 - ``bonus``: whether the accept length counts the bonus token (E[A]+1, SGLang/vLLM) or not (E[A]).
 
-The coming features (trees, engine versions, sampling) add fields here instead of keyword
+The coming features (engine versions, sampling) add fields here instead of keyword
 arguments scattered over the simulation and the results. :meth:`Setting.check_simulable` says
 in one line what the simulation cannot do yet.
 
@@ -44,7 +49,7 @@ class Setting:
     """The conditions of a measurement (module docstring). Immutable; :meth:`replace` for a variant."""
 
     steps: int = 4                        # chain: K drafted tokens; tree: speculative_num_steps
-    shape: str = "chain"
+    shape: str | None = None              # None: "tree" when eagle_topk > 1, else "chain"
     eagle_topk: int = 1                   # tree only (> 1)
     num_draft_tokens: int | None = None   # tree only
     engine: str | None = None
@@ -58,11 +63,26 @@ class Setting:
     def __post_init__(self):
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
             raise WorkbenchError(f"setting steps={self.steps!r}: expected an integer >= 1")
+        k = self.eagle_topk
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise WorkbenchError(f"setting eagle_topk={k!r}: expected an integer >= 1")
+        if self.shape is None:
+            object.__setattr__(self, "shape", "tree" if k > 1 else "chain")
         if self.shape not in SHAPES:
             raise WorkbenchError(f"setting shape={self.shape!r}: expected one of {', '.join(SHAPES)}")
         if self.shape == "chain" and (self.eagle_topk != 1 or self.num_draft_tokens not in (None, self.steps + 1)):
             raise WorkbenchError(f"a chain drafts with eagle_topk 1 and steps+1 draft tokens (got eagle_topk="
                                  f"{self.eagle_topk}, num_draft_tokens={self.num_draft_tokens}): use shape='tree'")
+        if self.shape == "tree":
+            N, top = self.num_draft_tokens, k + (self.steps - 1) * k * k
+            if k == 1 and N is None:
+                object.__setattr__(self, "num_draft_tokens", self.steps + 1)
+            elif k == 1 and N != self.steps + 1:
+                raise WorkbenchError(f"setting eagle_topk 1 with num_draft_tokens={N}: eagle_topk 1 verifies "
+                                     f"steps + 1 = {self.steps + 1} tokens (SGLang forces it)")
+            elif isinstance(N, bool) or not isinstance(N, int) or not 2 <= N <= top + 1:
+                raise WorkbenchError(f"setting num_draft_tokens={N!r}: expected 2..{top + 1} for steps "
+                                     f"{self.steps}, eagle_topk {k} (N-1 <= k + (S-1)*k^2 = {top})")
         if self.estimator not in ESTIMATORS:
             raise WorkbenchError(f"setting estimator={self.estimator!r}: expected one of {', '.join(ESTIMATORS)}")
         if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
@@ -80,18 +100,28 @@ class Setting:
 
     def check_simulable(self) -> None:
         """Raise a one-line WorkbenchError when the offline simulation cannot (yet) measure this setting."""
-        if self.shape != "chain":
-            raise WorkbenchError(f"{self.shape} drafting (eagle_topk {self.eagle_topk}) is not simulated yet: "
-                                 f"the simulation drafts chains (topk 1)")
         if not self.greedy:
             raise WorkbenchError(f"temperature {self.temperature}: the simulation is greedy only (temperature 0)")
+
+    @property
+    def tree(self) -> dict:
+        """{steps, topk, num_draft_tokens}: SGLang's three flags for this shape (a chain: topk 1, steps+1)."""
+        return {"steps": self.steps, "topk": self.eagle_topk,
+                "num_draft_tokens": self.num_draft_tokens or self.steps + 1}
+
+    @property
+    def label(self) -> str:
+        """A short name of the drafting shape for legends and tables: ``chain K=4``, ``tree 5×4 N=8``."""
+        if self.shape == "chain":
+            return f"chain K={self.steps}"
+        return f"tree {self.steps}×{self.eagle_topk} N={self.num_draft_tokens}"
 
     def describe(self) -> str:
         """One line for summaries."""
         if self.shape == "chain":
-            shape = f"chain drafting (topk 1), K={self.steps}"
+            shape = f"chain drafting (eagle_topk 1), K={self.steps}"
         else:
-            shape = (f"tree drafting, steps {self.steps}, topk {self.eagle_topk}, "
+            shape = (f"tree drafting, steps {self.steps}, eagle_topk {self.eagle_topk}, "
                      f"{self.num_draft_tokens} draft tokens")
         if self.greedy:
             sampling = "greedy (temperature 0)"
@@ -115,18 +145,32 @@ class Setting:
         return cls(**d)
 
 
-def resolve_setting(K=None, setting: Setting | None = None) -> Setting:
-    """The setting of a run given ``K`` and/or ``setting`` (default: chain K=4, greedy).
+def resolve_setting(K=None, setting: Setting | None = None, *, eagle_topk: int | None = None,
+                    num_draft_tokens: int | None = None) -> Setting:
+    """The setting of a run given ``K`` and/or ``setting`` (default: chain K=4, greedy), and optionally
+    the tree's ``eagle_topk``/``num_draft_tokens`` (``eagle_topk`` 1: a chain, N forced to K+1).
 
         >>> resolve_setting(3).steps, resolve_setting(None, Setting(steps=2)).steps
         (3, 2)
+        >>> resolve_setting(5, eagle_topk=4, num_draft_tokens=8).label
+        'tree 5×4 N=8'
     """
     if setting is None:
         if K is not None and (isinstance(K, bool) or not isinstance(K, numbers.Integral) or int(K) < 1):
             raise WorkbenchError(f"steps K={K!r}: expected an integer K >= 1")
-        return Setting(steps=4 if K is None else int(K))
+        steps = 4 if K is None else int(K)
+        if eagle_topk is None or eagle_topk == 1:
+            if num_draft_tokens is not None and eagle_topk is None:
+                raise WorkbenchError(f"num_draft_tokens={num_draft_tokens} without eagle_topk: give eagle_topk too "
+                                     "(1 = chain, N = steps + 1)")
+            return Setting(steps=steps)
+        return Setting(steps=steps, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens)
     if K is not None and int(K) != setting.steps:
         raise WorkbenchError(f"steps K={K} differs from the setting's K={setting.steps}: give one of them")
+    for name, v in (("eagle_topk", eagle_topk), ("num_draft_tokens", num_draft_tokens)):
+        if v is not None and v != getattr(setting, name):
+            raise WorkbenchError(f"{name}={v} differs from the setting's {name}={getattr(setting, name)}: "
+                                 f"give one of them")
     return setting
 
 

@@ -46,7 +46,15 @@ from workbench.setting import SCHEMA_VERSION, Setting
 from workbench.wiring import tap_sort_key
 
 Z95 = 1.959963984540054
-CONVENTION = "chain drafting (topk 1), greedy (temperature 0)"
+CONVENTION = "chain drafting (eagle_topk 1), greedy (temperature 0)"
+
+
+def convention(setting: Setting) -> str:
+    """The drafting convention of a result in one phrase (:data:`CONVENTION` for chains)."""
+    if setting.shape == "chain":
+        return CONVENTION
+    return (f"tree drafting (steps {setting.steps}, eagle_topk {setting.eagle_topk}, {setting.num_draft_tokens} "
+            f"draft tokens; A = nodes the greedy walk accepts, 0..{setting.steps}), greedy (temperature 0)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -209,6 +217,7 @@ class AcceptanceResult(Rendered):
     cost_ratio: float | None = None          # measured draft-step / target-forward time, if any
     seed: int = 0                            # bootstrap seed
     setting: Setting | None = None           # what was measured (default: chain K=steps, greedy)
+    cost_model: object | None = None         # a workbench.cost.CostModel for projections (else cost_ratio)
 
     def __post_init__(self):
         if self.setting is None:
@@ -306,7 +315,8 @@ class AcceptanceResult(Rendered):
         chains = {k: np.concatenate([r.chains[k] for r in results]) for k in CHAIN_COLUMNS}
         ratios = [r.cost_ratio for r in results if r.cost_ratio is not None]
         return cls(spec=first.spec, taps=first.taps, steps=first.steps, chains=chains, samples=samples,
-                   cost_ratio=float(np.mean(ratios)) if ratios else None, seed=first.seed, setting=first.setting)
+                   cost_ratio=float(np.mean(ratios)) if ratios else None, seed=first.seed, setting=first.setting,
+                   cost_model=_merged_cost_model([r.cost_model for r in results]))
 
     def merge(self, other: "AcceptanceResult") -> "AcceptanceResult":
         """Exact merge with a result over other samples (e.g. another torchrun shard)."""
@@ -321,7 +331,8 @@ class AcceptanceResult(Rendered):
         return AcceptanceResult(spec=self.spec, taps=self.taps, steps=self.steps,
                                 chains={k: v[cm] for k, v in self.chains.items()},
                                 samples={k: v[sm] for k, v in self.samples.items()},
-                                cost_ratio=self.cost_ratio, seed=self.seed, setting=self.setting)
+                                cost_ratio=self.cost_ratio, seed=self.seed, setting=self.setting,
+                                cost_model=self.cost_model)
 
     # ---- statistics ---------------------------------------------------------------------------
     @property
@@ -426,31 +437,49 @@ class AcceptanceResult(Rendered):
                       f"{self.seed}) for accept lengths",
         }
 
-    def speedup(self, ratio: float | None = None) -> list[dict]:
-        """Projected speed-up for each K' = 1..K: tokens per verify step ÷ (1 + K'·ratio).
+    def speedup(self, ratio: float | None = None, *, cost_model=None) -> list[dict]:
+        """Projected speed-up (tokens per second over plain decoding) from a :mod:`workbench.cost` model.
 
             >>> r = AcceptanceResult.from_arrays("L1", K=2, sample=[0, 0], t=[0, 1], accepted=[2, 1])
             >>> [(d["k"], round(d["speedup"], 3), d["best"]) for d in r.speedup(0.1)]
             [(1, 1.818, False), (2, 2.083, True)]
 
-        Tokens per verify step with K' drafted = E[min(A, K')] + 1 (every-position chains; a chain
-        that accepted A of K would accept min(A, K') of K'). ``ratio`` = cost of one draft step ÷
-        one target forward; defaults to the ratio measured during :func:`simulate`.
+        A chain: one row per K' = 1..K with tokens per verify step E[min(A, K')] + 1 (a chain that
+        accepted A of K would accept min(A, K') of K'). A tree (eagle_topk > 1): one row, its own
+        shape (another depth or N is another selection: ``workbench tune`` sweeps them). Speed-up =
+        tokens per step · verify(1) / (K'·draft(k) + verify(N)) (``CostModel.speedup``); ``ratio``
+        (a fixed model: draft step / target forward) or ``cost_model`` (a CostModel or a JSON path);
+        default the result's own (``cost_model``, else the ratio measured during :func:`simulate`).
         """
-        if ratio is None:
-            ratio = self.cost_ratio
-        if ratio is None or not (ratio >= 0):
-            raise WorkbenchError(f"speedup needs a draft/target cost ratio >= 0 (got {ratio!r}; none was "
-                                 f"measured: pass ratio=, e.g. 0.05)")
+        cm = self.projection_model(ratio, cost_model)
+        if cm is None:
+            raise WorkbenchError(f"speedup needs a cost model or a draft/target cost ratio >= 0 (got {ratio!r}; none "
+                                 f"was measured: pass ratio=, e.g. 0.05, or cost_model=)")
         A = self.chains["accepted"]
-        rows = []
-        for k in range(1, self.steps + 1):
-            tps = float(np.minimum(A, k).mean()) + 1 if len(A) else math.nan
-            rows.append({"k": k, "tokens_per_step": tps, "speedup": tps / (1 + k * ratio), "best": False})
+        st = self.setting
+        if st.eagle_topk > 1:
+            tps = float(A.mean()) + 1 if len(A) else math.nan
+            rows = [{"k": self.steps, "tokens_per_step": tps,
+                     "speedup": cm.speedup(tps, self.steps, st.eagle_topk, st.num_draft_tokens), "best": False}]
+        else:
+            rows = []
+            for k in range(1, self.steps + 1):
+                tps = float(np.minimum(A, k).mean()) + 1 if len(A) else math.nan
+                rows.append({"k": k, "tokens_per_step": tps, "speedup": cm.speedup(tps, k), "best": False})
         finite = [r for r in rows if not math.isnan(r["speedup"])]
         if finite:
             max(finite, key=lambda r: r["speedup"])["best"] = True
         return rows
+
+    def projection_model(self, ratio=None, cost_model=None):
+        """The CostModel a projection uses, or None: the one given (``cost_model`` or a fixed ``ratio``),
+        else the result's ``cost_model``, else a fixed model of its ``cost_ratio``."""
+        from workbench.cost import CostModel, as_cost_model
+
+        cm = as_cost_model(cost_model, ratio) or self.cost_model
+        if cm is None and self.cost_ratio is not None and self.cost_ratio >= 0:
+            cm = CostModel.fixed(self.cost_ratio)
+        return cm
 
     # ---- views --------------------------------------------------------------------------------
     def statistics(self, intervals: bool = False) -> dict:
@@ -471,15 +500,17 @@ class AcceptanceResult(Rendered):
     def to_json(self, path=None, *, ratio: float | None = None) -> dict:
         """JSON-ready dict (keys of the issue's `accept --json`); written atomically when ``path``."""
         out = {"schema_version": SCHEMA_VERSION, "wiring": {"spec": self.spec, "taps": list(self.taps)},
-               "steps": self.steps, "setting": self.setting.to_dict(),
-               "convention": CONVENTION + "; accept_length = E[A]+1 (bonus counted), "
+               "steps": self.steps, "setting": self.setting.to_dict(), "tree": self.setting.tree,
+               "convention": convention(self.setting) + "; accept_length = E[A]+1 (bonus counted), "
                                           "accept_length_no_bonus = E[A]"}
         out.update(self.statistics(intervals=True))
         out["by_source"] = self.by_source()
-        r = ratio if ratio is not None else self.cost_ratio
-        if r is not None:
-            out["cost_ratio"] = float(r)
-            out["speedup"] = jsonable(self.speedup(r))
+        cm = self.projection_model(ratio)
+        if cm is not None:
+            if cm.kind == "fixed":
+                out["cost_ratio"] = float(cm.ratio)
+            out["cost_model"] = cm.to_dict()
+            out["speedup"] = jsonable(self.speedup(cost_model=cm))
         if path is not None:
             write_json(path, out, indent=2)
         return out
@@ -531,11 +562,25 @@ class AcceptanceResult(Rendered):
             for name, st in self.by_source().items():
                 lines.append(f"  source {name or '(none)'}: chains {st['n_chains']} accept length "
                              f"{_f(st['accept_length'])} decode-path {_f(st['decode_path']['accept_length'])}")
-        if self.cost_ratio is not None:
-            sp = self.speedup()
-            lines.append(f"projected speed-up (cost ratio {self.cost_ratio:.3f}): " + ", ".join(
-                f"K={d['k']}: {d['speedup']:.2f}" + ("*" if d["best"] else "") for d in sp))
+        cm = self.projection_model()
+        if cm is not None:
+            sp = self.speedup(cost_model=cm)
+            lines.append("projected speed-up: " + ", ".join(
+                f"K={d['k']}: {d['speedup']:.2f}" + ("*" if d["best"] else "") for d in sp) + f"  ({cm.describe()})")
         return "\n".join(lines)
+
+
+def _merged_cost_model(models):
+    """One cost model for merged shards: a measured one as is; fixed ratios (measured per shard): their mean."""
+    models = [m for m in models if m is not None]
+    if not models:
+        return None
+    if all(m.kind == "fixed" for m in models) and len({(m.device, m.source) for m in models}) == 1:
+        from workbench.cost import CostModel
+
+        return CostModel.fixed(float(np.mean([m.ratio for m in models])), device=models[0].device,
+                               source=models[0].source)
+    return models[0]
 
 
 def _f(x) -> str:

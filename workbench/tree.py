@@ -35,8 +35,10 @@ them unspecified. This also guarantees that a selected node's parent is selected
 
 On the parallel (training-time-test) layout this is k lanes per start position: step 0 is the usual
 pass over all positions, then each lane keeps its own diagonal of keys while its token and hidden
-are gathered from the lane that proposed it. The attention is :func:`prefix_extra_attention`
-(causal prefix + per-query extra keys, never a k×T×T matrix).
+are gathered from the lane that proposed it. The attention is :func:`workbench.attention.prefix_attention`
+with the lanes folded into the batch dimension (causal prefix + each lane's own extra keys, merged
+exactly; never a k×T×T matrix); :func:`prefix_extra_attention` is its dense query-blocked twin on the
+[B, h, L, T, d] lane layout, kept as a reference (tests/test_tree.py).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from workbench.attention import prefix_attention
+from workbench.chunks import head_chunks
 from workbench.errors import WorkbenchError
 
 
@@ -229,6 +233,7 @@ class TreeOutput:
     cand_scores: torch.Tensor = field(repr=False)
     cand_parents: torch.Tensor = field(repr=False)
     notes: tuple = ()
+    acc_ids: torch.Tensor | None = field(default=None, repr=False)   # [B, T, acc_topk] depth-1 top ids, if asked
 
     @classmethod
     def from_candidates(cls, cand_tokens, cand_scores, cand_parents, *, steps, topk, num_draft_tokens,
@@ -250,30 +255,38 @@ class TreeOutput:
             raise WorkbenchError(f"steps {steps}: expected 1..{self.steps} (the depth these trees were drafted to)")
         shape = tree_shape(S, self.topk, num_draft_tokens)
         F = shape.n_candidates
-        return TreeOutput.from_candidates(self.cand_tokens[..., :F], self.cand_scores[..., :F],
-                                          self.cand_parents[..., :F], steps=S, topk=self.topk,
-                                          num_draft_tokens=shape.num_draft_tokens, notes=shape.notes)
+        out = TreeOutput.from_candidates(self.cand_tokens[..., :F], self.cand_scores[..., :F],
+                                         self.cand_parents[..., :F], steps=S, topk=self.topk,
+                                         num_draft_tokens=shape.num_draft_tokens, notes=shape.notes)
+        out.acc_ids = self.acc_ids
+        return out
 
     def node(self, b: int, t: int) -> dict:
         """One tree as plain lists (tokens, parents, depths, scores, flat)."""
         return {k: getattr(self, k)[b, t].tolist() for k in ("tokens", "parents", "depths", "scores", "flat")}
 
 
-def _topk_probs(draft, out, k: int):
-    """fp32 softmax over the draft vocab of ``out``'s logits, then top-k: (probs, target ids)."""
-    p, ix = torch.softmax(draft.logits(out).float(), dim=-1).topk(k, dim=-1)
-    return p, draft.to_target(ix)
+def _head(draft, out, k: int, max_memory=None):
+    """Top-k of the draft head over ``out`` [..., H] in memory-budgeted chunks (``chunks.head_chunks``: no
+    [.., V] logits kept): (fp32 probabilities, target ids), both [..., k]."""
+    res = head_chunks(out, draft.logits, topk=k, max_memory=max_memory, vocab=draft.draft_vocab_size)
+    return res.topk_logprobs.exp(), draft.to_target(res.topk_ids)
 
 
 def draft_trees(draft, features: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                steps: int, eagle_topk: int, num_draft_tokens: int | None = None, *, rope_shift: int = 0,
-                block: int | None = None) -> TreeOutput:
+                steps: int, eagle_topk: int, num_draft_tokens: int | None = None, *, rope_shift: int | None = None,
+                acc_topk: int = 0, max_memory=None) -> TreeOutput:
     """SGLang's draft tree at every start position (the parallel layout; see the module docstring).
 
     ``features`` [B, T, 3·H_target], ``input_ids``/``attention_mask`` [B, T] (right-padded).
-    Depth i+1 runs at rotary position t+i+``rope_shift`` (1 = servers before SGLang PR #25015).
+    Depth i+1 runs at rotary position t+i+``rope_shift`` (1 = servers before SGLang PR #25015;
+    default: the draft's ``rotary_offset``, set from the engine record).
     Trees whose root x_{t+1} is padding or past the end are computed but meaningless (not counted).
     With ``eagle_topk`` 1 this is exactly ``draft.run_chains``: ``tokens[b, t]`` = the chain.
+    ``acc_topk`` > 0 also keeps the depth-1 top-``acc_topk`` target ids (``TreeOutput.acc_ids``,
+    for step-1 top-1/top-5 accuracy). The lanes fold into the batch dimension of
+    :func:`workbench.attention.prefix_attention` (lane j's extra keys: the keys slot j wrote at earlier
+    depths); the heads run in chunks sized from ``max_memory`` (no [B, T, k, V] logits).
     """
     from workbench.draft import check_chain_inputs
 
@@ -283,13 +296,18 @@ def draft_trees(draft, features: torch.Tensor, input_ids: torch.Tensor, attentio
     draft.check_ready()
     if k > draft.draft_vocab_size:
         raise WorkbenchError(f"eagle_topk {k} exceeds the draft vocab ({draft.draft_vocab_size} tokens)")
+    if isinstance(acc_topk, bool) or not isinstance(acc_topk, int) or not 0 <= acc_topk <= draft.draft_vocab_size:
+        raise WorkbenchError(f"acc_topk must be in 0..{draft.draft_vocab_size}, got {acc_topk!r}")
+    shift = draft.rotary_offset if rope_shift is None else int(rope_shift)
     B, T = input_ids.shape
     dev = draft.fc.weight.device
-    sp = draft.spec
-    nh, hd, H = sp.num_heads, sp.head_dim, sp.hidden_size
-    scale = 1.0 / math.sqrt(hd)
-    ids = input_ids.to(dev)
     mask = attention_mask.to(dev).bool()
+    if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+        raise WorkbenchError("attention_mask is not right-padded (a 1 after a 0 in some row); "
+                             "expected each row to be 1 on its tokens, then 0 on padding")
+    H = draft.spec.hidden_size
+    scale = 1.0 / math.sqrt(draft.spec.head_dim)
+    ids = input_ids.to(dev)
     pos = torch.arange(T, device=dev)
     with torch.no_grad():
         # step 0: the usual pass over all positions (input at p: h_p with token x_{p+1})
@@ -297,28 +315,32 @@ def draft_trees(draft, features: torch.Tensor, input_ids: torch.Tensor, attentio
         tok = torch.zeros_like(ids)
         tok[:, :-1] = ids[:, 1:]
         q, k0, v0, residual = draft.qkv(h, draft.embed_tokens(tok), pos)
-        out = draft.finish(residual, prefix_extra_attention(q[:, :, None], k0, v0, mask, scale=scale,
-                                                             block=block)[:, :, 0])
-        p1, ids1 = _topk_probs(draft, out, k)                                  # [B, T, k]
+        out = draft.finish(residual, prefix_attention(q, k0, v0, scale=scale, max_memory=max_memory))
+        del q, residual, h
+        p1, ids1 = _head(draft, out, max(k, acc_topk), max_memory)           # [B, T, max(k, acc_topk)]
+        acc_ids = ids1[..., :acc_topk] if acc_topk else None
+        p1, ids1 = p1[..., :k].contiguous(), ids1[..., :k].contiguous()
         c_tok, c_score = [ids1], [p1]
         c_par = [torch.full((B, T, k), -1, dtype=torch.long, device=dev)]
         slot_score, slot_tok = p1, ids1                                        # [B, T, k]
         slot_node = torch.arange(k, device=dev).expand(B, T, k)
-        hid = draft.next_hidden(out)[:, None].expand(B, k, T, H)              # lanes [B, L, T, H]
-        ek, ev = [], []
+        hid = draft.next_hidden(out)[:, None].expand(B, k, T, H).reshape(B * k, T, H)   # lanes folded: [B·k, T, H]
+        del out
+        lane = lambda x: x[:, None].expand(B, k, *x.shape[1:]).reshape(B * k, *x.shape[1:])   # noqa: E731
+        k0, v0 = lane(k0), lane(v0)                                            # the shared prefix, per lane
+        ek, ev = [], []                                                        # slot j's own keys, per depth
         for i in range(1, S):
-            qi, ki, vi, ri = draft.qkv(hid.reshape(B * k, T, H),
-                                        draft.embed_tokens(slot_tok.permute(0, 2, 1).reshape(B * k, T)),
-                                        pos + i + rope_shift)
-            lanes = lambda x: x.view(B, k, nh, T, hd).transpose(1, 2)          # noqa: E731  [B, h, L, T, d]
-            ek.append(lanes(ki))
-            ev.append(lanes(vi))
-            att = prefix_extra_attention(lanes(qi), k0, v0, mask, torch.stack(ek, dim=-2),
-                                         torch.stack(ev, dim=-2), scale=scale, block=block)
-            o = draft.finish(ri, att.transpose(1, 2).reshape(B * k, nh, T, hd)).view(B, k, T, H)
-            pc, ic = zip(*(_topk_probs(draft, o[:, j], k) for j in range(k)))  # per lane: bounded logits
-            cand = (slot_score[..., None] * torch.stack(pc, dim=2)).flatten(-2)  # [B, T, k*k], r = j*k + c
-            ctok = torch.stack(ic, dim=2).flatten(-2)
+            qi, ki, vi, ri = draft.qkv(hid, draft.embed_tokens(slot_tok.permute(0, 2, 1).reshape(B * k, T)),
+                                        pos + i + shift)
+            ek.append(ki)
+            ev.append(vi)
+            att = prefix_attention(qi, k0, v0, ek, ev, scale=scale, max_memory=max_memory)
+            o = draft.finish(ri, att)                                          # [B·k, T, H]
+            del qi, ri, att
+            pc, ic = _head(draft, o, k, max_memory)                            # [B·k, T, k]
+            pc, ic = pc.view(B, k, T, k).permute(0, 2, 1, 3), ic.view(B, k, T, k).permute(0, 2, 1, 3)
+            cand = (slot_score[..., None] * pc).flatten(-2)                    # [B, T, k*k], r = j*k + c
+            ctok = ic.flatten(-2)
             c_tok.append(ctok)
             c_score.append(cand)
             c_par.append(slot_node.repeat_interleave(k, dim=-1))
@@ -327,7 +349,11 @@ def draft_trees(draft, features: torch.Tensor, input_ids: torch.Tensor, attentio
                 slot_score, slot_tok = cand.gather(-1, order), ctok.gather(-1, order)
                 slot_node = k + (i - 1) * k * k + order
                 src = (order // k).permute(0, 2, 1)                              # proposing lane [B, L, T]
-                hid = draft.next_hidden(o).gather(1, src[..., None].expand(B, k, T, H))
-        return TreeOutput.from_candidates(torch.cat(c_tok, -1), torch.cat(c_score, -1), torch.cat(c_par, -1),
-                                          steps=S, topk=k, num_draft_tokens=shape.num_draft_tokens,
-                                          notes=shape.notes)
+                nh = draft.next_hidden(o).view(B, k, T, H)
+                hid = nh.gather(1, src[..., None].expand(B, k, T, H)).reshape(B * k, T, H)
+            del o
+        trees = TreeOutput.from_candidates(torch.cat(c_tok, -1), torch.cat(c_score, -1), torch.cat(c_par, -1),
+                                           steps=S, topk=k, num_draft_tokens=shape.num_draft_tokens,
+                                           notes=shape.notes)
+        trees.acc_ids = acc_ids
+        return trees

@@ -88,7 +88,7 @@ def select_reference(candidates: list, num_draft_tokens: int) -> Tree:
 
 
 def tree_reference(draft, features: torch.Tensor, input_ids: torch.Tensor, t: int, steps: int, eagle_topk: int,
-                   num_draft_tokens: int | None = None, *, rope_shift: int = 0) -> Tree:
+                   num_draft_tokens: int | None = None, *, rope_shift: int | None = None) -> Tree:
     """One SGLang draft tree at start t, sequentially with a KV cache (see the module docstring).
 
     ``features`` [T, 3·H_target] and ``input_ids`` [T] of one sequence; needs x_{t+1} (t <= T-2).
@@ -102,6 +102,7 @@ def tree_reference(draft, features: torch.Tensor, input_ids: torch.Tensor, t: in
     if not 0 <= t <= T - 2:
         raise WorkbenchError(f"tree start t={t} needs the root token x_(t+1): expected 0 <= t <= {T - 2}")
     shape = tree_shape(steps, eagle_topk, num_draft_tokens)
+    rope_shift = draft.rotary_offset if rope_shift is None else int(rope_shift)   # default: the engine's
     S, k = shape.steps, shape.topk
     draft.check_ready()
     dev = draft.fc.weight.device

@@ -129,7 +129,7 @@ def ancestor_mask(parents, prefix_len: int) -> torch.Tensor:
 
 
 def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk: int, num_draft_tokens: int | None,
-                      max_new_tokens: int, *, rope_shift: int = 0) -> tuple[list[int], list[int]]:
+                      max_new_tokens: int, *, rope_shift: int | None = None) -> tuple[list[int], list[int]]:
     """Greedy tree speculative decoding; returns (generated ids, A per verify step).
 
         >>> # gen, A = exact_tree_decode(target, draft, [1, 5, 9], "embed,L1,L3", 5, 4, 8, max_new_tokens=32)

@@ -17,7 +17,8 @@ import sys
 from workbench.errors import WorkbenchError
 
 # One module per command, in the order `workbench --help` lists them.
-COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "demo", "report", "sglang", "rewire", "bench", "regenerate"]
+COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "tune", "demo", "report", "sglang", "rewire", "bench",
+            "regenerate"]
 
 
 # Output options: dest -> "file" or "folder"; a folder per command where --out names a folder.
@@ -62,6 +63,33 @@ def add_device_arguments(parser) -> None:
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow the target's own Python code from its folder (off unless asked)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_shape_arguments(parser, what: str = "draft depth") -> None:
+    """--steps/-K, --eagle-topk, --num-draft-tokens and --sglang-args: the drafting shape (workbench.flags)."""
+    parser.add_argument("--steps", "-K", type=int, default=None,
+                        help=f"{what}: SGLang's --speculative-num-steps (default 4; docs/trees.md)")
+    parser.add_argument("--eagle-topk", type=int, default=None, metavar="k",
+                        help="tree branching, SGLang's --speculative-eagle-topk (default 1 = a chain; 1 forces "
+                             "num_draft_tokens = steps + 1, as the server does)")
+    parser.add_argument("--num-draft-tokens", type=int, default=None, metavar="N",
+                        help="tokens verified per step including the root, SGLang's --speculative-num-draft-tokens "
+                             "(needed when --eagle-topk > 1; N-1 <= k + (S-1)*k^2)")
+    parser.add_argument("--sglang-args", default=None, metavar="CMD",
+                        help='take steps, eagle_topk and num_draft_tokens from a launch command, e.g. "python -m '
+                             'sglang.launch_server ... --speculative-num-steps 5 ..." (SGLang\'s own adjustments '
+                             "and per-architecture auto-defaults applied)")
+
+
+def resolve_shape(args, engine=None):
+    """The DraftingShape of a command's shape flags; prints its notices (one line each)."""
+    from workbench.flags import drafting_shape, target_architecture
+
+    shape = drafting_shape(args.steps, args.eagle_topk, args.num_draft_tokens, sglang_args=args.sglang_args,
+                           engine=engine, target_arch=target_architecture(args.target))
+    for n in shape.notices:
+        print(f"notice: {n}")
+    return shape
 
 
 def add_torchrun_arguments(parser) -> None:

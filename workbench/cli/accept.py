@@ -2,13 +2,16 @@
 
     $ workbench accept --target data/demo/target --draft data/demo/draft-aligned --data data/demo/val.jsonl \\
         --engine sglang --steps 4 --json acc.json --min-accept-length 1.8
+    $ workbench accept ... --engine sglang --steps 5 --eagle-topk 4 --num-draft-tokens 8     # SGLang's tree
+    $ workbench accept ... --sglang-args "python -m sglang.launch_server --model-path ... --speculative-num-steps 5 ..."
     $ torchrun --standalone --nproc-per-node 8 -m workbench accept ... --device auto --json acc.json
 
 Under torchrun the samples are sharded over the ranks (workbench.distributed), rank 0 writes the same
 JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import add_device_arguments, add_engine_arguments, add_torchrun_arguments, engine_of
+from workbench.cli import (add_device_arguments, add_engine_arguments, add_shape_arguments, add_torchrun_arguments,
+                           engine_of, resolve_shape)
 
 NAME = "accept"
 HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one wiring"
@@ -22,15 +25,23 @@ def add_arguments(parser):
                                          "overrides only the taps)")
     add_engine_arguments(parser, what="evaluate what this engine feeds and computes (taps, Eagle-3.1 options, "
                                       "rotary offset, embedding and lm_head source)")
-    parser.add_argument("--steps", "-K", type=int, default=4, help="draft depth K (chain, topk 1)")
+    add_shape_arguments(parser)
+    parser.add_argument("--acc-topk", type=int, default=5, metavar="n",
+                        help="record step-1 top-1/top-5 accuracy from the draft's top n ids (0 = off; "
+                             "not --eagle-topk)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
     parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
     parser.add_argument("--json", metavar="OUT", help="write the statistics as JSON")
-    parser.add_argument("--per-chain", metavar="OUT.jsonl", help="write one JSON object per chain")
+    parser.add_argument("--per-chain", metavar="OUT.jsonl",
+                        help="write {sample, t, accepted, ...} for every counted start (a chain or a tree)")
     parser.add_argument("--min-accept-length", type=float, default=None, metavar="X",
                         help="exit 1 when the decode-path accept length is below X (CI gate)")
-    parser.add_argument("--cost-ratio", type=float, default=None,
-                        help="draft-step/target-forward cost ratio for the speed-up projection (default: measured)")
+    c = parser.add_mutually_exclusive_group()
+    c.add_argument("--cost-ratio", type=float, default=None,
+                   help="a fixed cost model: draft-step/target-forward cost ratio for the speed-up projection "
+                        "(default: the ratio measured during the run)")
+    c.add_argument("--cost-model", default=None, metavar="FILE.json",
+                   help="a measured cost model (workbench tune --measure-cost-model) for the speed-up projection")
     parser.add_argument("--max-memory", default=None, metavar="SIZE",
                         help="working memory for the chunked heads and attention blocks, e.g. 2GB "
                              "(default: a quarter of the free device memory, at most 512 MiB; docs/long-rows.md)")
@@ -45,12 +56,16 @@ def run(args) -> int:
     from workbench.acceptance import accept
     from workbench.devices import parse_dtype
 
+    engine = engine_of(args)
+    shape = resolve_shape(args, engine=engine)
     with distributed.init(args.device, device_map=args.device_map) as ctx:
         result, note = accept(
-            args.target, args.draft, args.data, wiring=args.wiring, engine=engine_of(args), K=args.steps,
+            args.target, args.draft, args.data, wiring=args.wiring, engine=engine, setting=shape.setting,
+            acc_topk=args.acc_topk,
             limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
             batch_size=args.batch_size, trust_remote_code=args.trust_remote_code,
-            progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio, max_memory=args.max_memory,
+            progress=not args.quiet, ctx=ctx, cost_ratio=args.cost_ratio, cost_model=args.cost_model,
+            max_memory=args.max_memory,
             shard_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
                                          if ctx.distributed else None))
     if result is None:                           # not rank 0: rank 0 reports for everyone

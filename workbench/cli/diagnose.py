@@ -10,7 +10,8 @@ ranks (workbench.distributed), rank 0 prints and writes the same diagnosis as on
 rank keeps its shards in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import add_device_arguments, add_engine_arguments, add_torchrun_arguments, engine_of
+from workbench.cli import (add_device_arguments, add_engine_arguments, add_shape_arguments, add_torchrun_arguments,
+                           engine_of, resolve_shape)
 
 NAME = "diagnose"
 HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict on the engine's wiring"
@@ -21,7 +22,7 @@ def add_arguments(parser):
     parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder (config.json + model.safetensors)")
     parser.add_argument("--data", required=True, help="data file (jsonl/parquet/...)")
     add_engine_arguments(parser, default="sglang", what="the engine (and version) whose wiring is judged")
-    parser.add_argument("--steps", "-K", type=int, default=4, help="draft depth K for the full curves (chain, topk 1)")
+    add_shape_arguments(parser, "draft depth of the full curves")
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
     parser.add_argument("--screen-chains", type=int, default=300, help="chains for the α1 screen (stage 1)")
     parser.add_argument("--top", type=int, default=4, help="candidates that get full curves (stage 2)")
@@ -40,8 +41,11 @@ def run(args) -> int:
     from workbench.diagnose import diagnose_files
     from workbench.devices import parse_dtype
 
+    engine = engine_of(args)
+    shape = resolve_shape(args, engine=engine).setting
     with wd.init(args.device, device_map=args.device_map) as ctx:
-        dx = diagnose_files(args.target, args.draft, args.data, engine=engine_of(args), K=args.steps, limit=args.limit,
+        dx = diagnose_files(args.target, args.draft, args.data, engine=engine, K=shape.steps,
+                            eagle_topk=shape.eagle_topk, num_draft_tokens=shape.num_draft_tokens, limit=args.limit,
                             dtype=parse_dtype(args.dtype, ctx.device), batch_size=args.batch_size,
                             screen_chains=args.screen_chains, top=args.top,
                             trust_remote_code=args.trust_remote_code, progress=not args.quiet, ctx=ctx,
