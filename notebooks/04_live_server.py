@@ -16,16 +16,20 @@
 # %% [markdown]
 # # 04 · Live server
 #
-# A running SGLang server against the offline simulation. Each sample's prompt is sent to the
-# server's `/generate` (as `input_ids`, temperature 0, `max_new_tokens` = the sample's response
-# length); the accept numbers it reports in `meta_info` are compared with the offline decode-path
-# estimate on prompt + the server's own output, under every candidate wiring. The wiring whose
-# offline number matches the live one is the wiring the server really feeds the draft.
-# Convention: chain drafting (topk 1), greedy; accept length = mean A + 1 (bonus token counted).
+# A running SGLang server against the offline simulation, request by request. Each sample's prompt
+# is sent to the server's `/generate` (as `input_ids`, temperature 0, `max_new_tokens` = the
+# sample's response length). Each reply's `meta_info` is its **fingerprint** (verify steps, accepted
+# drafts, accept histogram: whatever the server's version reports). Offline, the same request
+# (prompt + the server's own output) is decoded as a server on each candidate wiring would decode
+# it: chain or tree as the server is configured, the last verify steps included. The wiring that
+# reproduces the most requests, separated from the runner-up by an exact sign test, is the wiring
+# the server really feeds the draft; otherwise the verdict is "undecided" and says how many more
+# requests would decide. Servers without per-request fields get the weaker aggregate comparison.
 #
 # Without `server_url` this notebook starts a loopback stand-in server (`workbench.fake_sglang`)
-# that decodes with the workbench's exact speculative loop and feeds the draft what SGLang would
-# (`server_wiring` to override), so the page renders without a GPU.
+# that decodes with the workbench's exact speculative loop (the real tree when `topk` > 1) and
+# feeds the draft what SGLang would (`L1,L7,L12` on the default demo; `server_wiring` to override),
+# so the page renders without a GPU.
 
 # %% tags=["parameters"]
 demo = "data/demo"   # built-in demo folder; relative paths: from the kernel's folder, else the project root (built on first use, after a notice)
@@ -34,10 +38,12 @@ server_url = ""      # a running SGLang server, e.g. http://127.0.0.1:30000 (emp
 target = ""          # target model folder the server runs, empty: <demo>/target
 draft = ""           # EAGLE-3 draft folder the server runs, empty: <demo>/draft-mismatched
 data = ""            # samples (prompts + response lengths), empty: <demo>/val.jsonl
-limit = 6            # samples to send (0: all)
-steps = 3            # K for the stand-in server (a real server's K comes from /get_server_info)
+limit = 16           # samples to send (0: all); a sign test needs at least 6 that tell two wirings apart
+steps = 3            # stand-in only: --speculative-num-steps (a real server's comes from /server_info)
+topk = 1             # stand-in only: --speculative-eagle-topk (> 1: SGLang's tree)
+num_draft_tokens = 0 # stand-in only, tree: --speculative-num-draft-tokens (0: steps + 1)
 server_wiring = ""   # stand-in only: taps it feeds the draft (empty: what SGLang would feed)
-variant = "new"      # stand-in only: meta_info fields, old | new | renamed | newest
+variant = "new"      # stand-in only: meta_info fields, old | new | renamed | newest | aggregate
 concurrency = 4      # requests in flight at most
 timeout = 120.0      # seconds per request
 device = "cpu"       # cpu, cuda, cuda:N for the offline side
@@ -63,7 +69,8 @@ tgt, drf, ds = inputs.load(target, draft, data, device=device)
 if server_url:
     server = contextlib.nullcontext(server_url)
 else:  # the loopback stand-in: real speculative decoding on CPU, with the wiring SGLang would use
-    server = serve(tgt, drf, server_wiring or None, K=steps, variant=variant)
+    server = serve(tgt, drf, server_wiring or None, K=steps, variant=variant, topk=topk,
+                   num_draft_tokens=num_draft_tokens or None)
 with server as url:
     where = url if server_url else f"loopback stand-in (wiring {url.state.wiring}, variant {variant})"
     cmp = compare(url, tgt, drf, ds, limit=limit or None, concurrency=concurrency, timeout=timeout)
@@ -71,9 +78,18 @@ print("server:", where)
 print(cmp.summary())
 
 # %% [markdown]
-# ## Per sample
-# Black: what the server reported for each sample; dashed: the offline decode path on the same
-# output under each wiring. The live line follows the wiring the server really feeds.
+# ## Request by request
+# Each column is one request, each row a candidate wiring (best first): green when that wiring
+# reproduces the server's fingerprint of the request exactly, yellow when it differs only where the
+# target's top two logits are within the served dtype's resolution (a near-tie, not evidence),
+# red when it differs.
+
+# %%
+plots.live_requests(cmp)
+
+# %% [markdown]
+# Accept length per request: black is what the server reported; dashed, each wiring's offline decode
+# of the same request.
 
 # %%
 plots.live_comparison(cmp)
@@ -91,7 +107,8 @@ cmp.to_frame()
 print(cmp.verdict)
 record_headline("04_live_server", {
     "server": "loopback stand-in" if not server_url else server_url, "K": cmp.K, "samples": len(cmp.samples),
-    "live accept length": cmp.live_accept_length,
+    "live accept length": cmp.live_accept_length, "comparison": cmp.mode,
+    **{f"identical · {d['wiring']}": f"{d['identical']}/{d['n']}" for d in cmp.ranking()},
     **{f"offline · {c.spec}": cmp.offline_accept_length(c.spec) for c in cmp.candidates},
     "verdict": cmp.verdict_code, "matched wiring": cmp.matched or "none",
 });

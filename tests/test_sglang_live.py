@@ -215,11 +215,11 @@ def test_mismatched_server_is_caught_and_its_wiring_recovered(world):
     assert off[MISMATCHED] == pytest.approx(K + 1)                   # the draft is perfect on its own taps
     assert off[SERVED] < 1.5 and cmp.live_accept_length < 1.5
     assert cmp.verdict_code == "match-other" and cmp.matched == SERVED
-    assert cmp.verdict.startswith(f"live matches wiring {SERVED} (sglang") and "not the trained one" in cmp.verdict
-    # the live histogram holds the offline decode path exactly, plus the steps past the data's end
-    live_h = cmp.live_histogram
-    off_h = cmp.offline[SERVED].decode_path["histogram"]
-    assert all(a >= b for a, b in zip(live_h, off_h)) and sum(live_h) - sum(off_h) <= 6 * (K + 1)
+    assert cmp.mode == "per-request" and cmp.verdict.startswith(f"6/6 requests identical under {SERVED}; best other")
+    assert "the server feeds L1,L3,L4 (sglang" in cmp.verdict and f"not the trained {MISMATCHED}" in cmp.verdict
+    # the offline per-request decode reproduces the live histogram exactly (the last steps included)
+    assert cmp.live_histogram[:K + 1] == [int(x) for x in cmp.offline[SERVED].decode_path["histogram"]]
+    assert all(st == "identical" for st in cmp.statuses()[SERVED])
     frame = cmp.to_frame()
     assert list(frame["sample"]) == list(range(6)) and f"offline {SERVED}" in frame
 
@@ -228,15 +228,16 @@ def test_aligned_server_matches_trained_wiring_through_the_cli(world, tmp_path, 
     root = world["root"]
     with serve(world["target"], world["drafts"]["aligned"], SERVED, K=K, variant="old") as url:
         rc = main(["sglang", "compare", "--url", url, "--target", str(root / "target"), "--draft",
-                   str(root / "draft-aligned"), "--data", str(root / "val.jsonl"), "--limit", "4",
+                   str(root / "draft-aligned"), "--data", str(root / "val.jsonl"), "--limit", "6",
                    "--concurrency", "2", "--json", str(tmp_path / "cmp.json")])
         info = Client(url).server_info()
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert f"verdict: live matches offline under wiring {SERVED} (the trained wiring)" in out
+    assert f"verdict: 6/6 requests identical under {SERVED}" in out and "the server feeds the trained wiring" in out
     res = json.loads((tmp_path / "cmp.json").read_text())
     assert res["verdict"]["code"] == "match-trained" and res["verdict"]["wiring"] == SERVED
-    assert res["variants"] == ["old"] and len(res["samples"]) == 4
+    assert res["variants"] == ["old"] and len(res["samples"]) == 6 and res["schema_version"]
+    assert res["mode"] == "per-request" and res["ranking"][0]["identical"] == 6 and res["separation"]["wins"] == 6
     live = res["totals"][0]
     assert live["what"] == "live" and live["accept_length"] == pytest.approx(K + 1)   # 8 tokens in 2 verify steps
     assert server_settings(info)["avg_spec_accept_length"] == pytest.approx(K + 1)
@@ -291,3 +292,148 @@ def test_figures_show_live_and_every_wiring():
     assert labels == ["live (3.50)", "offline embed,L1,L3 trained (1.00)", "offline L1,L3,L4 (3.50)"]
     assert "match-other (L1,L3,L4)" in ax.get_title()
     assert len(live_histograms(c).axes[0].patches) == 3 * (K + 1)
+
+
+# ─────────────────────────────── per-request fingerprints (issue 19) ───────────────────────────────
+
+@pytest.mark.parametrize("topk, n_draft", [(1, None), (2, 5)])
+def test_stand_in_fingerprints_identical_for_every_request_and_variant(world, topk, n_draft):
+    """Chain and tree stand-ins: every request's fingerprint is reproduced exactly, every meta_info variant."""
+    target, draft = world["target"], world["drafts"]["mismatched"]
+    for variant in ("old", "new", "renamed", "newest"):
+        with serve(target, draft, K=K, variant=variant, topk=topk, num_draft_tokens=n_draft) as url:
+            cmp = compare(url, target, draft, world["rows"], progress=False)
+        assert cmp.setting.shape == ("tree" if topk > 1 else "chain") and cmp.mode == "per-request"
+        assert cmp.statuses()[SERVED] == ["identical"] * 6, (variant, cmp.summary())
+        assert cmp.verdict_code == "match-other" and cmp.matched == SERVED, cmp.verdict
+
+
+def test_fast_offline_requests_equal_the_exact_decode_loop(world):
+    """The fast per-request decode (one target pass, parallel chains/trees) against the real loop."""
+    from workbench.fingerprint import exact_requests, offline_requests
+
+    target, draft = world["target"], world["drafts"]["mismatched"]
+    prompts = [r["input_ids"][:PROMPT] for r in world["rows"][:3]]
+    for topk, nd in ((1, None), (2, 5)):
+        for spec in (SERVED, MISMATCHED):
+            exact = exact_requests(target, draft, prompts, spec, steps=K, topk=topk, num_draft_tokens=nd,
+                                   max_new_tokens=[RESPONSE] * 3)
+            fast = offline_requests(target, draft, [(p, out) for p, (out, _) in zip(prompts, exact)], [spec],
+                                    steps=K, topk=topk, num_draft_tokens=nd)[spec]
+            assert [f.accepts for f in fast] == [e.accepts for _, e in exact], (topk, spec)
+
+
+def test_server_outputs_differ_from_the_data_responses(world):
+    """The data's responses are not what the target generates: the server's own outputs are simulated."""
+    target, draft = world["target"], world["drafts"]["aligned"]
+    g = torch.Generator().manual_seed(7)
+    rows = []
+    for i, r in enumerate(world["rows"]):
+        n_resp = 4 + 2 * i                                           # other lengths, other tokens
+        ids = r["input_ids"][:PROMPT] + torch.randint(0, 48, (n_resp,), generator=g).tolist()
+        rows.append({**r, "input_ids": ids, "loss_mask": [0] * PROMPT + [1] * n_resp, "seq_len": len(ids),
+                     "n_response_tokens": n_resp})
+    with serve(target, draft, SERVED, K=K, variant="newest") as url:
+        cmp = compare(url, target, draft, rows, progress=False)
+    assert [len(s.output_ids) for s in cmp.samples] == [4 + 2 * i for i in range(6)]
+    assert all(s.output_ids != r["input_ids"][PROMPT:] for s, r in zip(cmp.samples, rows))
+    assert cmp.statuses()[SERVED] == ["identical"] * 6 and cmp.verdict_code == "match-trained"
+
+
+def test_v1_last_step_counting_is_detected(world):
+    target, draft = world["target"], world["drafts"]["aligned"]
+    rows = [{**r, "input_ids": r["input_ids"][:-1], "loss_mask": r["loss_mask"][:-1], "seq_len": r["seq_len"] - 1,
+             "n_response_tokens": RESPONSE - 1} for r in world["rows"]]      # 7 tokens: the 2nd step keeps 2 of 3
+    with serve(target, draft, SERVED, K=K, variant="new", counting="v1") as url:
+        cmp = compare(url, target, draft, rows, progress=False)
+    assert cmp.counting == "v1" and "counts its last verify step as the v1 worker" in " ".join(cmp.notes)
+    assert cmp.counting == "v1" and cmp.statuses()[SERVED] == ["identical"] * 6
+    assert cmp.statuses("v2")[SERVED] != ["identical"] * 6           # 8 tokens, K=3: the last step is cut
+
+
+def test_adaptive_server_is_undecided_with_the_reason(world):
+    target, draft = world["target"], world["drafts"]["aligned"]
+    with serve(target, draft, SERVED, K=K, variant="new", adaptive=True) as url:
+        cmp = compare(url, target, draft, world["rows"], progress=False)
+    assert cmp.adaptive and cmp.verdict_code == "undecided" and cmp.matched is None
+    assert "--speculative-adaptive" in cmp.verdict and "restart it without" in cmp.verdict
+    assert "--speculative-adaptive" in cmp.summary()
+
+
+def test_server_without_per_request_fields_falls_back_to_the_weaker_aggregate(world):
+    target, draft = world["target"], world["drafts"]["aligned"]
+    with serve(target, draft, SERVED, K=K, variant="aggregate", endpoints=("/get_server_info",)) as url:
+        cmp = compare(url, target, draft, world["rows"], progress=False)
+        assert Client(url).server_info() and url.state.endpoints == ("/get_server_info",)
+    assert cmp.mode == "aggregate" and cmp.settings["avg_spec_accept_length"] == pytest.approx(K + 1)
+    assert cmp.verdict_code == "match-trained" and cmp.verdict.startswith("aggregate comparison (weaker")
+
+
+W1, W2 = SERVED, MISMATCHED
+
+
+def _two_wirings(statuses_live=True):
+    """8 requests; wiring W1 makes pattern P on even and Q on odd requests, W2 the other way round:
+    the same pooled aggregate, different requests. The live server is W1."""
+    from workbench.fingerprint import server_steps
+    from workbench.sglang_live import Candidate, Comparison, LiveSample, offline_results
+
+    P, Q = [3, 3], [1, 1, 1, 1]                                       # both emit 9 tokens
+    w1 = [P if i % 2 == 0 else Q for i in range(8)]
+    w2 = [Q if i % 2 == 0 else P for i in range(8)]
+    samples = []
+    for i, acc in enumerate(w1):
+        meta = parse_meta_info(spec_meta(list(range(9)), acc, K, "new", 2))
+        samples.append(LiveSample(i, f"r{i}", "", [1, 2], list(range(9)), 9, meta, 0.0))
+    reqs = {W1: [server_steps(a, 9) for a in w1], W2: [server_steps(a, 9) for a in w2]}
+    offline = offline_results(reqs, samples, K, None)
+    from workbench.wiring import Wiring
+
+    cands = [Candidate(Wiring.parse(W1, 8), engines=["sglang"]),
+             Candidate(Wiring.parse(W2, 8), engines=["trained"], trained=True)]
+    return Comparison("http://127.0.0.1:1", K, samples, offline, cands, W2, requests=reqs if statuses_live else None)
+
+
+def test_near_equal_aggregates_are_separated_request_by_request():
+    c = _two_wirings()
+    assert c.offline_accept_length(W1) == pytest.approx(c.offline_accept_length(W2))     # same aggregate
+    assert c.verdict_code == "match-other" and c.matched == W1
+    assert c.verdict.startswith(f"8/8 requests identical under {W1}; best other wiring {W2}: 0/8 (exact sign test 8:0")
+    assert c.separation()["p"] == pytest.approx(2 / 256)
+    agg = _two_wirings(statuses_live=False)                           # the aggregate cannot tell them apart
+    assert agg.mode == "aggregate" and agg.verdict_code == "undecided"
+
+
+def test_undecided_says_how_many_more_requests_would_separate():
+    from workbench.fingerprint import more_to_separate, sign_test
+
+    c = _two_wirings()
+    c.samples, c.requests = c.samples[:3], {k: v[:3] for k, v in c.requests.items()}
+    assert c.verdict_code == "undecided" and f"3 requests favour {W1} and 0 favour {W2}" in c.verdict
+    assert f"about {more_to_separate(3, 0, 3)} more requests" in c.verdict
+    assert sign_test(3, 0) == pytest.approx(0.25) and sign_test(5, 5) == 1.0
+
+
+def test_near_tie_disagreement_is_a_tie_not_evidence():
+    from workbench.fingerprint import near_ties, server_steps, status
+
+    live = {"verify_ct": 2, "histogram": [0, 0, 0, 2]}
+    assert status(live, server_steps([3, 3], 8), "v2") == "identical"
+    assert status(live, server_steps([3, 1, 2], 8, [False, True, False]), "v2") == "tie"
+    assert status(live, server_steps([3, 1, 2], 8), "v2") == "differs"
+    assert status({}, server_steps([3], 4), "v2") == "n/a"
+    logits = torch.tensor([[4.0, 4.0 + 1e-3, 0.0], [4.0, 3.0, 0.0]])
+    assert near_ties(logits, [0, 1, 0], "bfloat16") == {0} and near_ties(logits, [0, 1, 0], "float32") == set()
+    with pytest.raises(WorkbenchError, match="served dtype 'int9'"):
+        near_ties(logits, [0, 1, 0], "int9")
+
+
+def test_request_figure_shows_each_wiring_per_request():
+    from workbench.plots import live_requests
+
+    c = _two_wirings()
+    ax = live_requests(c).axes[0]
+    img = ax.get_images()[0].get_array()
+    assert img.shape == (2, 8) and [t.get_text() for t in ax.get_yticklabels()] == [W1, f"{W2} (trained)"]
+    assert (img[0] == 0).all() and (img[1] == 2).all()            # W1 identical everywhere, W2 differs
+    assert f"match-other ({W1})" in ax.get_title()

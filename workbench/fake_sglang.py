@@ -1,4 +1,4 @@
-"""A loopback stand-in for an SGLang server: ``/generate``, ``/get_server_info``, ``/health``.
+"""A loopback stand-in for an SGLang server: ``/generate``, ``/server_info`` (and the older ``/get_server_info``), ``/health``.
 
     >>> from workbench.fake_sglang import serve
     >>> from workbench.sglang_live import Client
@@ -21,6 +21,8 @@ Response variants (``meta_info`` fields, as SGLang versions report them, facts p
   ``spec_accept_token_num``, ``spec_draft_token_num``, ``spec_accept_histogram``;
 - ``renamed``: ``spec_accepted_drafts`` / ``spec_proposed_drafts`` instead of the token_num pair;
 - ``newest``: ``spec_num_correct_drafts`` / ``spec_num_proposed_drafts`` / ``spec_correct_drafts_histogram``;
+- ``aggregate``: a speculating server that returns no per-request speculative field (only the
+  server info's ``avg_spec_accept_length``);
 - ``none``: no speculative field (a server started without ``--speculative-algorithm``).
 
 ``faults``: replies for the first requests, in order, before normal service: an HTTP status code
@@ -40,23 +42,33 @@ from workbench import inputs
 from workbench import wiring as wmod
 from workbench.acceptance import exact_decode
 from workbench.errors import WorkbenchError
+from workbench.fingerprint import COUNTING, server_steps
+from workbench.tree import tree_shape
+from workbench.tree_verify import exact_tree_decode
 
-VARIANTS = ("old", "new", "renamed", "newest", "none")
+VARIANTS = ("old", "new", "renamed", "newest", "aggregate", "none")
 
 
-def spec_meta(output_ids: list[int], accepts: list[int], K: int, variant: str, prompt_len: int) -> dict:
-    """SGLang's ``meta_info`` for one greedy request (``accepts``: A per verify step).
+def spec_meta(output_ids: list[int], accepts: list[int], K: int, variant: str, prompt_len: int,
+              counting: str = "v2") -> dict:
+    """SGLang's ``meta_info`` for one greedy request (``accepts``: raw A per verify step).
 
         >>> spec_meta([1, 2, 3, 4, 5], [3, 0], K=3, variant="new", prompt_len=2)["spec_accept_histogram"]
         [1, 0, 0, 1]
+        >>> spec_meta([1, 2, 3], [3], K=3, variant="new", prompt_len=2, counting="v1")["spec_accept_histogram"]
+        [0, 0, 1, 0]
+
+    ``counting``: the last verify step's A raw ("v2", SGLang's EAGLE worker now) or after the cut at
+    ``max_new_tokens`` ("v1"), as :meth:`workbench.fingerprint.ServerSteps.counted`.
     """
     if variant not in VARIANTS:
         raise WorkbenchError(f"fake server variant {variant!r}: expected one of {', '.join(VARIANTS)}")
     n, v = len(output_ids), len(accepts)
     meta = {"id": "fake", "prompt_tokens": prompt_len, "completion_tokens": n, "cached_tokens": 0,
             "finish_reason": {"type": "length", "length": n}}
-    if variant == "none" or v == 0:
+    if variant in ("none", "aggregate") or v == 0:
         return meta
+    accepts = server_steps(accepts, n).counted(counting)
     hist = [0] * (K + 1)
     for a in accepts:
         hist[min(int(a), K)] += 1
@@ -82,6 +94,11 @@ class FakeServer:
     K: int
     variant: str
     wiring: str | None
+    topk: int = 1
+    num_draft_tokens: int | None = None
+    adaptive: bool = False
+    counting: str = "v2"
+    endpoints: tuple = ("/server_info", "/get_server_info")
     requests: list[dict] = field(default_factory=list)    # every /generate body received
     faults: list = field(default_factory=list)
     _tokens: int = 0
@@ -119,7 +136,7 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
                 return
             if self.path == "/health":
                 return self._send(200, {})
-            if self.path == "/get_server_info":
+            if self.path in state.endpoints:
                 spec = state.variant != "none"
                 with lock:
                     avg = state._tokens / state._verifies if state._verifies else None
@@ -127,8 +144,9 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
                         "speculative_algorithm": "EAGLE3" if spec else None,
                         "speculative_draft_model_path": info_extra.get("draft_path") if spec else None,
                         "speculative_num_steps": state.K if spec else None,
-                        "speculative_eagle_topk": 1 if spec else None,
-                        "speculative_num_draft_tokens": state.K + 1 if spec else None,
+                        "speculative_eagle_topk": state.topk if spec else None,
+                        "speculative_num_draft_tokens": (state.num_draft_tokens or state.K + 1) if spec else None,
+                        "speculative_adaptive": state.adaptive, "dtype": info_extra.get("dtype", "float32"),
                         "internal_states": [{"avg_spec_accept_length": avg} if spec else {}], "version": "fake"}
                 return self._send(200, body)
             self._send(404, {"detail": "Not Found"})
@@ -154,27 +172,38 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
             with lock:
                 state.requests.append(body)
                 try:
-                    out, accepts = generate(ids, max_new, sampling_params=sp) if takes_sp else generate(ids, max_new)
+                    kw = {"sampling_params": sp} if takes_sp else {}
+                    if state.adaptive:        # emulate run-time step changes: every other request one step less
+                        kw["steps"] = state.K if len(state.requests) % 2 else max(1, state.K - 1)
+                    out, accepts = generate(ids, max_new, **kw)
                 except WorkbenchError as e:
                     return self._send(400, {"error": {"message": str(e)}})
                 out = [int(x) for x in out][:max_new]
                 if accepts:
                     state._tokens += len(out)
                     state._verifies += len(accepts)
-            meta = spec_meta(out, list(accepts), state.K, state.variant, len(ids))
+            meta = spec_meta(out, list(accepts), state.K, state.variant, len(ids), state.counting)
             self._send(200, {"text": "", "output_ids": out, "meta_info": meta})
 
     return Handler
 
 
-def exact_generator(target, draft, wiring, K: int):
-    """``generate(prompt_ids, max_new_tokens)`` running :func:`workbench.acceptance.exact_decode`."""
-    return lambda prompt, n: exact_decode(target, draft, prompt, wiring, K, n)
+def exact_generator(target, draft, wiring, K: int, topk: int = 1, num_draft_tokens: int | None = None):
+    """``generate(prompt_ids, max_new_tokens, steps=K)`` running :func:`workbench.acceptance.exact_decode`
+    (topk 1) or SGLang's tree, :func:`workbench.tree_verify.exact_tree_decode` (topk > 1)."""
+    def generate(prompt, n, steps=K):
+        if topk == 1:
+            return exact_decode(target, draft, prompt, wiring, steps, n)
+        return exact_tree_decode(target, draft, prompt, wiring, steps, topk, num_draft_tokens, n,
+                                 rope_shift=getattr(draft, "rotary_offset", 0))
+    return generate
 
 
 @contextlib.contextmanager
 def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "new", generate=None,
-          faults=None, info: dict | None = None, engine: str = "sglang"):
+          faults=None, info: dict | None = None, engine: str = "sglang", topk: int = 1,
+          num_draft_tokens: int | None = None, adaptive: bool = False, counting: str = "v2",
+          endpoints=("/server_info", "/get_server_info")):
     """Start the fake server on 127.0.0.1 (a free port); yields its URL (a ``str`` whose ``.state`` is
     the :class:`FakeServer`: requests received, variant, wiring). Stopped when the block ends.
 
@@ -183,7 +212,15 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
     :mod:`workbench.engines` whose computation the server decodes with (``sglang`` current,
     ``sglang-2026.04`` for an older server: rotary offset, Eagle-3.1 options, the target's embedding);
     see :func:`workbench.wiring.apply_engine` (a loaded ``draft`` is changed in place).
+    ``K``/``topk``/``num_draft_tokens``: SGLang's ``--speculative-num-steps``/``-eagle-topk``/``-num-draft-tokens``
+    (topk > 1: the real tree, :func:`workbench.tree_verify.exact_tree_decode`). ``adaptive``: report
+    ``speculative_adaptive`` and change the steps every other request. ``counting``: how the last verify
+    step is counted ("v2" raw, "v1" cut). ``endpoints``: the server-info paths it answers (an old server:
+    only ``("/get_server_info",)``).
     """
+    if counting not in COUNTING:
+        raise WorkbenchError(f"fake server counting {counting!r}: expected one of {', '.join(COUNTING)}")
+    shape = tree_shape(int(K), int(topk), num_draft_tokens)
     if variant not in VARIANTS:
         raise WorkbenchError(f"fake server variant {variant!r}: expected one of {', '.join(VARIANTS)}")
     if int(K) < 1:
@@ -198,8 +235,12 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
             extra.setdefault("draft_path", str(draft))
         target, draft, _ = inputs.load(target, draft, device="cpu")
         wiring = wmod.apply_engine(target, draft, engine, wiring)[0].spec
-        generate = exact_generator(target, draft, wiring, int(K))
-    state = FakeServer(url="", K=int(K), variant=variant, wiring=wiring, faults=list(faults or []))
+        generate = exact_generator(target, draft, wiring, int(K), shape.topk, shape.num_draft_tokens)
+    if adaptive and "steps" not in inspect.signature(generate).parameters:
+        raise WorkbenchError("fake server: adaptive=True needs a generate callable with a steps= keyword")
+    state = FakeServer(url="", K=int(K), variant=variant, wiring=wiring, faults=list(faults or []), topk=shape.topk,
+                       num_draft_tokens=shape.num_draft_tokens if shape.topk > 1 else None, adaptive=bool(adaptive),
+                       counting=counting, endpoints=tuple(endpoints))
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, generate, extra, threading.Lock()))
     httpd.daemon_threads = True
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}"

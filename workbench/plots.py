@@ -501,3 +501,32 @@ def live_histograms(cmp):
                                        " (the server reports no histogram: offline only)"))
     ax.legend(fontsize=7)
     return fig
+
+
+STATUS_COLORS = {"identical": "#2ca02c", "tie": "#f2c744", "differs": "#d62728", "n/a": "#cccccc"}
+
+
+def live_requests(cmp):
+    """Per request (columns) and wiring (rows): does that wiring reproduce the server's fingerprint?
+    Green identical, yellow a near-tie, red differs, grey no per-request fields
+    (a :class:`~workbench.sglang_live.Comparison`)."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    st = cmp.statuses()
+    order = [d["wiring"] for d in cmp.ranking()] if st else [c.spec for c in cmp.candidates]
+    codes = list(STATUS_COLORS)
+    grid = np.array([[codes.index(x) for x in st[w]] if st else [codes.index("n/a")] * len(cmp.samples)
+                     for w in order], float).reshape(len(order), len(cmp.samples))
+    fig, (ax,) = _figure(1, height=1.2 + 0.35 * len(order), width=max(6, 0.35 * len(cmp.samples) + 3.5))
+    ax.imshow(grid, cmap=ListedColormap(list(STATUS_COLORS.values())), vmin=-0.5, vmax=len(codes) - 0.5,
+              aspect="auto", interpolation="nearest")
+    ax.set_yticks(range(len(order)), [w + (" (trained)" if w == cmp.trained else "") for w in order], fontsize=7)
+    ax.set_xticks(range(len(cmp.samples)), [str(s.row) for s in cmp.samples], fontsize=7)
+    ax.set_xlabel("request (dataset row)")
+    ax.set_title(f"which wiring reproduces each request ({cmp.mode}): {cmp.verdict_code}"
+                 + (f" ({cmp.matched})" if cmp.matched else ""))
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in STATUS_COLORS.items()], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+

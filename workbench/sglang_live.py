@@ -9,20 +9,22 @@
     >>> #               "data/demo/val.jsonl", limit=32)
     >>> # print(cmp.summary()); cmp.verdict
 
-What :func:`compare` does (facts page, sections 3 and 4):
+What :func:`compare` does (facts page, sections 3 and 4; ``docs/sglang.md``):
 
-1. ``GET /get_server_info`` (optional: an older or proxied server may not answer it) gives the
-   speculative settings (steps K, topk) and ``internal_states[0].avg_spec_accept_length``.
+1. ``GET /server_info`` (else the deprecated ``/get_server_info``; optional) gives the speculative
+   settings: steps, topk (> 1: a tree), draft tokens, ``--speculative-adaptive``, the dtype, and
+   ``internal_states[0].avg_spec_accept_length``.
 2. Each sample's prompt goes to ``POST /generate`` as ``input_ids`` with temperature 0 and
    ``max_new_tokens`` = the sample's response length; the reply's ``output_ids`` and the
    speculative fields of ``meta_info`` are kept (every variant: ``spec_verify_ct`` only;
    ``spec_accept_length``/``_rate``/``_token_num``/``spec_draft_token_num``/``spec_accept_histogram``;
    the renamed ``spec_accepted_drafts``/``spec_proposed_drafts``; the newest
    ``spec_num_correct_drafts``/``spec_num_proposed_drafts``/``spec_correct_drafts_histogram``).
-3. Offline, rows = prompt + the server's own output go through ``acceptance.simulate`` (decode-path
-   estimator) for every candidate wiring (``wiring.table`` plus the trained taps), with the server's K.
-4. Live and offline side by side per sample and in total, and a verdict naming the wiring the live
-   numbers match.
+3. Offline, each request (prompt + the server's own output) is decoded as a server on each candidate
+   wiring would decode it (:mod:`workbench.fingerprint`), chain or tree as the server is configured.
+4. Request by request, the reply's fingerprint is compared with each wiring's; the verdict names the
+   wiring most requests reproduce, with an exact sign test against the runner-up, or "undecided".
+   Servers without per-request fields get the weaker aggregate comparison (pooled accept length).
 
 The client only ever talks to the URL it is given (no proxy, no redirects followed elsewhere).
 """
@@ -39,7 +41,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from workbench import acceptance, engines, inputs
+from workbench import engines, inputs
+from workbench import fingerprint as fp
 from workbench import wiring as wmod
 from workbench.diagnose import Candidate
 from workbench.errors import WorkbenchError
@@ -52,6 +55,7 @@ SPEC_KEYS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_a
              "spec_draft_token_num", "spec_accept_histogram", "spec_accepted_drafts", "spec_proposed_drafts",
              "spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_correct_drafts_histogram")
 VERDICTS = ("match-trained", "match-other", "undecided", "below-all", "no-match")
+ALPHA = 0.05                 # the sign test's level for "separated"
 
 
 # ─────────────────────────────── meta_info ───────────────────────────────
@@ -213,6 +217,7 @@ class Client:
     retries: int = 3
     backoff: float = 0.5
     concurrency: int = 4
+    info_endpoint: str | None = field(default=None, repr=False)
 
     def __post_init__(self):
         self.url = check_url(self.url)
@@ -257,10 +262,17 @@ class Client:
                              f"tries, timeout {self.timeout:g} s; is it running and is --url right?)")
 
     def server_info(self) -> dict:
-        """``GET /get_server_info`` as a dict."""
-        info = self.request("/get_server_info")
+        """``GET /server_info`` (canonical), else the deprecated alias ``/get_server_info``, as a dict;
+        ``info_endpoint`` records which one answered."""
+        try:
+            path, info = "/server_info", self.request("/server_info")
+        except WorkbenchError as e:
+            if ": HTTP 4" not in str(e):
+                raise
+            path, info = "/get_server_info", self.request("/get_server_info")
         if not isinstance(info, dict):
-            raise WorkbenchError(f"{self.url}/get_server_info: expected a JSON object, got {type(info).__name__}")
+            raise WorkbenchError(f"{self.url}{path}: expected a JSON object, got {type(info).__name__}")
+        self.info_endpoint = path
         return info
 
     def generate(self, input_ids: list[int], max_new_tokens: int, *, where: str = "sample",
@@ -325,7 +337,7 @@ def server_settings(info: dict) -> dict:
     args.update({k: v for k, v in info.items() if k not in ("server_args", "internal_states")})
     out = {k: args.get(k) for k in ("model_path", "speculative_algorithm", "speculative_draft_model_path",
                                     "speculative_num_steps", "speculative_eagle_topk",
-                                    "speculative_num_draft_tokens")}
+                                    "speculative_num_draft_tokens", "speculative_adaptive", "dtype")}
     for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
         v = out[k]
         if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
@@ -382,11 +394,12 @@ def _prompt_of(row: dict, i: int) -> tuple[list[int], int, str]:
 
 
 def generate_samples(client: Client, rows: list[dict], *, vocab_size: int | None = None,
-                     progress: bool = False) -> list[LiveSample]:
+                     progress: bool = False, require_spec: bool = True) -> list[LiveSample]:
     """Send each row's prompt to ``/generate`` (temperature 0, max_new_tokens = response length).
 
-    WorkbenchError when no reply carries speculative fields (the server is not speculating) or a
-    returned token id falls outside ``vocab_size``.
+    WorkbenchError when no reply carries speculative fields and ``require_spec`` (the server is not
+    speculating; pass False when its server info says it is) or a returned token id falls outside
+    ``vocab_size``.
     """
     jobs = []
     for i, row in enumerate(rows):
@@ -407,7 +420,7 @@ def generate_samples(client: Client, rows: list[dict], *, vocab_size: int | None
                           time.perf_counter() - t0)
 
     samples = client.map(one, jobs, progress=progress, desc="live")
-    if samples and not any(s.meta.has_spec for s in samples):
+    if require_spec and samples and not any(s.meta.has_spec for s in samples):
         raise WorkbenchError(f"{client.url}: no /generate reply has speculative fields in meta_info "
                              f"({', '.join(SPEC_KEYS[:3])}, ...): the server runs without speculative decoding "
                              "(launch it with --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT)")
@@ -441,11 +454,14 @@ def candidates(target, draft_config, trained=None, extra=None) -> list[Candidate
 
 @dataclass
 class Comparison(Rendered):
-    """Live versus offline: per sample, in total, and the verdict.
+    """Live versus offline: request by request (fingerprints), in total, and the verdict.
 
-    ``offline[spec]`` is the :class:`~workbench.acceptance.AcceptanceResult` of each candidate
-    wiring on prompt + the server's output; its ``decode_path`` is what a server on that wiring would
-    measure. ``live_accept_length``/``live_histogram`` pool the replies' ``meta_info``.
+    ``requests[spec]`` holds, per sample, the :class:`~workbench.fingerprint.ServerSteps` a server on
+    that wiring makes on that request (prompt + the server's own output); ``offline[spec]`` is the same
+    as an :class:`~workbench.statistics.AcceptanceResult` (decode path). ``counting``: how the server
+    counts its last verify step ("v2" raw, "v1" cut at the finish). Without per-request fields in any
+    reply (or without ``requests``) the verdict falls back to the aggregate accept length within
+    ``tolerance`` (weaker).
     """
 
     url: str
@@ -457,13 +473,57 @@ class Comparison(Rendered):
     settings: dict = field(default_factory=dict)
     tolerance: float = 0.25
     notes: list[str] = field(default_factory=list)
-    setting: Setting | None = None        # chain K, greedy, engine sglang, decode-path estimator (default)
+    setting: Setting | None = None        # chain K or tree, greedy, engine sglang, decode-path estimator
+    requests: dict | None = None          # {spec: [fingerprint.ServerSteps per sample]}
+    counting: str = "v2"
 
     def __post_init__(self):
         if self.setting is None:
             self.setting = Setting(steps=int(self.K), engine="sglang", estimator="decode-path")
 
-    # ---- live totals ----
+    # ---- per request ----
+    @property
+    def mode(self) -> str:
+        """"per-request" when replies carry fingerprint fields and the offline requests exist, else "aggregate"."""
+        ok = self.requests is not None and any(fp.fields_of(s.meta) for s in self.samples)
+        return "per-request" if ok else "aggregate"
+
+    @property
+    def adaptive(self) -> bool:
+        return bool(self.settings.get("speculative_adaptive"))
+
+    def statuses(self, counting: str | None = None) -> dict:
+        """{spec: ["identical" | "tie" | "differs" | "n/a" per sample]}."""
+        c = counting or self.counting
+        if self.requests is None:
+            return {}
+        return {cd.spec: [fp.status(fp.fields_of(s.meta), st, c) for s, st in zip(self.samples, self.requests[cd.spec])]
+                for cd in self.candidates}
+
+    def ranking(self) -> list[dict]:
+        """Wirings best first: identical, tie, differs (requests with a fingerprint)."""
+        out = []
+        for spec, sts in self.statuses().items():
+            out.append({"wiring": spec, "identical": sts.count("identical"), "tie": sts.count("tie"),
+                        "differs": sts.count("differs"), "n": sum(x != "n/a" for x in sts),
+                        "trained": spec == self.trained})
+        return sorted(out, key=lambda d: (-(d["identical"] + d["tie"]), -d["identical"]))
+
+    def separation(self) -> dict | None:
+        """The sign test between the two best wirings, on the requests where one is identical and the other differs."""
+        rk = self.ranking()
+        if len(rk) < 2:
+            return None
+        st = self.statuses()
+        a, b = st[rk[0]["wiring"]], st[rk[1]["wiring"]]
+        wins = sum(x == "identical" and y == "differs" for x, y in zip(a, b))
+        losses = sum(y == "identical" and x == "differs" for x, y in zip(a, b))
+        n = rk[0]["n"]
+        p = fp.sign_test(wins, losses)
+        return {"best": rk[0]["wiring"], "other": rk[1]["wiring"], "wins": wins, "losses": losses, "p": p,
+                "separated": wins > losses and p < ALPHA, "more_requests": fp.more_to_separate(wins, losses, n, ALPHA)}
+
+    # ---- live totals (the aggregate fallback) ----
     @property
     def live_histogram(self) -> list[int] | None:
         hs = [s.meta.histogram for s in self.samples if s.meta.verify_ct or s.meta.histogram]
@@ -477,7 +537,8 @@ class Comparison(Rendered):
 
     @property
     def live_accept_length(self) -> float:
-        """Pooled tokens per verify step over all replies (see :class:`SpecMeta` for the estimate)."""
+        """Pooled tokens per verify step over all replies (see :class:`SpecMeta` for the estimate); without
+        per-request fields the server's ``avg_spec_accept_length`` (all requests it served)."""
         h = self.live_histogram
         if h is not None and sum(h):
             return sum((a + 1) * c for a, c in enumerate(h)) / sum(h)
@@ -488,11 +549,16 @@ class Comparison(Rendered):
         if ms and all(m.completion_tokens is not None for m in ms):
             return sum(m.completion_tokens for m in ms) / sum(m.verify_ct for m in ms)
         vals = [s.meta.accept_length for s in self.samples if s.meta.accept_length is not None]
-        return sum(vals) / len(vals) if vals else math.nan
+        if vals:
+            return sum(vals) / len(vals)
+        avg = self.settings.get("avg_spec_accept_length")
+        return float(avg) if avg is not None else math.nan
 
     @property
     def live_source(self) -> str:
         srcs = sorted({s.meta.source_of_accept_length for s in self.samples if s.meta.has_spec})
+        if not srcs and self.settings.get("avg_spec_accept_length") is not None:
+            return "server's internal_states avg_spec_accept_length (every request it served)"
         return "; ".join(srcs) or "none"
 
     def offline_accept_length(self, spec: str, row: int | None = None) -> float:
@@ -505,11 +571,59 @@ class Comparison(Rendered):
 
     # ---- verdict ----
     def _decide(self) -> tuple[str, str | None, str]:
+        if self.mode == "per-request":
+            return self._decide_requests()
+        code, wiring, text = self._decide_aggregate()
+        return code, wiring, ("aggregate comparison (weaker: the server returns no per-request speculative fields, "
+                              f"so only the pooled accept length within ±{self.tolerance:g} is compared): {text}")
+
+    def _decide_requests(self) -> tuple[str, str | None, str]:
+        rk = self.ranking()
+        best = rk[0]
+        n = best["n"]
+
+        def said(d):
+            tie = f" (+{d['tie']} near-tie)" if d["tie"] else ""
+            return f"{d['identical']}/{d['n']}{tie}"
+
+        head = f"{said(best)} requests identical under {best['wiring']}"
+        if len(rk) > 1:
+            head += f"; best other wiring {rk[1]['wiring']}: {said(rk[1])}"
+        if self.adaptive:
+            return "undecided", None, (f"undecided: the server runs --speculative-adaptive (its draft steps change at "
+                                       f"run time), so no fixed-steps simulation reproduces its requests ({head}); "
+                                       "restart it without --speculative-adaptive to decide")
+        if best["identical"] + best["tie"] < 0.5 * n:
+            tree = self.settings.get("speculative_eagle_topk")
+            return "no-match", None, (f"no wiring reproduces the server's requests: {head}; suspect flags (steps, topk, "
+                                      f"draft tokens{'' if isinstance(tree, int) else ': the server did not report them'}), "
+                                      "the rotary offset (servers before SGLang PR #25015), loading or vocab mapping "
+                                      "(run `workbench sglang lint`)")
+        sep = self.separation()
+        if sep is not None and not sep["separated"]:
+            more = sep["more_requests"]
+            why = (f"{sep['wins']} requests favour {sep['best']} and {sep['losses']} favour {sep['other']} "
+                   f"(exact sign test p = {sep['p']:.3g}, not < {ALPHA:g})")
+            hint = (f"about {more} more requests like these would separate them" if more is not None else
+                    "no request so far tells them apart: more or longer requests (or other data) are needed")
+            return "undecided", None, f"undecided: {head}; {why}; {hint}"
+        margin = "" if sep is None else f" (exact sign test {sep['wins']}:{sep['losses']}, p = {sep['p']:.3g})"
+        if best["wiring"] == self.trained:
+            return "match-trained", best["wiring"], f"{head}{margin}: the server feeds the trained wiring"
+        engines = {c.spec: c.engines for c in self.candidates}
+        who = "/".join(e for e in engines.get(best["wiring"], []) if e != "trained") or "given"
+        return "match-other", best["wiring"], (f"{head}{margin}: the server feeds {best['wiring']} ({who}), not the "
+                                               f"trained {self.trained}: the draft gets the wrong taps")
+
+    def _decide_aggregate(self) -> tuple[str, str | None, str]:
         live = self.live_accept_length
         offs = {c.spec: self.offline_accept_length(c.spec) for c in self.candidates}
         offs = {k: v for k, v in offs.items() if not math.isnan(v)}
         if math.isnan(live) or not offs:
             return "no-match", None, "nothing to compare: no live accept length or no offline verify step"
+        if self.adaptive:
+            return "undecided", None, ("the server runs --speculative-adaptive (its draft steps change at run time): "
+                                       "a fixed-steps simulation cannot be compared with it")
         tol = self.tolerance
         close = sorted((s for s in offs if abs(live - offs[s]) <= tol), key=lambda s: abs(live - offs[s]))
         fmt = lambda s: f"{s} (offline {offs[s]:.2f})"  # noqa: E731
@@ -518,14 +632,15 @@ class Comparison(Rendered):
             return "undecided", None, (f"live {live:.2f} matches every wiring (offline {min(offs.values()):.2f}.."
                                        f"{max(offs.values()):.2f}, all within ±{tol:g}): the draft is accepted about "
                                        "equally under all of them, so this data cannot tell which one the server feeds")
-        if self.trained in close:
-            others = [s for s in close if s != self.trained]
-            also = f"; also within ±{tol:g}: {', '.join(fmt(s) for s in others)} (this data cannot tell them apart)" \
-                if others else ""
-            return "match-trained", self.trained, (f"live matches offline under wiring {self.trained} (the trained "
-                                                   f"wiring): live {live:.2f} vs offline {offs[self.trained]:.2f}{also}")
+        if len(close) > 1:
+            return "undecided", None, (f"live {live:.2f} is within ±{tol:g} of several wirings: "
+                                       f"{', '.join(fmt(s) for s in close)}; the aggregate cannot tell them apart "
+                                       "(a server with per-request meta_info fields can)")
         if close:
             best = close[0]
+            if best == self.trained:
+                return "match-trained", best, (f"live matches offline under wiring {best} (the trained wiring): "
+                                               f"live {live:.2f} vs offline {offs[best]:.2f}")
             who = "/".join(e for e in engines[best] if e != "trained") or "given"
             tr = (f"the trained one ({self.trained}, offline {offs[self.trained]:.2f})" if self.trained in offs
                   else "the trained one")
@@ -539,7 +654,7 @@ class Comparison(Rendered):
                                        "(run `workbench sglang lint`)")
         hint = (" (tree drafting, topk > 1, beats the offline chain)"
                 if isinstance(self.settings.get("speculative_eagle_topk"), int)
-                and self.settings["speculative_eagle_topk"] > 1 else "")
+                and self.settings["speculative_eagle_topk"] > 1 and self.setting.shape == "chain" else "")
         return "no-match", best, (f"live {live:.2f} matches no wiring within ±{tol:g}; closest {fmt(best)}{hint}")
 
     @property
@@ -556,15 +671,18 @@ class Comparison(Rendered):
 
     # ---- views ----
     def per_sample(self) -> list[dict]:
-        """One dict per sample: live numbers and the offline decode-path accept length per wiring."""
+        """One dict per sample: live numbers, and per wiring the offline accept length and the request's status."""
+        st = self.statuses()
         rows = []
-        for s in self.samples:
+        for i, s in enumerate(self.samples):
             d = {"sample": s.row, "source": s.source, "n_prompt": len(s.prompt_ids), "n_output": len(s.output_ids),
                  "verify_ct": s.meta.verify_ct, "live_accept_length": s.meta.accept_length,
                  "server_accept_length": s.meta.reported_accept_length, "live_histogram": s.meta.histogram,
-                 "seconds": round(s.seconds, 3)}
+                 "fingerprint": fp.fields_of(s.meta) or None, "seconds": round(s.seconds, 3)}
             for c in self.candidates:
                 d[f"offline {c.spec}"] = self.offline_accept_length(c.spec, s.row)
+                if st:
+                    d[f"status {c.spec}"] = st[c.spec][i]
             rows.append(d)
         return rows
 
@@ -587,11 +705,13 @@ class Comparison(Rendered):
 
     def to_dict(self) -> dict:
         return jsonable({
-"schema_version": SCHEMA_VERSION, "url": self.url, "K": self.K, "setting": self.setting.to_dict(),
-            "convention": "chain (topk 1), greedy; accept length = mean A + 1 "
-            "(bonus counted); offline = decode-path estimator on prompt + the server's output",
+            "schema_version": SCHEMA_VERSION, "url": self.url, "K": self.K, "setting": self.setting.to_dict(),
+            "convention": f"{self.setting.describe()}; accept length = mean A + 1 (bonus counted); offline = the "
+            "server's decode of each request (prompt + the server's output), judged against the server's tokens",
+            "mode": self.mode, "counting": self.counting, "adaptive": self.adaptive,
             "settings": self.settings, "trained": self.trained, "tolerance": self.tolerance,
             "verdict": {"code": self.verdict_code, "wiring": self.matched, "text": self.verdict},
+            "ranking": self.ranking(), "separation": self.separation() if self.mode == "per-request" else None,
             "totals": self.totals(), "samples": self.per_sample(), "notes": self.notes,
             "variants": sorted({s.meta.variant for s in self.samples})})
 
@@ -603,10 +723,19 @@ class Comparison(Rendered):
 
     def summary(self) -> str:
         f = lambda x: "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
-        lines = [f"live server {self.url}: {len(self.samples)} samples, K={self.K}, "
-                 f"meta_info variant(s) {', '.join(sorted({s.meta.variant for s in self.samples}))}",
-                 f"setting: {self.setting.describe()}",
-                 f"{'':46s} {'accept len':>10s}  {'verify steps':>12s}  histogram H[0..K]"]
+        lines = [f"live server {self.url}: {len(self.samples)} samples, {self.setting.shape} steps={self.K}, "
+                 f"meta_info variant(s) {', '.join(sorted({s.meta.variant for s in self.samples}))}, "
+                 f"comparison {self.mode}" + (f" (last-step counting {self.counting})" if self.mode == "per-request"
+                                              else ""),
+                 f"setting: {self.setting.describe()}"]
+        if self.adaptive:
+            lines.append("the server runs --speculative-adaptive: draft steps change at run time")
+        if self.mode == "per-request":
+            lines.append(f"{'wiring':30s} {'identical':>9s} {'near-tie':>8s} {'differs':>7s}")
+            for d in self.ranking():
+                lines.append(f"{(d['wiring'] + (' (trained)' if d['trained'] else ''))[:30]:30s} "
+                             f"{d['identical']:>9d} {d['tie']:>8d} {d['differs']:>7d}")
+        lines.append(f"{'':46s} {'accept len':>10s}  {'verify steps':>12s}  histogram H[0..K]")
         for t in self.totals():
             name = t["what"] + (" (trained)" if t.get("trained") else "") + \
                 (f" [{'/'.join(e for e in t['engines'] if e != 'trained')}]" if t.get("engines") and
@@ -620,23 +749,43 @@ class Comparison(Rendered):
         return "\n".join(lines)
 
 
+def offline_results(requests: dict, samples: list[LiveSample], K: int, setting: Setting) -> dict:
+    """{spec: AcceptanceResult} of the per-request decodes (every step on the decode path)."""
+    from workbench.statistics import AcceptanceResult
+
+    out = {}
+    for spec, per in requests.items():
+        sample = [s.row for s, st in zip(samples, per) for _ in st.accepts]
+        acc = [a for st in per for a in st.accepts]
+        src = [s.source for s, st in zip(samples, per) for _ in st.accepts]
+        out[spec] = AcceptanceResult.from_arrays(spec, K, sample=sample, t=list(range(len(acc))), accepted=acc,
+                                                 source=src, on_path=[True] * len(acc), setting=setting)
+    return out
+
+
 def compare(url, target, draft, data, *, limit: int | None = None, K: int | None = None, trained=None,
             wirings=None, concurrency: int = 4, timeout: float = 120.0, retries: int = 3, backoff: float = 0.5,
             tolerance: float = 0.25, engine: str = "sglang", device: str | None = "cpu", dtype=None,
-            batch_size: int = 8, trust_remote_code: bool = False, progress: bool = True) -> Comparison:
+            batch_size: int = 8, trust_remote_code: bool = False, progress: bool = True, counting: str = "auto",
+            served_dtype: str | None = None) -> Comparison:
     """Run the live comparison (module docstring). ``target``/``draft``/``data``: paths or loaded objects
     (:class:`~workbench.capture.Target`, :class:`~workbench.draft.Eagle3Draft`, a Dataset or row list).
 
-    ``K``: draft steps; default the server's ``speculative_num_steps`` (``/get_server_info``), else the
-    histogram length - 1. ``trained``: the taps the draft was trained on (default: its config's
-    ``workbench.trained_taps``, else what the draft's own format engine feeds:
-    :func:`workbench.engines.default_wiring`). ``wirings``: extra specs to try. ``engine``: the server's
-    record (``sglang`` current, ``sglang-2026.04`` older): the offline side computes what it computes.
-    ``tolerance``: how close (accept length) live and offline must be to "match".
+    ``K``: draft steps; default the server's ``speculative_num_steps`` (``/server_info``), else the
+    histogram length - 1. Tree or chain, topk and draft tokens come from the server's info. ``trained``:
+    the taps the draft was trained on (default: its config's ``workbench.trained_taps``, else what the
+    draft's own format engine feeds: :func:`workbench.engines.default_wiring`). ``wirings``: extra specs
+    to try. ``engine``: the server's record (``sglang`` current, ``sglang-2026.04`` older): the offline
+    side computes what it computes (:func:`workbench.wiring.apply_engine`, the draft changed in place).
+    ``tolerance``: the aggregate fallback's accept-length tolerance. ``counting``: "v1", "v2" or "auto"
+    (the one more requests agree with). ``served_dtype``: the server's dtype for near-ties (default: its
+    info's ``dtype``, else bfloat16).
     """
     client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
         raise WorkbenchError(f"--tolerance {tolerance!r}: expected a positive accept-length difference, e.g. 0.25")
+    if counting not in ("auto",) + fp.COUNTING:
+        raise WorkbenchError(f"counting {counting!r}: expected auto, v1 or v2")
     notes: list[str] = []
     try:
         settings = server_settings(client.server_info())
@@ -644,30 +793,39 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         if str(e).startswith("cannot reach"):
             raise
         settings = {}
-        notes.append(f"no usable /get_server_info ({e}); K from --steps or the histograms")
+        notes.append(f"no usable /server_info or /get_server_info ({e}); K from --steps or the histograms")
     algo = settings.get("speculative_algorithm")
     if settings and not algo:
-        raise WorkbenchError(f"{client.url}/get_server_info: speculative_algorithm is null: the server runs without "
-                             "speculative decoding (launch it with --speculative-algorithm EAGLE3)")
+        raise WorkbenchError(f"{client.url}{client.info_endpoint}: speculative_algorithm is null: the server runs "
+                             "without speculative decoding (launch it with --speculative-algorithm EAGLE3)")
     if algo and str(algo).upper() not in ("EAGLE3",):
         notes.append(f"the server runs --speculative-algorithm {algo}, not EAGLE3 (an EAGLE-3 draft under EAGLE "
                      "has its fc skipped: expect accept length ~1)")
+    if settings.get("speculative_adaptive"):
+        notes.append("the server runs --speculative-adaptive: its draft steps change at run time")
     topk = settings.get("speculative_eagle_topk")
-    if isinstance(topk, int) and topk > 1:
-        notes.append(f"the server drafts a tree (topk {topk}); the offline estimate is a chain (topk 1): a lower bound")
+    topk = topk if isinstance(topk, int) and topk >= 1 else 1
+    n_draft = settings.get("speculative_num_draft_tokens") if topk > 1 else None
 
     target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,
                                       trust_remote_code=trust_remote_code, progress=progress)
     rows = inputs.rows(data, limit)
     if not rows:
         raise WorkbenchError("compare: the data has no rows")
-    samples = generate_samples(client, rows, vocab_size=target.vocab_size, progress=progress)
+    samples = generate_samples(client, rows, vocab_size=target.vocab_size, progress=progress,
+                               require_spec=not algo)
     short = [s.where for s in samples if len(s.output_ids) < s.max_new_tokens]
     if short:
-        notes.append(f"{len(short)} replies stopped before max_new_tokens (EOS?), e.g. {short[0]}")
+        notes.append(f"{len(short)} replies stopped before max_new_tokens (EOS?), e.g. {short[0]}: their last "
+                     "verify step is modelled as if the output went on")
     if any(not s.meta.has_spec for s in samples):
         notes.append(f"{sum(not s.meta.has_spec for s in samples)} replies without speculative fields were left "
                      "out of the live totals")
+        if not any(s.meta.has_spec for s in samples) and settings:
+            try:                                   # the aggregate fallback: the server's own running average
+                settings["avg_spec_accept_length"] = server_settings(client.server_info())["avg_spec_accept_length"]
+            except WorkbenchError as e:
+                notes.append(f"could not re-read the server info after the requests ({e})")
 
     set_aside = [s.meta.note for s in samples if s.meta.note]
     if set_aside:
@@ -682,7 +840,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
                          "count accepted, so this is a lower bound; pass --steps K for a firm comparison")
         if K is None:
             raise WorkbenchError(f"{client.url}: cannot tell the server's draft steps K (no speculative_num_steps in "
-                                 "/get_server_info, no histogram in meta_info): pass --steps K")
+                                 "/server_info, no histogram in meta_info): pass --steps K")
     elif isinstance(server_k, int) and server_k != K:
         notes.append(f"--steps {K} differs from the server's speculative_num_steps {server_k}")
     if int(K) < 1:
@@ -699,8 +857,34 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         notes.append(f"trained taps unknown (no workbench.trained_taps in the draft config): assumed {tw.spec} "
                      f"({r.explanation}); pass --trained-wiring")
     cands = candidates(target.config, dcfg, tw, wirings)
-    setting = Setting(steps=K, engine=engines.get(engine).name, estimator="decode-path")
-    offline = acceptance.simulate(target, draft, [s.as_row() for s in samples], [c.spec for c in cands],
-                                  batch_size=batch_size, progress=progress, acc_topk=0, setting=setting, engine=engine)
-    return Comparison(url=client.url, K=K, samples=samples, offline=offline, candidates=cands, trained=tw.spec,
-                      settings=settings, tolerance=float(tolerance), notes=notes, setting=setting)
+    eng = engines.get(engine).name
+    wmod.apply_engine(target, draft, engine, tw.spec)          # the engine's computation (rotary offset, options)
+    if topk > 1:
+        setting = Setting(steps=K, shape="tree", eagle_topk=topk, num_draft_tokens=n_draft, engine=eng,
+                          estimator="decode-path")
+    else:
+        setting = Setting(steps=K, engine=eng, estimator="decode-path")
+    dt = served_dtype or (settings.get("dtype") if settings.get("dtype") not in (None, "auto") else "bfloat16")
+    reqs = fp.offline_requests(target, draft, [(s.prompt_ids, s.output_ids) for s in samples],
+                               [c.spec for c in cands], steps=K, topk=topk, num_draft_tokens=n_draft,
+                               served_dtype=dt, batch_size=batch_size, progress=progress)
+    offline = offline_results(reqs, samples, K, setting)
+    cmp = Comparison(url=client.url, K=K, samples=samples, offline=offline, candidates=cands, trained=tw.spec,
+                     settings=settings, tolerance=float(tolerance), notes=notes, setting=setting, requests=reqs)
+    if counting == "auto" and cmp.mode == "per-request":
+        tops = {c: _with(cmp, c).ranking()[0] for c in fp.COUNTING}
+        score = {c: (d["identical"] + d["tie"], d["identical"]) for c, d in tops.items()}
+        cmp.counting = max(fp.COUNTING, key=lambda c: score[c])          # ties: v2 (listed first)
+        if score["v1"] != score["v2"]:
+            notes.append(f"the server counts its last verify step as the {cmp.counting} worker does "
+                         f"({'raw A' if cmp.counting == 'v2' else 'A after the cut at the finish'}): more requests agree")
+    elif counting != "auto":
+        cmp.counting = counting
+    notes.append(f"near-ties judged at the resolution of {dt} (the target's top two logits)")
+    return cmp
+
+
+def _with(cmp: Comparison, counting: str) -> Comparison:
+    from dataclasses import replace
+
+    return replace(cmp, counting=counting)

@@ -56,7 +56,14 @@ def _add_compare(sub):
                    help="draft steps K (default: the server's speculative_num_steps)")
     p.add_argument("--trained-wiring", metavar="SPEC", help="taps the draft was trained on (default: its config)")
     p.add_argument("--wiring", action="append", default=[], metavar="SPEC", help="an extra wiring to try (repeatable)")
-    p.add_argument("--tolerance", type=float, default=0.25, help="accept-length difference that still matches (0.25)")
+    p.add_argument("--tolerance", type=float, default=0.25,
+                   help="aggregate fallback only (servers without per-request fields): accept-length difference "
+                        "that still matches (0.25)")
+    p.add_argument("--counting", choices=["auto", "v1", "v2"], default="auto",
+                   help="how the server counts its last verify step: v2 raw A (SGLang's EAGLE worker now), v1 "
+                        "after the cut at max_new_tokens, auto: the one more requests agree with")
+    p.add_argument("--served-dtype", default=None,
+                   help="the server's dtype for near-ties (default: its server info's dtype, else bfloat16)")
     add_engine_arguments(p, default="sglang", what="the server's engine and version (its id rule, rotary offset, "
                                                 "embedding and lm_head source)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto for the offline side")
@@ -124,6 +131,7 @@ def _run_compare(args) -> int:
     res = compare(args.url, args.target, args.draft, args.data, limit=args.limit, K=args.steps,
                   trained=args.trained_wiring, wirings=args.wiring, concurrency=args.concurrency,
                   timeout=args.timeout, retries=args.retries, tolerance=args.tolerance, engine=engine_of(args),
+                  counting=args.counting, served_dtype=args.served_dtype,
                   device=args.device, progress=sys.stderr.isatty())
     print(res.summary())
     if args.json:
