@@ -172,7 +172,7 @@ widgets.acceptance_explorer(results, evaluated, tgt.tokenizer, wiring=ranking["w
 
 # %%
 best = ranking.iloc[0]
-record_headline("03_acceptance", {
+headline = {                           # recorded at the end, with the tree section's numbers
     "K": steps, "samples": results[candidates[0]].n_samples,
     **{f"accept length · {spec}": r.accept_length for spec, r in results.items()},
     "best wiring": best["wiring"],
@@ -182,7 +182,7 @@ record_headline("03_acceptance", {
     **({"rewired accept length (before → after, reference)":
         f"{rw.before.accept_length:.2f} → {rw.after.accept_length:.2f} ({rw.reference.accept_length:.2f})"}
        if rw is not None else {}),
-});
+}
 
 # %% [markdown]
 # ## Trees: what SGLang drafts
@@ -227,3 +227,18 @@ sw = sweep(tgt, drf, ds, served, steps=range(1, 7), topks=(1, 2, 4), max_tokens=
            progress=False)
 print(sw.summary(max_rows=8))
 plots.tree_sweep(sw)
+
+# %% [markdown]
+# The report index's headline: flags are recommended only from a cost model measured on a GPU;
+# otherwise the best shapes by accept length (with a CPU cost model, CPU timings do not choose GPU flags).
+
+# %%
+from workbench.tune import best_by_accept_length
+
+record_headline("03_acceptance", {
+    **headline,
+    f"tree accept length · {served} · {tree_setting.label} (decode path)": tree_res.decode_path["accept_length"],
+    "recommended SGLang flags": sw.recommended_flags or "none: no GPU cost model (see best shapes)",
+    "best shapes (steps, topk, N) by accept length": ", ".join(f"({a}, {b}, {c})"
+                                                               for a, b, c in best_by_accept_length(sw, 3)),
+})

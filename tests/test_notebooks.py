@@ -6,6 +6,7 @@ The report run uses the smoke demo's val.jsonl with one extra row whose prompt c
 """
 
 import json
+import re
 from pathlib import Path
 
 import jupytext
@@ -112,6 +113,11 @@ def test_every_notebook_runs_on_the_smoke_demo(report_dir, smoke_demo):
     assert head["03_acceptance"]["K"] == 3 and head["03_acceptance"]["samples"] >= 1
     lengths = [v for k, v in head["03_acceptance"].items() if k.startswith("accept length · ")]
     assert len(lengths) >= 2 and all(1.0 <= v <= 4.0 for v in lengths)
+    # the tree section's headline: no GPU cost model here, so no flags, only the best shapes by accept length
+    assert head["03_acceptance"]["recommended SGLang flags"].startswith("none: no GPU cost model")
+    assert re.fullmatch(r"\(\d+, \d+, \d+\)(, \(\d+, \d+, \d+\)){2}",
+                        head["03_acceptance"]["best shapes (steps, topk, N) by accept length"])
+    assert any(k.startswith("tree accept length · ") for k in head["03_acceptance"])
     index = (report_dir / "index.html").read_text()
     for name in PRESENT:
         assert f'href="{name}.html"' in index
