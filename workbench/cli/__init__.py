@@ -96,6 +96,12 @@ def add_shape_arguments(parser, what: str = "draft depth") -> None:
                              "and per-architecture auto-defaults applied)")
 
 
+def engine_and_shape(args):
+    """The engine (:func:`engine_of`) and the drafting shape (:func:`resolve_shape`) of a run."""
+    engine = engine_of(args)
+    return engine, resolve_shape(args, engine=engine)
+
+
 def resolve_shape(args, engine=None):
     """The DraftingShape of a command's shape flags; prints its notices (one line each)."""
     from workbench.flags import drafting_shape, target_architecture

@@ -11,8 +11,7 @@ JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run
 """
 
 from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments,
-                           add_run_arguments, add_shape_arguments, add_torchrun_arguments, engine_of,
-                           resolve_shape)
+                           add_run_arguments, add_shape_arguments, add_torchrun_arguments, engine_and_shape)
 
 NAME = "accept"
 HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one wiring"
@@ -53,8 +52,7 @@ def run(args) -> int:
     from workbench.acceptance import accept
     from workbench.devices import parse_dtype
 
-    engine = engine_of(args)
-    shape = resolve_shape(args, engine=engine)
+    engine, shape = engine_and_shape(args)
     with distributed.init(args.device, device_map=args.device_map) as ctx:
         result, note = accept(
             args.target, args.draft, args.data, wiring=args.wiring, engine=engine, setting=shape.setting,

@@ -11,8 +11,7 @@ rank keeps its shards in <json>.shards/ so a re-run resumes.
 """
 
 from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments,
-                           add_run_arguments, add_shape_arguments, add_torchrun_arguments, engine_of,
-                           resolve_shape)
+                           add_run_arguments, add_shape_arguments, add_torchrun_arguments, engine_and_shape)
 
 NAME = "diagnose"
 HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict on the engine's wiring"
@@ -38,8 +37,8 @@ def run(args) -> int:
     from workbench.diagnose import diagnose_files
     from workbench.devices import parse_dtype
 
-    engine = engine_of(args)
-    shape = resolve_shape(args, engine=engine).setting
+    engine, shape = engine_and_shape(args)
+    shape = shape.setting
     with wd.init(args.device, device_map=args.device_map) as ctx:
         dx = diagnose_files(args.target, args.draft, args.data, engine=engine, K=shape.steps,
                             eagle_topk=shape.eagle_topk, num_draft_tokens=shape.num_draft_tokens, limit=args.limit,
