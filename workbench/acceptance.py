@@ -222,20 +222,10 @@ def exact_decode(target, draft, prompt_ids, wiring, K: int, max_new_tokens: int)
     """
     import torch
 
-    w = as_wirings(wiring, target.n_layers)
-    if len(w) != 1:
-        raise WorkbenchError(f"exact_decode takes one wiring, got {len(w)}")
-    taps = list(w[0].taps)
-    capture.check_width(taps, target, draft.fc_width, where="the draft's fc")
+    taps, ids = capture.loop_inputs(target, wiring, draft.fc_width, prompt_ids, "exact_decode")
     if int(K) < 1 or int(max_new_tokens) < 1:
         raise WorkbenchError(f"exact_decode: expected K >= 1 and max_new_tokens >= 1 (got K={K}, "
                              f"max_new_tokens={max_new_tokens})")
-    ids = [int(x) for x in (prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids)]
-    if not ids:
-        raise WorkbenchError("exact_decode: empty prompt (expected at least 1 token)")
-    bad = [x for x in ids if not 0 <= x < target.vocab_size]
-    if bad:
-        raise WorkbenchError(f"exact_decode: prompt token id {bad[0]} is outside the target vocab 0..{target.vocab_size - 1}")
     ddev, ddtype = draft.device, draft.dtype
     model, dev = target.model, target.device
 

@@ -44,7 +44,7 @@ from workbench.chunks import head_chunks
 from workbench.devices import default_dtype, parse_dtype, resolve_device
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, write_json
-from workbench.wiring import Wiring, parse_tap, tap_sort_key
+from workbench.wiring import Wiring, as_wirings, parse_tap, tap_sort_key
 
 CACHE_VERSION = 1
 
@@ -244,6 +244,23 @@ def load_target(path, *, device: str = "cpu", dtype=None, device_map=None, trust
         except (OSError, ValueError) as e:
             raise WorkbenchError(f"target {path!r}: cannot load the tokenizer ({str(e).splitlines()[0]})") from None
     return target_from_model(model, tokenizer, path=path)
+
+
+def loop_inputs(target: "Target", wiring, width: int, prompt_ids, who: str) -> tuple[list[str], list[int]]:
+    """The checked inputs of an exact speculative loop: the taps of its one wiring (their width must be the
+    draft fc's ``width``) and the prompt as a list of target ids; one-line errors naming ``who``."""
+    w = as_wirings(wiring, target.n_layers)
+    if len(w) != 1:
+        raise WorkbenchError(f"{who} takes one wiring, got {len(w)}")
+    taps = list(w[0].taps)
+    check_width(taps, target, width, where="the draft's fc")
+    ids = [int(x) for x in (prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids)]
+    if not ids:
+        raise WorkbenchError(f"{who}: empty prompt (expected at least 1 token)")
+    bad = [x for x in ids if not 0 <= x < target.vocab_size]
+    if bad:
+        raise WorkbenchError(f"{who}: prompt token id {bad[0]} is outside the target vocab 0..{target.vocab_size - 1}")
+    return taps, ids
 
 
 def check_width(taps, target: Target, expected_width: int, where: str = "draft fc") -> None:

@@ -144,25 +144,13 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
     KV cache: the sequence is re-read every step (exact, slow; for tests and small checks).
     """
     from workbench import capture
-    from workbench.wiring import as_wirings
     from workbench.tree import tree_shape
     from workbench.tree_reference import tree_reference
 
-    w = as_wirings(wiring, target.n_layers)
-    if len(w) != 1:
-        raise WorkbenchError(f"exact_tree_decode takes one wiring, got {len(w)}")
-    taps = list(w[0].taps)
-    capture.check_width(taps, target, draft.fc_width, where="the draft's fc")
+    taps, ids = capture.loop_inputs(target, wiring, draft.fc_width, prompt_ids, "exact_tree_decode")
     shape = tree_shape(steps, eagle_topk, num_draft_tokens)
     if int(max_new_tokens) < 1:
         raise WorkbenchError(f"exact_tree_decode: expected max_new_tokens >= 1, got {max_new_tokens}")
-    ids = [int(x) for x in (prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids)]
-    if not ids:
-        raise WorkbenchError("exact_tree_decode: empty prompt (expected at least 1 token)")
-    bad = [x for x in ids if not 0 <= x < target.vocab_size]
-    if bad:
-        raise WorkbenchError(f"exact_tree_decode: prompt token id {bad[0]} is outside the target vocab "
-                             f"0..{target.vocab_size - 1}")
     ddev, ddtype = draft.device, draft.dtype
     model, dev = target.model, target.device
 
