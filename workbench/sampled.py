@@ -102,22 +102,27 @@ def served_stats(logits, s: Sampling):
     keeps instead of ``[n, V]`` (``chunks.head_chunks(..., reduce=)``).
 
     Temperature only: a log-sum-exp. With top-k alone: ``topk`` (no sort). With top-p: one descending
-    sort of the row (the cost visible at a 128k vocabulary). Greedy: the argmax logit is the cutoff.
+    sort of the row (the cost visible at a 128k vocabulary). Greedy: the cutoff lies below the argmax.
+    The cutoff lies halfway between the last kept and the first cut value, so that a logit recomputed
+    from the lm_head's row (:func:`head_logits`, which may round differently from the chunked matmul)
+    falls on the same side; exact ties at the boundary (SGLang's order among them is unspecified) are all
+    kept.
     """
     import torch
 
     x = logits.float()
     if s.greedy:
-        m = x.max(-1).values
-        return torch.stack([m, m], -1)
+        top2 = x.topk(min(2, x.shape[-1]), dim=-1).values
+        return torch.stack([top2[:, 0], _midway(top2, torch.ones_like(top2[:, 0], dtype=torch.long))], -1)
     x = x / s.temperature
     lse = torch.logsumexp(x, dim=-1)
     if s.top_k == -1 and s.top_p >= 1.0:
         return torch.stack([lse, torch.full_like(lse, -math.inf)], -1)
     if s.top_p >= 1.0:
-        xs = x.topk(min(s.top_k, x.shape[-1]), dim=-1).values
-        mass = torch.exp(xs - lse[:, None]).sum(-1)
-        return torch.stack([lse + torch.log(mass), xs[:, -1]], -1)
+        kk = min(s.top_k, x.shape[-1])
+        xs = x.topk(min(kk + 1, x.shape[-1]), dim=-1).values
+        mass = torch.exp(xs[:, :kk] - lse[:, None]).sum(-1)
+        return torch.stack([lse + torch.log(mass), _midway(xs, torch.full_like(lse, kk, dtype=torch.long))], -1)
     xs = x.sort(dim=-1, descending=True).values
     p = torch.exp(xs - lse[:, None])
     if s.top_k != -1:
@@ -127,8 +132,18 @@ def served_stats(logits, s: Sampling):
     keep = (before < s.top_p) & (p > 0)
     n_kept = keep.sum(-1).clamp(min=1)
     mass = (p * keep).sum(-1)
-    cutoff = xs.gather(-1, (n_kept - 1)[:, None])[:, 0]
-    return torch.stack([lse + torch.log(mass), cutoff], -1)
+    return torch.stack([lse + torch.log(mass), _midway(xs, n_kept)], -1)
+
+
+def _midway(xs, n_kept):
+    """The cutoff between the last kept and the first cut value of descending rows ``xs`` (-inf when all are
+    kept): halfway, so a token's logit recomputed from its lm_head row (rounding apart) lands on its side."""
+    import torch
+
+    last = xs.gather(-1, (n_kept - 1).clamp(min=0)[:, None])[:, 0]
+    nxt = xs.gather(-1, n_kept.clamp(max=xs.shape[-1] - 1)[:, None])[:, 0]
+    mid = torch.where(n_kept >= xs.shape[-1], torch.full_like(last, -math.inf), (last + nxt) / 2)
+    return torch.where(nxt < last, mid, torch.where(n_kept >= xs.shape[-1], mid, last))
 
 
 def token_probs(logits_at, stats, s: Sampling):
