@@ -128,6 +128,29 @@ def ancestor_mask(parents, prefix_len: int) -> torch.Tensor:
     return m
 
 
+def tree_forward(target, taps, seq, allowed=None, positions=None):
+    """ONE target forward over ``seq`` (a list of ids): (logits [L, V], taps concatenated [L, W]).
+
+        >>> # logits, feats = tree_forward(target, ["L1", "L3", "L4"], ids + tree.tokens,
+        >>> #                              ancestor_mask(tree.parents, t + 2), positions)
+
+    ``allowed`` (bool [L, L], :func:`ancestor_mask`) becomes a 4D additive mask and ``positions`` the
+    position ids: the verify forward of SGLang over prefix + tree. Without them: a causal forward.
+    """
+    from workbench import capture
+
+    model, dev = target.model, target.device
+    kw = {}
+    if allowed is not None:
+        dt = next(model.parameters()).dtype
+        add = torch.zeros(allowed.shape, dtype=dt).masked_fill(~allowed, torch.finfo(dt).min)
+        kw = {"attention_mask": add[None, None].to(dev), "position_ids": torch.tensor([positions], device=dev)}
+    with torch.no_grad(), capture.tap_hooks(model, taps, device=dev) as f:
+        out = model(input_ids=torch.tensor([seq], device=dev), use_cache=False, **kw)
+        feats = torch.cat([f[tp] for tp in taps], dim=-1)[0] if taps else None
+    return out.logits[0], feats
+
+
 def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk: int, num_draft_tokens: int | None,
                       max_new_tokens: int, *, rope_shift: int | None = None) -> tuple[list[int], list[int]]:
     """Greedy tree speculative decoding; returns (generated ids, A per verify step).
@@ -152,18 +175,10 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
     if int(max_new_tokens) < 1:
         raise WorkbenchError(f"exact_tree_decode: expected max_new_tokens >= 1, got {max_new_tokens}")
     ddev, ddtype = draft.device, draft.dtype
-    model, dev = target.model, target.device
 
     def forward(seq, allowed=None, positions=None):
-        kw = {}
-        if allowed is not None:
-            dt = next(model.parameters()).dtype
-            add = torch.zeros(allowed.shape, dtype=dt).masked_fill(~allowed, torch.finfo(dt).min)
-            kw = {"attention_mask": add[None, None].to(dev), "position_ids": torch.tensor([positions], device=dev)}
-        with torch.no_grad(), capture.tap_hooks(model, taps, device=dev) as f:
-            out = model(input_ids=torch.tensor([seq], device=dev), use_cache=False, **kw)
-            feats = torch.cat([f[tp] for tp in taps], dim=-1)[0]
-        return out.logits[0].argmax(-1).tolist(), feats
+        logits, feats = tree_forward(target, taps, seq, allowed, positions)
+        return logits.argmax(-1).tolist(), feats
 
     greedy, feats = forward(ids)
     n_prompt = len(ids)

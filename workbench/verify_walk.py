@@ -161,4 +161,115 @@ def monte_carlo(tokens, parents, probs, *, steps: int, runs: int, seed: int = 0,
     return {"A": A, "first": first, "mean": float(A.mean()), "se": float(A.std(ddof=1) / math.sqrt(max(1, runs)))}
 
 
-__all__ = ["sglang_walk", "reach_probabilities", "expected_accept", "monte_carlo", "TINY_ACC"]
+# ------------------------------------------------------------------------------------------------
+# The offline speculative-sampling loop: HF target + draft tree + the walk
+# ------------------------------------------------------------------------------------------------
+
+
+def sampled_tree_decode(target, draft, prompt_ids, wiring, setting, max_new_tokens: int, *, seed: int = 0,
+                        row: int = 0, threshold_single: float = 1.0, threshold_acc: float = 1.0,
+                        rope_shift: int | None = None) -> tuple[list[int], list[int]]:
+    """Speculative sampling as an SGLang server does it at T > 0; returns (generated ids, A per verify step).
+
+        >>> # gen, A = sampled_tree_decode(target, draft, [1, 5, 9], "L1,L3,L4",
+        >>> #                              Setting(steps=3, eagle_topk=2, num_draft_tokens=5, temperature=0.7), 32)
+
+    Prefill (one target forward); the first token is drawn from the served distribution (the plain
+    sampler, ``sampling.draw``). Then repeat: the draft builds the tree at t
+    (``tree_reference``, deterministic as at T = 0; ``eagle_topk`` 1 is the chain); ONE target
+    forward over prefix + tree with an ancestor mask (``tree_verify.tree_forward``) gives the logits
+    after the root and every node; :func:`workbench.sampled.verify_probs` turns them into SGLang's
+    verify distribution; :func:`sglang_walk` with fresh coins (numpy, seeded from ``(seed, row)``)
+    accepts A nodes and emits them plus the final token; the taps of the root and the accepted nodes
+    (from that same forward) extend the draft's features; t <- t + A + 1. No target KV cache (exact,
+    slow: for validation and small checks).
+    """
+    import torch
+
+    from workbench import capture
+    from workbench.sampled import as_sampling, verify_probs
+    from workbench.sampling import draw, row_seed
+    from workbench.tree import tree_shape
+    from workbench.tree_reference import tree_reference
+    from workbench.tree_verify import ancestor_mask, tree_forward
+
+    taps, ids = capture.loop_inputs(target, wiring, draft.fc_width, prompt_ids, "sampled_tree_decode")
+    shape = tree_shape(setting.steps, setting.eagle_topk, setting.num_draft_tokens)
+    s = as_sampling(setting)
+    if int(max_new_tokens) < 1:
+        raise WorkbenchError(f"sampled_tree_decode: expected max_new_tokens >= 1, got {max_new_tokens}")
+    rng = np.random.default_rng(row_seed(int(seed), int(row)))
+    ddev, ddtype = draft.device, draft.dtype
+    logits, feats = tree_forward(target, taps, ids)
+    n_prompt = len(ids)
+    ids.append(int(draw(logits[-1:], s, torch.tensor([rng.random()]))[0]))
+    feat_seq = [feats]
+    accepts: list[int] = []
+    while len(ids) - n_prompt < max_new_tokens:
+        t = len(ids) - 2
+        h = torch.cat(feat_seq + [feat_seq[0][:1] * 0], 0).to(device=ddev, dtype=ddtype)
+        tree = tree_reference(draft, h, torch.tensor(ids, device=ddev), t, shape.steps, shape.topk,
+                              shape.num_draft_tokens, rope_shift=rope_shift)
+        positions = list(range(t + 2)) + [t + 1 + d for d in tree.depths]
+        logits, feats = tree_forward(target, taps, ids + tree.tokens, ancestor_mask(tree.parents, t + 2), positions)
+        probs = verify_probs(logits[t + 1:], s).double().cpu().numpy()     # after the root, node 1, ...
+        u = rng.random(len(tree.tokens) + 2)
+        a, path, emitted = sglang_walk(tree.tokens, tree.parents, probs, u[:-1], u[-1], steps=shape.steps,
+                                       threshold_single=threshold_single, threshold_acc=threshold_acc)
+        accepts.append(a)
+        ids.extend(emitted)
+        feat_seq.append(feats[[t + 1 + v for v in [0] + path]])
+    return ids[n_prompt:n_prompt + max_new_tokens], accepts
+
+
+def sampled_simulate(target, draft, dataset, wiring, setting, *, limit: int | None = None, seed: int = 0,
+                     threshold_single: float = 1.0, threshold_acc: float = 1.0, progress: bool = True):
+    """Tokens per verify step of the offline speculative-sampling loop on each row's prompt: an
+    :class:`~workbench.statistics.AcceptanceResult` (estimator decode-path; bootstrap intervals over samples).
+
+        >>> # loop = sampled_simulate(target, draft, ds, "L1,L3,L4", Setting(steps=4, temperature=0.7))
+        >>> # loop.decode_path["accept_length"], loop.intervals()["decode_path_accept_length"]
+
+    Each row generates ``n_response_tokens`` with :func:`sampled_tree_decode` (row seed from ``seed``
+    and the row) and keeps the verify steps whose drafted positions fit (t + S + 1 <= T - 1), the
+    counting of ``acceptance.exact_simulate``. The server's accept length on these prompts, measured;
+    compare it with ``acceptance.simulate`` on data sampled at the same settings (tests/test_sampled_loop.py).
+    """
+    from tqdm.auto import tqdm
+
+    from workbench import inputs
+    from workbench.statistics import AcceptanceResult
+    from workbench.wiring import as_wirings
+
+    w = as_wirings(wiring, target.n_layers)[0]
+    setting = setting.replace(estimator="decode-path")
+    S = setting.steps
+    parts = []
+    for i, row in enumerate(tqdm(inputs.rows(dataset, limit or None), desc="sampled loop", unit="sample",
+                                 disable=not progress)):
+        ids = list(row["input_ids"])
+        n_prompt = int(row.get("n_prompt_tokens", 0) or 0)
+        where = row.get("_where", f"row {row.get('_row', i)}")
+        if not 1 <= n_prompt < len(ids):
+            raise WorkbenchError(f"{where}: n_prompt_tokens={n_prompt}: expected 1..{len(ids) - 1} (a prompt and a response)")
+        T, r = len(ids), int(row.get("_row", i))
+        _, accepts = sampled_tree_decode(target, draft, ids[:n_prompt], w, setting, T - n_prompt, seed=seed, row=r,
+                                         threshold_single=threshold_single, threshold_acc=threshold_acc)
+        t, ts, As = n_prompt - 1, [], []
+        for a in accepts:
+            if t + S + 1 > T - 1:
+                break
+            ts.append(t)
+            As.append(a)
+            t += a + 1
+        src = str(row.get("source", "") or "")
+        res = AcceptanceResult.from_arrays(w.spec, S, sample=[r] * len(ts), t=ts, accepted=As, source=[src] * len(ts),
+                                           on_path=[True] * len(ts), taps=w.taps, setting=setting)
+        parts.append(res)
+    if not parts:
+        raise WorkbenchError("sampled_simulate: the dataset has no rows")
+    return AcceptanceResult.concat(parts)
+
+
+__all__ = ["sglang_walk", "reach_probabilities", "expected_accept", "monte_carlo", "sampled_tree_decode",
+           "sampled_simulate", "TINY_ACC"]
