@@ -186,6 +186,8 @@ def test_generation_mismatch_notes():
     assert "temperature 1" in other
     assert "written by gpt" in sampled.generation_mismatch([{"generation": {**ok, "by": "gpt"}}], st)
     assert sampled.generation_mismatch([{"generation": {"by": "target", "temperature": 0}}], Setting()) is None
+    assert sampled.generation_mismatch([{"input_ids": [1]}], Setting()) is None          # agreement's job
+    assert "sampled at temperature 0.7" in sampled.generation_mismatch([{"generation": ok}], Setting())
 
 
 def test_rejection_chain_estimators_agree_with_monte_carlo_rejection_sampling():
@@ -218,3 +220,73 @@ def test_rejection_chain_estimators_agree_with_monte_carlo_rejection_sampling():
     assert abs(float(e.mean()) - exact) < 3 * float(e.std()) / np.sqrt(n)
     assert abs(float(lv.mean()) - exact) < 3 * float(lv.std()) / np.sqrt(n) + 1e-9
     assert float(lv.std()) < float(e.std())                     # the low-variance form
+
+
+# ---------------------------------------------------------------------------------------------- lossy, rejection
+
+def test_threshold_expectation_matches_one_tree_forwards_and_the_per_depth_root_mass(world):
+    """The batched forward over a row and all its trees gives the same p as one ancestor-masked forward per
+    tree; with thresholds 1, P(A >= 1) at each start equals the per-depth s_0 (both: the root's children's
+    mass under the teacher-forced p); lossy thresholds change the expectation."""
+    from workbench.thresholds import threshold_expectation
+    from workbench.tree import draft_trees
+    from workbench.tree_verify import ancestor_mask, tree_forward
+    from workbench.verify_walk import expected_accept
+
+    target, draft = world
+    st = Setting(steps=3, eagle_topk=2, num_draft_tokens=5, temperature=0.8)
+    rows = sampled_rows(target, 3, 10, sampled.as_sampling(st))
+    with capture.count_forwards(target.model) as c:
+        res = threshold_expectation(target, draft, rows, "L0,L1,L2", st, threshold_single=0.5, threshold_acc=0.6,
+                                    max_tree_tokens=12, progress=False)
+    assert c["calls"] == 1 + res.cost["target_forwards"] and res.cost["target_forwards"] > 3   # chunks of 3 trees
+    loss1 = threshold_expectation(target, draft, rows, "L0,L1,L2", st, progress=False)
+    assert np.allclose(loss1.expected, res.lossless) and not np.allclose(res.expected, res.lossless)
+    pd = simulate(target, draft, rows, ["L0,L1,L2"], setting=st, progress=False)["L0,L1,L2"].per_depth
+    assert np.allclose(loss1.at_least[:, 0], pd.chains["s"][:, 0], atol=1e-5)
+    # one start by hand: a single ancestor-masked forward over prefix + tree
+    batch = next(capture.extract(target, rows[:1], ["L0,L1,L2"], progress=False))
+    tr = draft_trees(draft, batch.concat(["L0", "L1", "L2"]), batch.input_ids, batch.attention_mask, 3, 2, 5)
+    t = int(pd.chains["t"][0])
+    node = tr.node(0, t)
+    x = rows[0]["input_ids"][: t + 2]
+    logits, _ = tree_forward(target, [], x + node["tokens"], ancestor_mask(node["parents"], t + 2),
+                             list(range(t + 2)) + [t + 1 + d for d in node["depths"]])
+    probs = sampled.verify_probs(logits[t + 1:], sampled.as_sampling(st)).double().numpy()
+    want = expected_accept(node["tokens"], node["parents"], probs, steps=3, threshold_single=0.5, threshold_acc=0.6)
+    assert res.expected[0] == pytest.approx(want[0], abs=1e-5)
+
+
+def test_rejection_chains_match_a_full_reference(world):
+    """w_j and β_j of the fast path against q from a per-chain draft reference fed the data and p from the full
+    logits."""
+    from workbench.draft import unroll
+    from workbench.rejection import rejection_batch, rejection_chains
+
+    target, draft = world
+    st = Setting(steps=2, temperature=0.9, top_k=10)
+    s = sampled.as_sampling(st)
+    rows = sampled_rows(target, 2, 8, s)
+    batch = next(capture.extract(target, rows, ["L0,L1,L2"], progress=False, sampling=s))
+    feats = batch.concat(["L0", "L1", "L2"])
+    w, beta = rejection_batch(draft, feats, batch, capture.split_head(target.model)[1], s, 2)
+    with torch.no_grad():
+        logits = target.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        x = batch.input_ids
+        teacher = torch.stack([torch.cat([x[:, 1 + k:], torch.zeros(x.shape[0], 1 + k, dtype=x.dtype)], 1)
+                               for k in range(2)], -1)
+        steps = list(unroll(draft, feats, x, batch.attention_mask, 2, teacher=teacher))
+    b, t = 0, 1
+    for k in range(2):
+        q = torch.zeros(target.vocab_size)
+        q[draft.to_target(torch.arange(draft.draft_vocab_size))] = sampled.verify_probs(steps[k][b, t][None], s)[0]
+        p = sampled.verify_probs(logits[b, t + 1 + k][None], s)[0]
+        y = int(x[b, t + 2 + k])
+        assert float(w[b, t, k]) == pytest.approx(min(1.0, float(q[y] / p[y])) if p[y] > 0 else 0.0, abs=1e-5)
+        assert float(beta[b, t, k]) == pytest.approx(float(torch.minimum(p, q).sum()), abs=1e-5)
+    res = rejection_chains(target, draft, rows, "L0,L1,L2", st, progress=False)
+    assert res.n == simulate(target, draft, rows, ["L0,L1,L2"], setting=st, progress=False)["L0,L1,L2"].n_chains
+    assert 1.0 <= res.accept_length <= 3.0 and "rejection-sampling" in res.summary_lines()[0]
+    with pytest.raises(Exception, match="chain"):
+        rejection_chains(target, draft, rows, "L0,L1,L2", Setting(steps=2, eagle_topk=2, num_draft_tokens=3,
+                                                                  temperature=0.9), progress=False)

@@ -371,6 +371,7 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]
+    result.generation_note = sampled.generation_mismatch(inputs.rows(ds, limit), setting)
     if cm is not None:
         result.cost_model = cm
         result.cost_ratio = cm.ratio if cm.kind == "fixed" else result.cost_ratio

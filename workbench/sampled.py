@@ -69,6 +69,19 @@ def as_sampling(setting) -> Sampling:
                     top_k=-1 if k is None else int(k))
 
 
+def apply_sampling(setting, sampling):
+    """``setting`` with the temperature/top_p/top_k of ``sampling`` (a Sampling, a dict of its fields, or None).
+
+        >>> from workbench.setting import Setting
+        >>> apply_sampling(Setting(steps=3), {"temperature": 0.7, "top_k": 20}).describe()[:60]
+        'chain drafting (eagle_topk 1), K=3; temperature 0.7, top_p 1'
+    """
+    if sampling is None:
+        return setting
+    s = sampling if isinstance(sampling, Sampling) else Sampling(**dict(sampling))
+    return setting.replace(temperature=s.temperature, top_p=s.top_p, top_k=None if s.top_k == -1 else s.top_k)
+
+
 def verify_probs(logits, s: Sampling):
     """SGLang's verify distribution ``[B, V]`` (rows sum to 1): the exact reference, whole vocabulary.
 
@@ -517,6 +530,59 @@ def rejection_chain(p_rows, q_rows, data_tokens):
 
 
 # ------------------------------------------------------------------------------------------------
+# `workbench accept` with a server mode beyond the lossless rule
+# ------------------------------------------------------------------------------------------------
+
+
+def accept_served(target, draft, data, *, threshold_single: float = 1.0, threshold_acc: float = 1.0,
+                  rejection: bool = False, **accept_kw):
+    """``acceptance.accept`` plus the estimates of SGLang's lossy thresholds and/or rejection-sampling chains:
+    (AcceptanceResult, wiring note, [ThresholdResult | RejectionResult]).
+
+        >>> # res, note, modes = accept_served("data/demo/target", "data/demo/draft-aligned", "sampled.jsonl",
+        >>> #                                  setting=Setting(steps=4, temperature=0.7), threshold_acc=0.5)
+
+    Models and data are loaded once (``inputs.load``) and shared. The lossy thresholds cost one extra
+    target forward per row over the row and its trees (``workbench.thresholds``); rejection sampling
+    costs a teacher-forced draft run and K more passes of the target's head (``workbench.rejection``).
+    One process only (not under torchrun).
+    """
+    from workbench import acceptance, inputs
+    from workbench.devices import resolve_device
+    from workbench.setting import resolve_setting
+
+    ctx = accept_kw.get("ctx")
+    if ctx is not None and ctx.distributed:
+        raise WorkbenchError("lossy thresholds and rejection sampling run in one process (not under torchrun)")
+    setting = resolve_setting(accept_kw.get("K"), accept_kw.get("setting"))
+    if rejection and setting.shape != "chain":
+        raise WorkbenchError(f"--speculative-use-rejection-sampling drafts a chain (SGLang: eagle_topk 1); got "
+                             f"{setting.label}")
+    if rejection and as_sampling(setting).greedy:
+        raise WorkbenchError("--speculative-use-rejection-sampling needs --temperature > 0 (at T = 0 the server "
+                             "verifies greedily)")
+    device = ctx.device if ctx is not None else resolve_device(accept_kw.get("device", "cpu"))
+    tgt, d, ds = inputs.load(target, draft, data, device=device, dtype=accept_kw.get("dtype"),
+                             device_map=accept_kw.get("device_map"),
+                             trust_remote_code=accept_kw.get("trust_remote_code", False),
+                             progress=accept_kw.get("progress", True))
+    result, note = acceptance.accept(tgt, d, ds, **accept_kw)
+    modes = []
+    kw = dict(limit=accept_kw.get("limit"), batch_size=accept_kw.get("batch_size", 8),
+              progress=accept_kw.get("progress", True), max_memory=accept_kw.get("max_memory"))
+    if float(threshold_single) < 1 or float(threshold_acc) < 1:
+        from workbench.thresholds import threshold_expectation
+
+        modes.append(threshold_expectation(tgt, d, ds, result.spec, result.setting, threshold_single=threshold_single,
+                                           threshold_acc=threshold_acc, **kw))
+    if rejection:
+        from workbench.rejection import rejection_chains
+
+        modes.append(rejection_chains(tgt, d, ds, result.spec, result.setting, **kw))
+    return result, note, modes
+
+
+# ------------------------------------------------------------------------------------------------
 # Wrong data: the recorded generation settings against the requested ones
 # ------------------------------------------------------------------------------------------------
 
@@ -533,7 +599,9 @@ def generation_mismatch(rows, setting) -> str | None:
         True
 
     Compared: ``by`` (the target or a server of it), ``temperature``, ``top_p``, ``top_k``. Rows
-    without the key count as "not recorded". The note says what the estimate then means.
+    without the key count as foreign data. The note says what the estimate then means. When greedy
+    decoding is asked, only rows recorded as sampled are flagged: foreign or unrecorded data is judged
+    by the greedy agreement (``workbench.agreement``), which measures it.
     """
     want = as_sampling(setting)
     label = (f"temperature {want.temperature:g}, top_p {want.top_p:g}, top_k {want.top_k}" if not want.greedy
@@ -543,6 +611,8 @@ def generation_mismatch(rows, setting) -> str | None:
         n += 1
         g = r.get("generation") if isinstance(r, dict) else None
         why = _mismatch(g, want)
+        if why and want.greedy and not why.startswith("were sampled"):
+            why = None                    # greedy asked: foreign/unrecorded data is the greedy agreement's to judge
         if why:
             bad += 1
             kinds[why] = kinds.get(why, 0) + 1
@@ -581,6 +651,6 @@ def _mismatch(g, want: Sampling) -> str | None:
     return None
 
 
-__all__ = ["as_sampling", "verify_probs", "served_stats", "token_probs", "head_logits", "data_next_tokens",
+__all__ = ["as_sampling", "apply_sampling", "verify_probs", "served_stats", "token_probs", "head_logits", "data_next_tokens",
            "chain_as_tree", "matched_path", "child_mass", "PerDepth", "per_depth_batch", "rejection_chain",
-           "generation_mismatch", "sampled_counts", "PER_DEPTH_COLUMNS"]
+           "generation_mismatch", "sampled_counts", "accept_served", "PER_DEPTH_COLUMNS"]

@@ -111,10 +111,10 @@ def add_sampling_arguments(parser) -> None:
 
 def with_sampling(setting, args):
     """``setting`` with the sampling of ``--temperature/--top-p/--top-k`` (checked: a one-line error)."""
+    from workbench.sampled import apply_sampling
     from workbench.sampling import Sampling
 
-    s = Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k)
-    return setting.replace(temperature=s.temperature, top_p=s.top_p, top_k=None if s.top_k == -1 else s.top_k)
+    return apply_sampling(setting, Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k))
 
 
 def engine_and_shape(args):
