@@ -28,6 +28,21 @@ def test_fast_served_probabilities_equal_the_full_reference(s):
     assert torch.allclose(fast, ref, atol=1e-6)
 
 
+def test_top_p_partial_path_and_full_sort_fallback_agree_with_the_reference():
+    """Rows whose nucleus closes within the best PARTIAL tokens (peaked) and rows that need the full sort
+    (flat) in one call, at a vocabulary above PARTIAL."""
+    torch.manual_seed(5)
+    V = sampled.PARTIAL * 3
+    peaked = torch.randn(6, V) * 8
+    flat = torch.randn(6, V) * 0.1
+    logits = torch.cat([peaked, flat])
+    for s in (Sampling(temperature=0.7, top_p=0.95), Sampling(temperature=1.0, top_p=0.5),
+              Sampling(temperature=0.9, top_p=0.9, top_k=2000)):
+        ref = sampled.verify_probs(logits, s)
+        fast = sampled.token_probs(logits, sampled.served_stats(logits, s), s)
+        assert torch.allclose(fast, ref, atol=1e-6)
+
+
 def test_sequential_verify_rule_equals_the_joint_sampler_with_one_cut_only():
     torch.manual_seed(1)
     logits = torch.randn(20, 100) * 2

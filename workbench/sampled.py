@@ -108,44 +108,63 @@ def verify_probs(logits, s: Sampling):
     return torch.zeros_like(p).scatter_(-1, idx, p_sort)
 
 
+PARTIAL = 1024   # served_stats: top-p looks at the best PARTIAL tokens first, a full sort only for rows that need it
+
+
 def served_stats(logits, s: Sampling):
     """Per row of ``logits [n, V]``: ``[n, 2]`` fp32 = (log-normaliser of the kept tokens, cutoff) in units
     of logits / T; a token is kept when ``logit / T >= cutoff`` and then has probability
     ``exp(logit / T - log_normaliser)`` (:func:`token_probs`). This is the reduction the chunked head
     keeps instead of ``[n, V]`` (``chunks.head_chunks(..., reduce=)``).
 
-    Temperature only: a log-sum-exp. With top-k alone: ``topk`` (no sort). With top-p: one descending
-    sort of the row (the cost visible at a 128k vocabulary). Greedy: the cutoff lies below the argmax.
-    The cutoff lies halfway between the last kept and the first cut value, so that a logit recomputed
-    from the lm_head's row (:func:`head_logits`, which may round differently from the chunked matmul)
-    falls on the same side; exact ties at the boundary (SGLang's order among them is unspecified) are all
-    kept.
+    Temperature only: a log-sum-exp. Top-k: ``topk(k + 1)``. Top-p without top-k: the best
+    :data:`PARTIAL` tokens by ``topk``, and one full descending sort of only the rows whose nucleus is
+    wider (flat distributions; the cost visible at a 128k vocabulary). Greedy: the cutoff lies below the
+    argmax. The cutoff lies halfway between the last kept and the first cut value, so that a logit
+    recomputed from the lm_head's row (:func:`head_logits`, which may round differently from the chunked
+    matmul) falls on the same side; exact ties at the boundary (SGLang's order among them is
+    unspecified) are all kept.
     """
     import torch
 
     x = logits.float()
+    V = x.shape[-1]
     if s.greedy:
-        top2 = x.topk(min(2, x.shape[-1]), dim=-1).values
+        top2 = x.topk(min(2, V), dim=-1).values
         return torch.stack([top2[:, 0], _midway(top2, torch.ones_like(top2[:, 0], dtype=torch.long))], -1)
     x = x / s.temperature
     lse = torch.logsumexp(x, dim=-1)
     if s.top_k == -1 and s.top_p >= 1.0:
         return torch.stack([lse, torch.full_like(lse, -math.inf)], -1)
+    kk = min(s.top_k, V) if s.top_k != -1 else min(PARTIAL, V)
+    out = _cut(x, lse, s, kk, partial=s.top_k == -1 and kk < V)
+    wide = torch.isnan(out[:, 0])                      # the nucleus is wider than the PARTIAL best tokens
+    if bool(wide.any()):
+        out[wide] = _cut(x[wide], lse[wide], s, V, partial=False)
+    return out
+
+
+def _cut(x, lse, s: Sampling, kk: int, *, partial: bool):
+    """served_stats over the ``kk`` best tokens of each row (all top-k ones); NaN rows when ``partial`` and
+    the nucleus does not close within them."""
+    import torch
+
+    V = x.shape[-1]
+    xs = x.topk(min(kk + 1, V), dim=-1).values if kk < V else x.sort(dim=-1, descending=True).values
+    p = torch.exp(xs[:, :kk] - lse[:, None])
+    zk = p.sum(-1, keepdim=True) if s.top_k != -1 else torch.ones_like(p[:, :1])
     if s.top_p >= 1.0:
-        kk = min(s.top_k, x.shape[-1])
-        xs = x.topk(min(kk + 1, x.shape[-1]), dim=-1).values
-        mass = torch.exp(xs[:, :kk] - lse[:, None]).sum(-1)
-        return torch.stack([lse + torch.log(mass), _midway(xs, torch.full_like(lse, kk, dtype=torch.long))], -1)
-    xs = x.sort(dim=-1, descending=True).values
-    p = torch.exp(xs - lse[:, None])
-    if s.top_k != -1:
-        p = p * (torch.arange(p.shape[-1], device=p.device) < s.top_k)
-    zk = p.sum(-1, keepdim=True)
-    before = torch.cumsum(p / zk, dim=-1) - p / zk
-    keep = (before < s.top_p) & (p > 0)
+        n_kept = torch.full_like(lse, kk, dtype=torch.long)
+        return torch.stack([lse + torch.log(zk[:, 0]), _midway(xs, n_kept)], -1)
+    pr = p / zk
+    cum = torch.cumsum(pr, dim=-1)
+    keep = (cum - pr) < s.top_p
     n_kept = keep.sum(-1).clamp(min=1)
     mass = (p * keep).sum(-1)
-    return torch.stack([lse + torch.log(mass), _midway(xs, n_kept)], -1)
+    out = torch.stack([lse + torch.log(mass), _midway(xs, n_kept)], -1)
+    if partial:                                        # every one of the kk kept: the nucleus may go on
+        out[n_kept >= kk] = math.nan
+    return out
 
 
 def _midway(xs, n_kept):
