@@ -132,10 +132,11 @@ def served_stats(logits, s: Sampling):
     if s.greedy:
         top2 = x.topk(min(2, V), dim=-1).values
         return torch.stack([top2[:, 0], _midway(top2, torch.ones_like(top2[:, 0], dtype=torch.long))], -1)
-    x = x / s.temperature
-    lse = torch.logsumexp(x, dim=-1)
-    if s.top_k == -1 and s.top_p >= 1.0:
+    m = x.max(-1, keepdim=True).values
+    lse = m[:, 0] / s.temperature + torch.sub(x, m).mul_(1.0 / s.temperature).exp_().sum(-1).log()
+    if s.top_k == -1 and s.top_p >= 1.0:              # temperature only: one exp per logit, in place
         return torch.stack([lse, torch.full_like(lse, -math.inf)], -1)
+    x = x / s.temperature
     kk = min(s.top_k, V) if s.top_k != -1 else min(PARTIAL, V)
     out = _cut(x, lse, s, kk, partial=s.top_k == -1 and kk < V)
     wide = torch.isnan(out[:, 0])                      # the nucleus is wider than the PARTIAL best tokens
