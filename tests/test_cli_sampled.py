@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from conftest import save_world, tiny_draft, tiny_target
 from test_sampled import sampled_rows
 
@@ -15,10 +14,11 @@ from workbench.cli import main
 from workbench.sampling import Sampling
 
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
+def world(tmp_path_factory, one_thread):
     target = tiny_target(0)
     draft = tiny_draft(target, (0, 1, 2), trained=["L0", "L1", "L2"], seed=3)
     rows = sampled_rows(target, 6, 12, Sampling(temperature=0.7))
@@ -26,8 +26,7 @@ def world(tmp_path_factory):
     greedy = [{k: v for k, v in r.items() if k != "generation"} | {"generation": {"by": "target", "temperature": 0}}
               for r in rows]
     save_world(folder, rows=greedy, data="greedy.jsonl")
-    yield folder
-    torch.set_num_threads(n)
+    return folder
 
 
 def args(folder, data="data.jsonl"):

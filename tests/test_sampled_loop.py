@@ -5,7 +5,6 @@ SGLang's verify walk) against the decode-path and per-depth estimates on data sa
 from __future__ import annotations
 
 import pytest
-import torch
 
 from workbench import data as wbdata
 from workbench import inputs
@@ -19,13 +18,7 @@ WIRING = "L1,L3,L4"          # the demo's aligned draft (demo.demo_taps(8)["alig
 ROWS = 32
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny ops on a shared 2-core box are far faster single-threaded (no OpenMP spinning)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_loop_tokens_per_step_agree_with_the_decode_path_estimate(smoke_demo, tmp_path):

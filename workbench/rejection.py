@@ -22,17 +22,17 @@ every-position mean is reported (a rejection-sampling server's path depends on i
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable
+from workbench.sampled import StartTable
 
 
 @dataclass
-class RejectionResult:
+class RejectionResult(StartTable):
     """Per counted chain: E[A | y] (low-variance form) and P(A >= k | y) (product form)."""
 
     steps: int
@@ -42,29 +42,6 @@ class RejectionResult:
     at_least: np.ndarray            # [n, K] Π_{j<=k} w_j
     setting: object = None
     seed: int = 0
-
-    @property
-    def n(self) -> int:
-        return int(len(self.expected))
-
-    @property
-    def accept_length(self) -> float:
-        return float(self.expected.mean()) + 1 if self.n else math.nan
-
-    @property
-    def cumulative(self) -> np.ndarray:
-        return self.at_least.mean(0) if self.n else np.full(self.steps, math.nan)
-
-    def interval(self, n_boot: int = 1000) -> list[float]:
-        """95% percentile bootstrap over samples of :attr:`accept_length`."""
-        if not self.n:
-            return [math.nan, math.nan]
-        ids, inv = np.unique(self.sample, return_inverse=True)
-        sums = np.bincount(inv, weights=self.expected + 1.0, minlength=len(ids))
-        cnts = np.bincount(inv, minlength=len(ids)).astype(float)
-        w = np.random.default_rng(self.seed).multinomial(len(ids), np.full(len(ids), 1 / len(ids)), size=n_boot)
-        r = (w @ sums) / np.maximum(w @ cnts, 1e-12)
-        return [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))]
 
     def to_dict(self) -> dict:
         return jsonable({"estimator": "rejection-sampling chain: Σ_k (Π_{j<k} w_j) β_k on data sampled from the target",

@@ -258,25 +258,11 @@ def chain_as_tree(tokens):
 
 
 def matched_path(tokens, parents, depths, next_token):
-    """Bool ``[B, T, n+1]``: node v (0 = root) is on the path the data matches (the walk of
-    ``tree_verify.tree_walk_lengths`` with the data's tokens), from each start t."""
-    import torch
+    """Bool ``[B, T, n+1]``: node v (0 = root) is on the path the data matches from each start t
+    (``tree_verify.walk_nodes`` with the data's tokens)."""
+    from workbench.tree_verify import walk_nodes
 
-    B, T, n = tokens.shape
-    dev = tokens.device
-    g = torch.cat([next_token.to(dev).long(), torch.full((B, int(depths.max()) + 1), -1, device=dev)], dim=1)
-    t = torch.arange(T, device=dev)[None, :, None]
-    want = g.gather(1, (t + depths).reshape(B, -1)).view(B, T, n)
-    match = tokens == want
-    on = torch.zeros(B, T, n + 1, dtype=torch.bool, device=dev)
-    taken = torch.zeros_like(on)
-    on[..., 0] = True
-    for v in range(1, n + 1):
-        par = parents[..., v - 1: v]
-        ok = match[..., v - 1: v] & on.gather(-1, par) & ~taken.gather(-1, par)
-        on[..., v: v + 1] = ok
-        taken.scatter_(-1, par, taken.gather(-1, par) | ok)
-    return on
+    return walk_nodes(tokens, parents, depths, next_token)
 
 
 def child_mass(tokens, parents, depths, on, hidden, stats, lm_head, s: Sampling, steps: int, *, block: int = 256):
@@ -313,6 +299,52 @@ def child_mass(tokens, parents, depths, on, hidden, stats, lm_head, s: Sampling,
 # ------------------------------------------------------------------------------------------------
 
 PER_DEPTH_COLUMNS = ("sample", "t", "matched", "on_path")
+
+
+def bootstrap_ratio(sample, values, *, mask=None, seed: int = 0, n_boot: int = 1000) -> list[float]:
+    """95% percentile bootstrap over SAMPLES of the mean of ``values`` (one per start), ``mask`` selecting starts.
+
+        >>> bootstrap_ratio([0, 0, 1, 1], [1.0, 1.0, 3.0, 3.0], n_boot=200)
+        [1.0, 3.0]
+    """
+    sample, values = np.asarray(sample), np.asarray(values, np.float64)
+    mask = np.ones(len(values), bool) if mask is None else np.asarray(mask, bool)
+    if not mask.any():
+        return [math.nan, math.nan]
+    ids, inv = np.unique(sample, return_inverse=True)
+    w = np.random.default_rng(seed).multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)), size=n_boot)
+    sums = np.bincount(inv[mask], weights=values[mask], minlength=len(ids))
+    cnts = np.bincount(inv[mask], minlength=len(ids)).astype(float)
+    num, den = w @ sums, w @ cnts
+    r = num[den > 0] / den[den > 0]
+    return [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))] if len(r) else [math.nan, math.nan]
+
+
+class StartTable:
+    """Per counted start: ``sample``, ``expected`` (E[A] there) and ``at_least`` ([n, S], P(A >= k)); the
+    accept length E[A] + 1 and its bootstrap interval over samples. (thresholds, rejection)"""
+
+    sample: np.ndarray
+    expected: np.ndarray
+    at_least: np.ndarray
+    steps: int
+    seed: int = 0
+
+    @property
+    def n(self) -> int:
+        return int(len(self.expected))
+
+    @property
+    def accept_length(self) -> float:
+        return float(self.expected.mean()) + 1 if self.n else math.nan
+
+    @property
+    def cumulative(self) -> np.ndarray:
+        return self.at_least.mean(0) if self.n else np.full(self.steps, math.nan)
+
+    def interval(self, n_boot: int = 1000) -> list[float]:
+        """95% percentile bootstrap over samples of :attr:`accept_length`."""
+        return bootstrap_ratio(self.sample, self.expected + 1.0, seed=self.seed, n_boot=n_boot)
 
 
 @dataclass
@@ -402,28 +434,11 @@ class PerDepth:
 
     def intervals(self, n_boot: int = 1000) -> dict:
         """95% percentile bootstrap over samples (seeded) of both accept lengths and of P(A >= k)."""
-        out = {"accept_length": [math.nan, math.nan], "decode_path_accept_length": [math.nan, math.nan],
-               "cumulative": [[math.nan, math.nan]] * self.steps}
-        if not self.n:
-            return out
-        ids, inv = np.unique(self.chains["sample"], return_inverse=True)
-        rng = np.random.default_rng(self.seed)
-        w = rng.multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)), size=n_boot).astype(float)
-
-        def ratio(values, mask):
-            sums = np.bincount(inv[mask], weights=values[mask], minlength=len(ids))
-            cnts = np.bincount(inv[mask], minlength=len(ids)).astype(float)
-            num, den = w @ sums, w @ cnts
-            r = num[den > 0] / den[den > 0]
-            return [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))] if len(r) else [math.nan] * 2
-
-        allm = np.ones(self.n, bool)
-        e = self.expected + 1
-        out["accept_length"] = ratio(e, allm)
-        out["decode_path_accept_length"] = ratio(e, self.chains["on_path"])
-        terms = self._terms()
-        out["cumulative"] = [ratio(terms[:, k], allm) for k in range(self.steps)]
-        return out
+        sm, e, terms = self.chains["sample"], self.expected + 1, self._terms()
+        kw = dict(seed=self.seed, n_boot=n_boot)
+        return {"accept_length": bootstrap_ratio(sm, e, **kw),
+                "decode_path_accept_length": bootstrap_ratio(sm, e, mask=self.chains["on_path"], **kw),
+                "cumulative": [bootstrap_ratio(sm, terms[:, k], **kw) for k in range(self.steps)]}
 
     def to_dict(self) -> dict:
         iv = self.intervals()
@@ -673,4 +688,5 @@ def _mismatch(g, want: Sampling) -> str | None:
 
 __all__ = ["as_sampling", "apply_sampling", "verify_probs", "served_stats", "token_probs", "head_logits", "data_next_tokens",
            "chain_as_tree", "matched_path", "child_mass", "PerDepth", "per_depth_batch", "rejection_chain",
-           "generation_mismatch", "sampled_counts", "accept_served", "PER_DEPTH_COLUMNS"]
+           "generation_mismatch", "sampled_counts", "accept_served", "bootstrap_ratio", "StartTable",
+           "PER_DEPTH_COLUMNS"]

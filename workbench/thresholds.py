@@ -30,10 +30,11 @@ import numpy as np
 
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable
+from workbench.sampled import StartTable
 
 
 @dataclass
-class ThresholdResult:
+class ThresholdResult(StartTable):
     """Per counted start: E[A] and P(A >= k) under the thresholds, and the lossless values (thresholds 1)
     from the same forward. ``cost``: target forwards, tokens they carried, seconds."""
 
@@ -49,31 +50,8 @@ class ThresholdResult:
     seed: int = 0
 
     @property
-    def n(self) -> int:
-        return int(len(self.expected))
-
-    @property
-    def accept_length(self) -> float:
-        return float(self.expected.mean()) + 1 if self.n else math.nan
-
-    @property
     def lossless_accept_length(self) -> float:
         return float(self.lossless.mean()) + 1 if self.n else math.nan
-
-    @property
-    def cumulative(self) -> np.ndarray:
-        return self.at_least.mean(0) if self.n else np.full(self.steps, math.nan)
-
-    def interval(self, n_boot: int = 1000) -> list[float]:
-        """95% percentile bootstrap over samples of :attr:`accept_length`."""
-        if not self.n:
-            return [math.nan, math.nan]
-        ids, inv = np.unique(self.sample, return_inverse=True)
-        sums = np.bincount(inv, weights=self.expected + 1.0, minlength=len(ids))
-        cnts = np.bincount(inv, minlength=len(ids)).astype(float)
-        w = np.random.default_rng(self.seed).multinomial(len(ids), np.full(len(ids), 1 / len(ids)), size=n_boot)
-        r = (w @ sums) / np.maximum(w @ cnts, 1e-12)
-        return [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))]
 
     def to_dict(self) -> dict:
         return jsonable({"threshold_single": self.threshold_single, "threshold_acc": self.threshold_acc,
