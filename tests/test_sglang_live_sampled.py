@@ -193,3 +193,15 @@ def test_cli_sampling_options_are_sent_and_recorded(warm, tmp_path, capsys):
     rc = main(["sglang", "compare", "--url", "http://127.0.0.1:1", "--target", str(root / "target"), "--draft",
                str(root / "draft-aligned"), "--data", str(root / "val.jsonl"), "--top-p", "0"])
     assert rc == 2 and "--top-p 0.0: expected a number in (0, 1]" in capsys.readouterr().err
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import workbench.fake_sglang
+    import workbench.fingerprint
+    import workbench.sglang_live
+
+    for mod in (workbench.fingerprint, workbench.fake_sglang, workbench.sglang_live):
+        res = doctest.testmod(mod)
+        assert res.attempted > 0 and res.failed == 0, mod.__name__
