@@ -863,7 +863,9 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     short = [s.where for s in samples if len(s.output_ids) < s.max_new_tokens]
     if short:
         notes.append(f"{len(short)} replies stopped before max_new_tokens (EOS?), e.g. {short[0]}: their last "
-                     "verify step is modelled as if the output went on")
+                     "verify step is modelled as if the output went on" + ("" if sampling.greedy else
+                                                                          " (at temperature > 0: open when it "
+                                                                          "matched every token left)"))
     if any(not s.meta.has_spec for s in samples):
         notes.append(f"{sum(not s.meta.has_spec for s in samples)} replies without speculative fields were left "
                      "out of the live totals")

@@ -5,7 +5,7 @@
     $ workbench sglang lint server_info.json --draft DRAFT --target T --json
     $ workbench sglang compare --url http://127.0.0.1:30000 --target T --draft DRAFT --data val.jsonl \\
           --limit 64 --json compare.json
-    $ workbench sglang compare --url http://127.0.0.1:30000 --target T --draft DRAFT --data val.jsonl \
+    $ workbench sglang compare --url http://127.0.0.1:30000 --target T --draft DRAFT --data val.jsonl \\
           --temperature 0.7 --top-p 0.95 --top-k 20
 
 Sub-commands register in ``SUBCOMMANDS``: ``lint`` (flags) and ``compare`` (live server vs offline).
