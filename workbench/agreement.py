@@ -329,9 +329,10 @@ class Agreement:
         return dict(Counter(x for x in self.sampling if _sampled(x)))
 
     def lowest(self, n: int = 5) -> list[dict]:
-        """The ``n`` samples with the lowest agreement: ``[{row, source, tokens, share}]``."""
+        """The ``n`` samples with the lowest agreement: ``[{row, source, tokens, share}]`` (ties by row)."""
         ps = self.per_sample
-        order = [i for i in np.argsort(np.where(np.isnan(ps), np.inf, ps), kind="stable") if not np.isnan(ps[i])]
+        order = [i for i in np.lexsort((np.asarray(self.rows), np.where(np.isnan(ps), np.inf, ps)))
+                 if not np.isnan(ps[i])]                                  # ties: by row, whatever the order
         return [{"row": self.rows[i], "source": self.sources[i], "tokens": int(self.n_tokens[i]),
                  "share": float(ps[i])} for i in order[:n]]
 
