@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from workbench import capture, inputs
 from workbench.errors import WorkbenchError
 
 THRESHOLD = 0.98
@@ -180,8 +181,6 @@ def data_note(dataset_or_rows, setting=None, *, limit: int | None = None) -> str
     was sampled at); :func:`sampling_note` words it. A run's full verdict, with the greedy agreement
     measured on the target pass, is :meth:`Agreement.note`.
     """
-    from workbench import inputs
-
     groups, n = Counter(), 0
     for row in inputs.rows(dataset_or_rows, limit):
         n += 1
@@ -329,10 +328,11 @@ class Agreement:
         return dict(Counter(x for x in self.sampling if _sampled(x)))
 
     def lowest(self, n: int = 5) -> list[dict]:
-        """The ``n`` samples with the lowest agreement: ``[{row, source, tokens, share}]`` (ties by row)."""
+        """Up to ``n`` samples that disagree somewhere, lowest agreement first (ties by row):
+        ``[{row, source, tokens, share}]``; empty when every response is the target's greedy output."""
         ps = self.per_sample
         order = [i for i in np.lexsort((np.asarray(self.rows), np.where(np.isnan(ps), np.inf, ps)))
-                 if not np.isnan(ps[i])]                                  # ties: by row, whatever the order
+                 if ps[i] < 1]                                            # ties: by row, whatever the order
         return [{"row": self.rows[i], "source": self.sources[i], "tokens": int(self.n_tokens[i]),
                  "share": float(ps[i])} for i in order[:n]]
 
@@ -417,6 +417,25 @@ class Agreement:
         return msg
 
 
+def measure(target, data, *, limit: int | None = None, batch_size: int = 8, progress: bool = False) -> "Agreement":
+    """The greedy agreement of ``data`` (a Dataset, rows or a path) with ``target`` on its own: one
+    target pass (``capture.extract``), for looking at data before any draft is involved (notebook 01).
+
+        >>> # a = measure(tgt, "data/demo/val.jsonl"); a.share, a.by_source(), a.to_frame()
+
+    The estimators (``accept``, ``diagnose``, ``tune``) do not call it: they count the same numbers
+    from the target pass they already make (:attr:`workbench.statistics.AcceptanceResult.agreement`).
+    """
+    rows = inputs.rows(inputs.dataset(data, target), limit)
+    if not rows:
+        raise WorkbenchError("greedy agreement: the data has no rows")
+    gens = {int(r.get("_row", i)): r.get("generation") for i, r in enumerate(rows)}
+    a = Agreement()
+    for b in capture.extract(target, rows, "embed", batch_size=batch_size, progress=progress):
+        a.add(b, [gens.get(int(r)) for r in b.rows])
+    return a
+
+
 def _share(x: float) -> str:
     return "n/a" if x is None or np.isnan(x) else f"{x:.3f}"
 
@@ -456,5 +475,5 @@ def plain_warnings(stream=None):
 
 
 __all__ = ["THRESHOLD", "Agreement", "AgreementWarning", "data_note", "generation_settings", "greedy_matches",
-           "greedy_matches_reference", "is_sampled", "plain_warnings", "sampling_label", "sampling_note",
+           "greedy_matches_reference", "is_sampled", "measure", "plain_warnings", "sampling_label", "sampling_note",
            "warn_once", "warning_text"]

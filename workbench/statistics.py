@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from workbench.agreement import Agreement
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, jsonable, write_json
 from workbench.render import Rendered
@@ -438,8 +439,6 @@ class AcceptanceResult(Rendered):
     def agreement(self):
         """The data's greedy agreement with the target (:class:`workbench.agreement.Agreement`, per
         sample and source), from the target pass the estimators made; None when not measured."""
-        from workbench.agreement import Agreement
-
         return Agreement.from_samples(self.samples)
 
     @property
