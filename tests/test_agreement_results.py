@@ -205,3 +205,18 @@ def test_plain_warnings_prints_agreement_warnings_once_and_passes_others_on(caps
         with pytest.warns(UserWarning, match="other"):
             warnings.warn("other", UserWarning)
     assert buf.getvalue() == "warning: greedy agreement 0.5 < 0.98: ...\n"
+
+
+def test_agreement_figure_and_measure_on_its_own(world):
+    from workbench import agreement, plots
+    from workbench.capture import count_forwards
+
+    target, draft, greedy, foreign = world
+    with count_forwards(target.model) as c:
+        a = agreement.measure(target, greedy + foreign, batch_size=12)
+    assert c["calls"] == 1                                           # one target pass
+    assert a.by_source()["foreign"]["share"] < 0.5 and a.by_source()["a"]["share"] == 1.0
+    fig = plots.agreement_by_sample(a, others={"foreign only": Agreement.from_samples(
+        acceptance.simulate(target, draft, foreign, ["L0,L1,L2"], K=K, progress=False)["L0,L1,L2"].samples)})
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["a", "b", "foreign", "foreign only · foreign"]
