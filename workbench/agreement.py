@@ -366,13 +366,20 @@ class Agreement:
         per = "" if len(by) < 2 else "; by source " + ", ".join(
             f"{k or '(none)'} {'n/a' if v['share'] is None else format(v['share'], '.3f')}" for k, v in by.items())
         head = f"data: greedy agreement {_share(self.share)} ({int(self.n_tokens.sum())} response tokens{per})"
-        if self.sampled.any() or (setting is not None and not getattr(setting, "greedy", True)):
-            return f"{head}: {self.note(setting) or 'judged by its recorded sampling settings'}".split(". ")[0]
-        if self.message(greedy=True) is not None:
-            return (f"{head} < {THRESHOLD:g}: not the target's greedy output, so every-position = teacher-forced "
-                    f"acceptance on this data and the decode path is an approximation (fix: workbench regenerate)")
+        greedy = setting is None or getattr(setting, "greedy", True)
+        low = self.message(greedy=greedy) is not None
+        what = (f"< {THRESHOLD:g}: not the target's greedy output, so every-position = teacher-forced acceptance "
+                f"on this data and the decode path is an approximation (fix: workbench regenerate)")
+        sampled = sampling_note(self.sampled_groups(), self.n_samples, setting)
+        if sampled:                                   # its first sentence: what the data was sampled at
+            first = sampled.split(". ")[0].split(": ")[0]
+            return f"{head}: {first}" + (f"; the other samples' agreement is {what}" if low else "")
+        if low:
+            return f"{head} {what}"
         if np.isnan(self.share):
             return f"{head}: no response tokens to judge"
+        if not greedy:
+            return f"{head}"
         return f"{head}: the target's own greedy output, as the decode path assumes"
 
     def note(self, setting=None, *, threshold: float = THRESHOLD) -> str | None:

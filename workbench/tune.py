@@ -79,6 +79,11 @@ class SweepResult(Rendered):
         return next(iter(self.results.values())).agreement if self.results else None
 
     @property
+    def setting(self):
+        """The sampling every shape shares (the first shape's :class:`~workbench.setting.Setting`), or None."""
+        return next(iter(self.results.values())).setting if self.results else None
+
+    @property
     def ranks_by_speed(self) -> bool:
         """True when the cost model may choose flags (measured on a GPU)."""
         return self.cost_model is not None and self.cost_model.chooses_flags
@@ -146,7 +151,7 @@ class SweepResult(Rendered):
                 "--measure-cost-model cost.json --device cuda, then --cost-model cost.json)")
         a = self.agreement
         if a is not None:
-            lines.append(a.headline())
+            lines.append(a.headline(self.setting))
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -156,7 +161,7 @@ class SweepResult(Rendered):
                "cost_model": None if self.cost_model is None else self.cost_model.to_dict(),
                "recommended_flags": self.recommended_flags, "best": [list(s) for s in self.best(3)],
                "table": self.table.to_dict(orient="records"), "notes": list(self.notes),
-               "agreement": None if self.agreement is None else self.agreement.to_dict(),
+               "agreement": None if self.agreement is None else self.agreement.to_dict(self.setting),
                "convention": "greedy (temperature 0); accept_length = E[A]+1 (bonus counted); every-position "
                              "estimator; 95% bootstrap over samples"}
         out = jsonable(out)
@@ -266,7 +271,7 @@ def tune(target, draft, data, *, wiring=None, engine=None, device="cpu", dtype=N
         n = auto_notice(engine, target_architecture(tgt))
         if n:
             sw.notes.append(n.split("; simulated here")[0])
-    warn_once(sw.agreement)                          # once per run, in plain words (workbench.agreement)
+    warn_once(sw.agreement, sw.setting)              # once per run, in plain words (workbench.agreement)
     return sw, note
 
 
