@@ -31,6 +31,7 @@ sample = 0           # dataset row to decode
 target = ""          # target model folder (HF format) for the greedy agreement, empty: <demo>/target
 device = "cpu"       # cpu, cuda, cuda:N (the target's one pass for the agreement)
 foreign = ""         # data the target did not write, shown next to `data`, empty: <demo>/val-foreign.jsonl if the demo has it
+regenerate_limit = 64  # foreign rows to regenerate and compare before/after (0: all)
 
 # %%
 from workbench.report import record_headline, setup_notebook
@@ -131,8 +132,8 @@ else:
 
 # %%
 # Regenerate the foreign file: keep each prompt, replace its response with the target's greedy continuation
-# (workbench.regenerate, a KV cache; the smoke demo's file takes seconds), then compare the acceptance of the
-# demo's draft on the file before and after: every-position and decode-path accept length.
+# (workbench.regenerate, a KV cache; the first `regenerate_limit` rows, seconds on the smoke demo), then compare
+# the acceptance of the demo's draft on those rows before and after: every-position and decode-path accept length.
 regenerated = None
 if foreign:
     import tempfile
@@ -141,20 +142,23 @@ if foreign:
     from workbench.regenerate import regenerate
 
     regenerated = os.path.join(tempfile.mkdtemp(prefix="wb-regen-"), "foreign-regenerated.jsonl")
-    print(f"regenerating {foreign} with the target's greedy continuation into {regenerated} ...")
-    regen = regenerate(tgt, foreign, regenerated, progress=False)
+    n_regen = regenerate_limit or None
+    print(f"regenerating {'all' if n_regen is None else f'the first {n_regen}'} rows of {foreign} with the target's "
+          f"greedy continuation into {regenerated} ...")
+    regen = regenerate(tgt, foreign, regenerated, limit=n_regen, batch_size=32, progress=False)
     print(regen.summary())
+    agree_before = agreement.measure(tgt, foreign, limit=n_regen)          # the same rows, before
     agree_regen = agreement.measure(tgt, regenerated)
-    print(f"after: {agree_regen.headline()}")
+    print(f"before: {agree_before.headline()}\nafter:  {agree_regen.headline()}")
     draft_dir = os.path.join(demo_dir, "draft-aligned") if demo_dir else ""
     if draft_dir and os.path.isdir(draft_dir) and str(target).startswith(str(demo_dir)):
         _, drf, _ = inputs.load(tgt, draft_dir, None, device=device, progress=False)
         moved = {}
         for name, path in (("foreign", foreign), ("regenerated", regenerated)):
-            r = next(iter(acceptance.simulate(tgt, drf, inputs.dataset(path, tgt), None, K=4, progress=False,
-                                              engine="sglang").values()))
+            r = next(iter(acceptance.simulate(tgt, drf, inputs.dataset(path, tgt), None, K=4, limit=n_regen,
+                                              progress=False, engine="sglang").values()))
             moved[name] = {"greedy agreement": r.greedy_agreement, "accept length (every position)": r.accept_length,
-                           "decode-path accept length": r.decode_path["accept_length"]}
+                           "decode-path accept length": r.decode_path["accept_length"], "samples": r.n_samples}
         display(pd.DataFrame(moved))
     else:
         print("(the estimates before/after need the demo's draft: shown for the demo target only)")
@@ -168,5 +172,5 @@ record_headline("01_dataset", {
     "median response length": sorted(r["n_response_tokens"] for r in rows)[len(rows) // 2] if rows else None,
     "greedy agreement": agree.share,
     **({"greedy agreement · foreign (before → after regenerate)":
-        f"{agree_foreign.share:.3f} → {agree_regen.share:.3f}"} if regenerated else {}),
+        f"{agree_before.share:.3f} → {agree_regen.share:.3f}"} if regenerated else {}),
 });
