@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 from workbench import acceptance, engines, inputs
+from workbench.agreement import warn_once
 from workbench import wiring as wm
 from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
@@ -261,6 +262,12 @@ class Diagnosis(Rendered):
             self.setting = Setting(steps=int(self.steps), engine=self.engine)
 
     @property
+    def agreement(self):
+        """The data's greedy agreement with the target (from stage 2's target pass, the same for every
+        wiring), or None."""
+        return next(iter(self.results.values())).agreement if self.results else None
+
+    @property
     def exit_code(self) -> int:
         """0 when the engine's wiring is (within the 95% intervals) the best, else 1 (a CI gate)."""
         return 0 if self.engine_ok else 1
@@ -294,6 +301,7 @@ class Diagnosis(Rendered):
                "engine_explanation": self.engine_explanation, "engine_warnings": list(self.engine_warnings),
                "trained_wiring": self.trained_wiring, "n_screen_samples": self.n_screen_samples,
                "n_samples": self.n_samples, "table": rows,
+               "agreement": None if self.agreement is None else self.agreement.to_dict(self.setting),
                "results": {k: v.to_json() for k, v in self.results.items()}}
         out = jsonable(out)
         if path is not None:
@@ -320,6 +328,8 @@ class Diagnosis(Rendered):
             lines.append(f"    ... {len(self.table) - max_rows} more (see to_frame())")
         lines.append(f"* = what {engine_name(self.engine)} feeds ({self.engine_explanation})")
         lines.append(f"verdict: {self.verdict}")
+        if self.agreement is not None:               # the data's greedy agreement, under the setting line
+            lines.insert(2, self.agreement.headline(self.setting))
         return "\n".join(lines)
 
 
@@ -459,6 +469,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
         b, e = s2[best], s2[eng_spec]
         engine_ok = not (e["accept_length_high"] < b["accept_length_low"])
     verdict = _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok, by_spec, target.config)
+    warn_once(results[best].agreement, setting)     # once per run, in plain words (workbench.agreement)
     return Diagnosis(engine=engine, steps=K, table=table, results=results, screen=screen, best=best,
                      best_feasible=best_feasible, engine_wiring=eng_spec, engine_explanation=eng.explanation,
                      engine_warnings=list(eng.warnings), trained_wiring=trained, engine_ok=engine_ok,

@@ -68,6 +68,7 @@ def run(args) -> int:
 
     from workbench import distributed
     from workbench.acceptance import accept
+    from workbench.agreement import plain_warnings
     from workbench.devices import parse_dtype
     from workbench.sampled import accept_served
 
@@ -80,7 +81,7 @@ def run(args) -> int:
               "target forward per row over the row and its drafted trees (cost reported below)")
     run_accept = accept if not modes else functools.partial(
         accept_served, threshold_single=ts, threshold_acc=ta, rejection=args.speculative_use_rejection_sampling)
-    with distributed.init(args.device, device_map=args.device_map) as ctx:
+    with distributed.init(args.device, device_map=args.device_map) as ctx, plain_warnings():
         out = run_accept(
             args.target, args.draft, args.data, wiring=args.wiring, engine=engine, setting=setting,
             acc_topk=args.acc_topk,
