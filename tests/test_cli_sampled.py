@@ -43,7 +43,7 @@ def test_accept_at_temperature_with_lossy_thresholds_and_rejection(world, capsys
     assert rc == 0, text
     assert "temperature 0.7" in text and "per depth (Rao–Blackwellised" in text
     assert "extra target forward" in text and "lossy thresholds (single 1, acc 0.5)" in text
-    assert "rejection-sampling chain" in text and "note:" not in text
+    assert "rejection-sampling chain" in text and "the settings this run evaluates" in text
     js = json.loads(out.read_text())
     assert js["setting"]["temperature"] == 0.7 and js["per_depth"]["n_starts"] == js["n_chains"]
     kinds = [m["estimator"][:20] for m in js["served_modes"]]
@@ -55,7 +55,7 @@ def test_accept_names_greedy_data_at_temperature_once(world, capsys):
                "--temperature", "0.7", "--top-p", "0.9"])
     text = capsys.readouterr().out
     assert rc == 0
-    assert text.count("note: the data was not sampled at temperature 0.7, top_p 0.9") == 1 and "are greedy" in text
+    assert text.count("evaluates sampling at T=0.7 top_p=0.9, but no sample records being sampled") == 1
 
 
 def test_bad_sampling_flags_are_one_line_errors(world, capsys):

@@ -184,21 +184,6 @@ def test_per_depth_survives_shards_and_filters(world, tmp_path):
     assert part.per_depth.n == part.n_chains
 
 
-def test_generation_mismatch_notes():
-    st = Setting(temperature=0.7, top_p=0.9)
-    ok = {"by": "target", "temperature": 0.7, "top_p": 0.9, "top_k": -1}
-    assert sampled.generation_mismatch([{"generation": ok}] * 2, st) is None
-    note = sampled.generation_mismatch([{"generation": ok}, {"generation": {"by": "target", "temperature": 0.0}},
-                                        {"input_ids": [1]}], st)
-    assert "2 of 3 rows" in note and "are greedy" in note and "foreign data" in note and "regenerate" in note
-    other = sampled.generation_mismatch([{"generation": {**ok, "temperature": 1.0}}], st)
-    assert "temperature 1" in other
-    assert "written by gpt" in sampled.generation_mismatch([{"generation": {**ok, "by": "gpt"}}], st)
-    assert sampled.generation_mismatch([{"generation": {"by": "target", "temperature": 0}}], Setting()) is None
-    assert sampled.generation_mismatch([{"input_ids": [1]}], Setting()) is None          # agreement's job
-    assert "sampled at temperature 0.7" in sampled.generation_mismatch([{"generation": ok}], Setting())
-
-
 def test_rejection_chain_estimators_agree_with_monte_carlo_rejection_sampling():
     """Standard speculative sampling on a hand-made chain (p, q fixed per step): the two forms, averaged over
     y ~ p, equal the Monte-Carlo acceptance (within 3 standard errors)."""

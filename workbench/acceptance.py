@@ -374,7 +374,6 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]
-    result.generation_note = sampled.generation_mismatch(inputs.rows(ds, limit), setting)
     warn_once(result.agreement, result.setting)      # once per run, in plain words (workbench.agreement)
     if cm is not None:
         result.cost_model = cm

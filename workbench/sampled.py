@@ -37,6 +37,10 @@ Hence, on data sampled from p (``workbench regenerate --temperature``):
   them (:func:`token_probs`). :func:`verify_probs` materialises the whole distribution: the reference.
 - **rejection-sampling chains** (SGLang ``--speculative-use-rejection-sampling``, vLLM
   ``draft_sample_method="probabilistic"``): :func:`rejection_chain` (the w_j / β_k form).
+
+Wrong data (greedy, foreign, another temperature) is named once by the result's agreement line
+(``agreement.data_note`` / ``Agreement.note``: the rows' recorded ``generation`` settings against the
+requested ones).
 """
 
 from __future__ import annotations
@@ -617,76 +621,7 @@ def accept_served(target, draft, data, *, threshold_single: float = 1.0, thresho
     return result, note, modes
 
 
-# ------------------------------------------------------------------------------------------------
-# Wrong data: the recorded generation settings against the requested ones
-# ------------------------------------------------------------------------------------------------
-
-
-def generation_mismatch(rows, setting) -> str | None:
-    """One note when the rows were not sampled at ``setting``'s sampling (their ``generation`` key), else None.
-
-        >>> from workbench.setting import Setting
-        >>> rows = [{"generation": {"by": "target", "temperature": 0.0}}] * 3
-        >>> generation_mismatch(rows, Setting(temperature=0.7))[:56]
-        'the data was not sampled at temperature 0.7, top_p 1, to'
-        >>> generation_mismatch([{"generation": {"by": "target", "temperature": 0.7, "top_p": 1.0,
-        ...                                      "top_k": -1}}], Setting(temperature=0.7)) is None
-        True
-
-    Compared: ``by`` (the target or a server of it), ``temperature``, ``top_p``, ``top_k``. Rows
-    without the key count as foreign data. The note says what the estimate then means. When greedy
-    decoding is asked, only rows recorded as sampled are flagged: foreign or unrecorded data is judged
-    by the greedy agreement (``workbench.agreement``), which measures it.
-    """
-    want = as_sampling(setting)
-    label = (f"temperature {want.temperature:g}, top_p {want.top_p:g}, top_k {want.top_k}" if not want.greedy
-             else "greedy (temperature 0)")
-    bad, kinds, n = 0, {}, 0
-    for r in rows:
-        n += 1
-        g = r.get("generation") if isinstance(r, dict) else None
-        why = _mismatch(g, want)
-        if why and want.greedy and not why.startswith("were sampled"):
-            why = None                    # greedy asked: foreign/unrecorded data is the greedy agreement's to judge
-        if why:
-            bad += 1
-            kinds[why] = kinds.get(why, 0) + 1
-    if not bad:
-        return None
-    what = "; ".join(f"{v} row(s) {k}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
-    if want.greedy:
-        meaning = ("the decode path then stands for greedy decoding only where the data agrees with the target's "
-                   "argmax (see the greedy agreement)")
-    else:
-        meaning = ("the decode path and the per-depth numbers then measure acceptance on THIS data's continuations, "
-                   "not the server's at these settings; regenerate the data with `workbench regenerate "
-                   f"--temperature {want.temperature:g} --top-p {want.top_p:g} --top-k {want.top_k}`")
-    return f"the data was not sampled at {label} by the target: {bad} of {n} rows ({what}); {meaning}"
-
-
-def _mismatch(g, want: Sampling) -> str | None:
-    if not isinstance(g, dict):
-        return "have no 'generation' key (foreign data)"
-    by = str(g.get("by") or "")
-    if by not in ("target", "server"):
-        return f"were written by {by or '?'}"
-    t = g.get("temperature")
-    if t is None:
-        return "do not record their temperature"
-    greedy = float(t) < 1e-6 or g.get("top_k") == 1
-    if greedy != want.greedy:
-        return "are greedy" if greedy else f"were sampled at temperature {float(t):g}"
-    if want.greedy:
-        return None
-    tp, tk = g.get("top_p", 1.0), g.get("top_k", -1)
-    tp = 1.0 if tp is None else float(tp)
-    tk = -1 if tk is None else int(tk)
-    if abs(float(t) - want.temperature) > 1e-6 or abs(tp - want.top_p) > 1e-6 or tk != want.top_k:
-        return f"were sampled at temperature {float(t):g}, top_p {tp:g}, top_k {tk}"
-    return None
-
-
 __all__ = ["as_sampling", "apply_sampling", "verify_probs", "served_stats", "token_probs", "head_logits", "data_next_tokens",
            "chain_as_tree", "matched_path", "child_mass", "PerDepth", "per_depth_batch", "rejection_chain",
-           "generation_mismatch", "sampled_counts", "accept_served", "bootstrap_ratio", "StartTable",
+           "sampled_counts", "accept_served", "bootstrap_ratio", "StartTable",
            "PER_DEPTH_COLUMNS"]

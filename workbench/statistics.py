@@ -244,7 +244,6 @@ class AcceptanceResult(Rendered):
     setting: Setting | None = None           # what was measured (default: chain K=steps, greedy)
     cost_model: object | None = None         # a workbench.cost.CostModel for projections (else cost_ratio)
     per_depth: object | None = None          # T > 0: a workbench.sampled.PerDepth (Rao–Blackwellised) table
-    generation_note: str | None = None       # the data was not sampled at the setting (sampled.generation_mismatch)
 
     def __post_init__(self):
         _fill_agreement(self.samples)
@@ -565,8 +564,6 @@ class AcceptanceResult(Rendered):
         out.update(self.statistics(intervals=True))
         if self.per_depth is not None:
             out["per_depth"] = self.per_depth.to_dict()
-        if self.generation_note:
-            out["generation_note"] = self.generation_note
         out["by_source"] = self.by_source()
         a = self.agreement
         out["agreement"] = None if a is None else jsonable(a.to_dict(self.setting))
@@ -618,8 +615,6 @@ class AcceptanceResult(Rendered):
         ]
         if self.per_depth is not None:
             lines.extend(self.per_depth.summary_lines())
-        if self.generation_note:
-            lines.append(f"note: {self.generation_note}")
         extra = []
         if s["top1"] is not None:
             extra.append(f"step-1 top-1 {_f(s['top1'])} top-5 {_f(s['top5'])}")

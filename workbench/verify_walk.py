@@ -174,52 +174,35 @@ def sampled_tree_decode(target, draft, prompt_ids, wiring, setting, max_new_toke
         >>> # gen, A = sampled_tree_decode(target, draft, [1, 5, 9], "L1,L3,L4",
         >>> #                              Setting(steps=3, eagle_topk=2, num_draft_tokens=5, temperature=0.7), 32)
 
-    Prefill (one target forward); the first token is drawn from the served distribution (the plain
-    sampler, ``sampling.draw``). Then repeat: the draft builds the tree at t
-    (``tree_reference``, deterministic as at T = 0; ``eagle_topk`` 1 is the chain); ONE target
-    forward over prefix + tree with an ancestor mask (``tree_verify.tree_forward``) gives the logits
-    after the root and every node; :func:`workbench.sampled.verify_probs` turns them into SGLang's
-    verify distribution; :func:`sglang_walk` with fresh coins (numpy, seeded from ``(seed, row)``)
-    accepts A nodes and emits them plus the final token; the taps of the root and the accepted nodes
-    (from that same forward) extend the draft's features; t <- t + A + 1. No target KV cache (exact,
-    slow: for validation and small checks).
+    ``tree_verify.exact_tree_decode`` (the same trees as at T = 0, ``eagle_topk`` 1 = the chain; ONE
+    ancestor-masked target forward over prefix + tree per step) with this module's walk: the prefill's
+    token from the plain sampler (``sampling.draw``); then :func:`workbench.sampled.verify_probs`
+    (SGLang's verify distribution) after the root and every node, and :func:`sglang_walk` with fresh
+    coins (numpy, seeded from ``(seed, row)``): A accepted nodes, then the final token. No target KV
+    cache (exact, slow: for validation and small checks).
     """
     import torch
 
-    from workbench import capture
     from workbench.sampled import as_sampling, verify_probs
     from workbench.sampling import draw, row_seed
     from workbench.tree import tree_shape
-    from workbench.tree_reference import tree_reference
-    from workbench.tree_verify import ancestor_mask, tree_forward
+    from workbench.tree_verify import exact_tree_decode
 
-    taps, ids = capture.loop_inputs(target, wiring, draft.fc_width, prompt_ids, "sampled_tree_decode")
     shape = tree_shape(setting.steps, setting.eagle_topk, setting.num_draft_tokens)
     s = as_sampling(setting)
-    if int(max_new_tokens) < 1:
-        raise WorkbenchError(f"sampled_tree_decode: expected max_new_tokens >= 1, got {max_new_tokens}")
     rng = np.random.default_rng(row_seed(int(seed), int(row)))
-    ddev, ddtype = draft.device, draft.dtype
-    logits, feats = tree_forward(target, taps, ids)
-    n_prompt = len(ids)
-    ids.append(int(draw(logits[-1:], s, torch.tensor([rng.random()]))[0]))
-    feat_seq = [feats]
-    accepts: list[int] = []
-    while len(ids) - n_prompt < max_new_tokens:
-        t = len(ids) - 2
-        h = torch.cat(feat_seq + [feat_seq[0][:1] * 0], 0).to(device=ddev, dtype=ddtype)
-        tree = tree_reference(draft, h, torch.tensor(ids, device=ddev), t, shape.steps, shape.topk,
-                              shape.num_draft_tokens, rope_shift=rope_shift)
-        positions = list(range(t + 2)) + [t + 1 + d for d in tree.depths]
-        logits, feats = tree_forward(target, taps, ids + tree.tokens, ancestor_mask(tree.parents, t + 2), positions)
-        probs = verify_probs(logits[t + 1:], s).double().cpu().numpy()     # after the root, node 1, ...
-        u = rng.random(len(tree.tokens) + 2)
-        a, path, emitted = sglang_walk(tree.tokens, tree.parents, probs, u[:-1], u[-1], steps=shape.steps,
+
+    def walk(tokens, parents, logits):
+        if not tokens:                                   # the prefill's token: the plain sampler
+            return [], int(draw(logits[-1:].float().cpu(), s, torch.tensor([rng.random()]))[0])
+        probs = verify_probs(logits.float(), s).double().cpu().numpy()    # after the root, node 1, ...
+        u = rng.random(len(tokens) + 2)
+        _, path, emitted = sglang_walk(tokens, parents, probs, u[:-1], u[-1], steps=shape.steps,
                                        threshold_single=threshold_single, threshold_acc=threshold_acc)
-        accepts.append(a)
-        ids.extend(emitted)
-        feat_seq.append(feats[[t + 1 + v for v in [0] + path]])
-    return ids[n_prompt:n_prompt + max_new_tokens], accepts
+        return path, emitted[-1]
+
+    return exact_tree_decode(target, draft, prompt_ids, wiring, shape.steps, shape.topk, shape.num_draft_tokens,
+                             max_new_tokens, rope_shift=rope_shift, walk=walk)
 
 
 def sampled_simulate(target, draft, dataset, wiring, setting, *, limit: int | None = None, seed: int = 0,
