@@ -284,3 +284,14 @@ def test_rejection_chains_match_a_full_reference(world):
     with pytest.raises(Exception, match="chain"):
         rejection_chains(target, draft, rows, "L0,L1,L2", Setting(steps=2, eagle_topk=2, num_draft_tokens=3,
                                                                   temperature=0.9), progress=False)
+
+
+def test_the_feature_cache_keeps_the_served_statistics(world, tmp_path):
+    target, _ = world
+    s = Sampling(temperature=0.7, top_p=0.9)
+    rows = sampled_rows(target, 2, 6, s)
+    first = next(capture.extract(target, rows, ["L0,L1,L2"], progress=False, sampling=s, cache_dir=tmp_path))
+    again = next(capture.extract(target, rows, ["L0,L1,L2"], progress=False, sampling=s, cache_dir=tmp_path))
+    assert again.from_cache and torch.equal(first.served, again.served) and torch.equal(first.hidden, again.hidden)
+    greedy = next(capture.extract(target, rows, ["L0,L1,L2"], progress=False, cache_dir=tmp_path))
+    assert not greedy.from_cache and greedy.served is None          # another cache key: sampling is part of it
