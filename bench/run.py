@@ -171,7 +171,8 @@ def run(args) -> int:
         transformers.utils.logging.disable_progress_bar()
     except Exception:  # noqa: BLE001 (an older transformers without the switch: bars stay)
         pass
-    needs_demo = "demo" in targets or any(s in sections for s in ("pipeline", "distributed", "rewire", "tree"))
+    needs_demo = "demo" in targets or any(s in sections for s in ("pipeline", "distributed", "rewire", "tree",
+                                                                   "sampled"))
     demo = find_demo(args.demo) if needs_demo else None
     figures: list[benchmark.Figure] = []
     failed = []
@@ -254,6 +255,10 @@ def run(args) -> int:
             add("regenerate", "synthetic Llama", lambda: mod.measure(None, **reg))
     if "tree" in sections and load_bench("tree") is not None:           # issue 18: trees and the flag advisor
         add("tree", "synthetic + demo", lambda: load_bench("tree").measure(
+            demo=demo, device=device, repeats=repeats, quick=args.quick, threads=args.threads))
+
+    if "sampled" in sections and load_bench("sampled") is not None:     # issue 21: accept at temperature > 0
+        add("sampled", "demo + synthetic 8k/128k", lambda: load_bench("sampled").measure(
             demo=demo, device=device, repeats=repeats, quick=args.quick, threads=args.threads))
 
     machine = benchmark.machine(device)

@@ -364,7 +364,8 @@ def _stats(res, stage: int) -> dict:
 def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, screen_chains: int = 300,
              top: int = 4, limit: int | None = None, progress: bool = True,
              batch_size: int = 8, ctx=None, shard_dir=None, cost_ratio: float | None = None,
-             eagle_topk: int | None = None, num_draft_tokens: int | None = None) -> Diagnosis | None:
+             eagle_topk: int | None = None, num_draft_tokens: int | None = None,
+             sampling=None) -> Diagnosis | None:
     """Rank candidate wirings of ``draft`` on ``target`` over ``dataset`` and say what ``engine`` does.
 
         >>> # dx = diagnose(target, draft, ds, engine="sglang", K=4, limit=200)
@@ -381,8 +382,12 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     each rank's results (``screen.rank-R-of-W.npz``, ``curves.rank-R-of-W.npz``) for resuming.
     ``cost_ratio``: a fixed draft-step/target-forward cost ratio for the results' speed-up projection
     instead of the measured one (reproducible output). ``eagle_topk``/``num_draft_tokens``: stage 2's
-    curves under SGLang's draft tree (steps ``K``); the α1 screen stays a one-step chain.
+    curves under SGLang's draft tree (steps ``K``); the α1 screen stays a one-step chain. ``sampling``
+    (a :class:`workbench.sampling.Sampling` or its fields): both stages at that temperature/top-p/top-k
+    (the drafts matched against the data's tokens: ``workbench.sampled``).
     """
+    from workbench.sampled import apply_sampling
+
     import pandas as pd
 
     engine = engines.get(engine).name
@@ -394,7 +399,8 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
         raise WorkbenchError(f"top={top}, screen_chains={screen_chains}: expected both >= 1")
     if cost_ratio is not None and not (isinstance(cost_ratio, (int, float)) and cost_ratio >= 0):
         raise WorkbenchError(f"cost_ratio={cost_ratio!r}: expected a number >= 0 (draft step / target forward)")
-    setting = resolve_setting(K, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens).replace(engine=engine)
+    setting = apply_sampling(resolve_setting(K, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens)
+                             .replace(engine=engine), sampling)
     n = target.n_layers
     H = int(target.hidden_size)
     width = draft.fc_width
@@ -418,7 +424,8 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     progress = bool(progress) and (ctx is None or ctx.is_main)
     screen = acceptance.simulate(target, draft, screen_rows, [c.wiring for c in cands], batch_size=batch_size,
                                  progress=progress, acc_topk=0, ctx=ctx, out_dir=shard_dir, name="screen",
-                                 everywhere=True, setting=Setting(steps=1, engine=setting.engine), engine=engine)
+                                 everywhere=True, setting=apply_sampling(Setting(steps=1, engine=setting.engine),
+                                                                         sampling), engine=engine)
     s1 = {spec: _stats(r, 1) for spec, r in screen.items()}
     order = sorted(range(len(cands)), key=lambda i: (-_key(s1[cands[i].spec]["alpha1"]), i))
     ranked1 = [cands[i].spec for i in order]
@@ -518,7 +525,7 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
                    top: int = 4, trust_remote_code: bool = False,
                    progress: bool = True, ctx=None, shard_dir=None, device_map=None,
                    cost_ratio: float | None = None, eagle_topk: int | None = None,
-                   num_draft_tokens: int | None = None) -> Diagnosis | None:
+                   num_draft_tokens: int | None = None, sampling=None) -> Diagnosis | None:
     """Everything behind ``workbench diagnose``: load target, draft and data, then :func:`diagnose`.
 
         >>> # dx = diagnose_files("data/demo/target", "data/demo/draft-mismatched", "data/demo/val.jsonl")
@@ -533,7 +540,7 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
     return diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
                     progress=progress, batch_size=batch_size, ctx=ctx,
                     shard_dir=shard_dir, cost_ratio=cost_ratio, eagle_topk=eagle_topk,
-                    num_draft_tokens=num_draft_tokens)
+                    num_draft_tokens=num_draft_tokens, sampling=sampling)
 
 
 __all__ = ["Candidate", "Diagnosis", "SERVING", "candidates", "cannot_feed", "config_ids", "diagnose", "diagnose_files",

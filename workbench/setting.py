@@ -18,7 +18,8 @@ A result answers "accept length under WHICH setting?". The fields:
   chain (the same numbers as the chain: tested);
 - ``engine`` and ``engine_version``: the serving engine whose behaviour the result stands for (None:
   no engine, e.g. a wiring given by hand);
-- sampling: ``temperature`` (0 = greedy), ``top_p``, ``top_k`` (None = no cut). Today greedy only;
+- sampling: ``temperature`` (0 = greedy), ``top_p``, ``top_k`` (None = no cut). At T > 0 the decode
+  path matches the drafts against the data's tokens (``workbench.sampled``; docs/sampling.md);
 - ``estimator``: "every-position" (every counted chain) or "decode-path" (the verify steps a server
   makes on a target-greedy sample). Results that hold per-chain tables report both; this names the
   headline one;
@@ -99,9 +100,13 @@ class Setting:
         return replace(self, **changes)
 
     def check_simulable(self) -> None:
-        """Raise a one-line WorkbenchError when the offline simulation cannot (yet) measure this setting."""
-        if not self.greedy:
-            raise WorkbenchError(f"temperature {self.temperature}: the simulation is greedy only (temperature 0)")
+        """Raise a one-line WorkbenchError when the offline simulation cannot (yet) measure this setting.
+
+        Temperature > 0 is simulated (``workbench.sampled``: the decode path on the data's tokens and the
+        per-depth estimator); ``top_k`` must then be None/-1 or >= 1."""
+        k = self.top_k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or (k < 1 and k != -1)):
+            raise WorkbenchError(f"setting top_k={k!r}: expected None/-1 (off) or an integer >= 1")
 
     @property
     def tree(self) -> dict:

@@ -52,6 +52,13 @@ CONVENTION = "chain drafting (eagle_topk 1), greedy (temperature 0)"
 
 def convention(setting: Setting) -> str:
     """The drafting convention of a result in one phrase (:data:`CONVENTION` for chains)."""
+    if not setting.greedy:                      # T > 0: workbench.sampled
+        from workbench.sampled import as_sampling
+
+        s = as_sampling(setting)
+        return (f"{setting.label} drafting; sampled at temperature {s.temperature:g}, top_p {s.top_p:g}, top_k "
+                f"{s.top_k} (A = leading drafted tokens that equal the data's next tokens, SGLang's lossless "
+                f"verify / vLLM's default chain)")
     if setting.shape == "chain":
         return CONVENTION
     return (f"tree drafting (steps {setting.steps}, eagle_topk {setting.eagle_topk}, {setting.num_draft_tokens} "
@@ -236,6 +243,7 @@ class AcceptanceResult(Rendered):
     seed: int = 0                            # bootstrap seed
     setting: Setting | None = None           # what was measured (default: chain K=steps, greedy)
     cost_model: object | None = None         # a workbench.cost.CostModel for projections (else cost_ratio)
+    per_depth: object | None = None          # T > 0: a workbench.sampled.PerDepth (Rao–Blackwellised) table
 
     def __post_init__(self):
         _fill_agreement(self.samples)
@@ -340,9 +348,11 @@ class AcceptanceResult(Rendered):
                                  f"expected disjoint shards of the data")
         chains = {k: np.concatenate([r.chains[k] for r in results]) for k in CHAIN_COLUMNS}
         ratios = [r.cost_ratio for r in results if r.cost_ratio is not None]
+        pds = [r.per_depth for r in results if r.per_depth is not None]
         return cls(spec=first.spec, taps=first.taps, steps=first.steps, chains=chains, samples=samples,
                    cost_ratio=float(np.mean(ratios)) if ratios else None, seed=first.seed, setting=first.setting,
-                   cost_model=_merged_cost_model([r.cost_model for r in results]))
+                   cost_model=_merged_cost_model([r.cost_model for r in results]),
+                   per_depth=type(pds[0]).concat(pds) if pds else None)
 
     def merge(self, other: "AcceptanceResult") -> "AcceptanceResult":
         """Exact merge with a result over other samples (e.g. another torchrun shard)."""
@@ -358,7 +368,9 @@ class AcceptanceResult(Rendered):
                                 chains={k: v[cm] for k, v in self.chains.items()},
                                 samples={k: v[sm] for k, v in self.samples.items()},
                                 cost_ratio=self.cost_ratio, seed=self.seed, setting=self.setting,
-                                cost_model=self.cost_model)
+                                cost_model=self.cost_model,
+                                per_depth=None if self.per_depth is None else
+                                self.per_depth.filter(self.samples["sample"][sm]))
 
     # ---- statistics ---------------------------------------------------------------------------
     @property
@@ -550,6 +562,8 @@ class AcceptanceResult(Rendered):
                "convention": convention(self.setting) + "; accept_length = E[A]+1 (bonus counted), "
                                           "accept_length_no_bonus = E[A]"}
         out.update(self.statistics(intervals=True))
+        if self.per_depth is not None:
+            out["per_depth"] = self.per_depth.to_dict()
         out["by_source"] = self.by_source()
         a = self.agreement
         out["agreement"] = None if a is None else jsonable(a.to_dict(self.setting))
@@ -599,6 +613,8 @@ class AcceptanceResult(Rendered):
             f"cumulative P(A>=k): {fmt(s['cumulative'])}",
             f"histogram H[0..{self.steps}]: {s['histogram']}",
         ]
+        if self.per_depth is not None:
+            lines.extend(self.per_depth.summary_lines())
         extra = []
         if s["top1"] is not None:
             extra.append(f"step-1 top-1 {_f(s['top1'])} top-5 {_f(s['top5'])}")
