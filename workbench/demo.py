@@ -11,8 +11,15 @@ What gets built into ``out`` (every piece with the library's own code paths):
   and docstrings, wrapped in ``PreTrainedTokenizerFast`` (``AutoTokenizer.from_pretrained`` loads it).
 - ``target/``: a ``LlamaForCausalLM`` (N ≥ 8 decoder layers) trained briefly with a plain torch loop,
   saved with ``save_pretrained`` and reloaded through :func:`workbench.capture.load_target`.
+  It carries a fixed "massive" constant in ``L{N-4}`` that the next layer removes (:func:`set_massive`),
+  and its story stretches write into their own blocks of dims (:func:`write_blocks`): SGLang's taps
+  differ from the mismatched draft's training taps by construction (``docs/demo.md``).
 - ``train.jsonl`` / ``val.jsonl``: prompts cut from held-out stdlib files, responses = the target's
-  greedy continuation; sources ``code`` and ``prose``; loss_mask 0 on the prompt, 1 on the response.
+  greedy continuation; sources ``code`` and ``prose``; loss_mask 0 on the prompt, 1 on the response;
+  each row's ``generation`` says how it was made.
+- ``val-foreign.jsonl``: val's prompts with the stdlib text's own continuation (:func:`foreign_rows`);
+  ``val-T0.3.jsonl``, ``val-T0.7.jsonl``, ``val-T1.0.jsonl``: val's prompts with responses sampled
+  from the target through :func:`workbench.regenerate.regenerate` (:func:`sampled_files`).
 - ``draft-mismatched/``: an EAGLE-3 draft trained on ``embed,L1,L{N//2-1}`` whose config says ids
   ``[1, N//2-1, N-4]`` (SGLang serves ``L1,L{N//2-1},L{N-4}``): the classic bug.
 - ``draft-aligned/``: the same recipe trained on ``L1,L{N//2-1},L{N-4}``: the healthy reference.
