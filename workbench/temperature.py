@@ -42,11 +42,12 @@ from workbench.files import jsonable
 TEMPERATURES = (0.0, 0.3, 0.7, 1.0)
 
 
-def demo_files(target, data, temperatures=TEMPERATURES) -> tuple[dict, str | None]:
+def demo_files(target, temperatures=TEMPERATURES) -> tuple[dict, str | None]:
     """``({T: file}, None)`` when ``target`` is a demo's target and the demo holds a file sampled at every
-    temperature (T = 0: ``data``), else ``({}, why not)``: the files are built by ``workbench demo``.
+    temperature (T = 0: its greedy ``val.jsonl``; T > 0: ``val-T{T}.jsonl``, the same prompts), else
+    ``({}, why not)``: the files are built by ``workbench demo``, never here.
 
-        >>> demo_files("/models/llama", "eval.jsonl")[1][:46]
+        >>> demo_files("/models/llama")[1][:46]
         'the sampled files belong to the demo: /models/'
     """
     from workbench.demo import sampled_name
@@ -55,8 +56,8 @@ def demo_files(target, data, temperatures=TEMPERATURES) -> tuple[dict, str | Non
     if Path(str(target)).name != "target" or not (folder / "manifest.json").is_file():
         return {}, (f"the sampled files belong to the demo: {target} is not a demo's target. Sample your own "
                     f"data at each temperature (workbench regenerate --temperature T) and call by_temperature")
-    files = {float(t): str(data) if float(t) == 0 else str(folder / sampled_name(t)) for t in temperatures}
-    missing = [Path(f).name for t, f in files.items() if t and not Path(f).is_file()]
+    files = {float(t): str(folder / ("val.jsonl" if float(t) == 0 else sampled_name(t))) for t in temperatures}
+    missing = [Path(f).name for f in files.values() if not Path(f).is_file()]
     if missing:
         return {}, (f"the demo in {folder} has no {', '.join(missing)} (an older demo): `make demo` (or "
                     f"`workbench demo --force`) rebuilds it with the sampled files")
@@ -69,7 +70,7 @@ def by_temperature(target, draft, files: dict, wiring, setting, *, limit: int | 
     data sampled from the target at T (T = 0: its greedy output), the drafting shape of ``setting``
     (a :class:`~workbench.setting.Setting`; its temperature is replaced by each T, its top_p/top_k kept).
 
-        >>> # sw = by_temperature(tgt, drf, demo_files(target, data)[0], "L1,L3,L4", Setting(steps=4))
+        >>> # sw = by_temperature(tgt, drf, demo_files("data/demo/target")[0], "L1,L3,L4", Setting(steps=4))
         >>> # sw.table(); sw.plot(); sw.per_depth_plot()
     """
     from workbench import acceptance, inputs
