@@ -87,20 +87,42 @@ def _errs(values, bounds):
 
 # ------------------------------------------------------------------------------ acceptance
 
-def acceptance_curves(results, *, title: str | None = None):
-    """Conditional α_k and cumulative P(A≥k) per draft position k, one line per wiring, 95% Wilson bars."""
+def acceptance_curves(results, *, title: str | None = None, K: int | None = None):
+    """Conditional α_k and cumulative P(A≥k) per draft position k, one line per wiring, 95% Wilson bars.
+
+    ``K`` (≤ each chain result's K) shows depth K' = K: a chain that accepted A of K accepts min(A, K') of
+    K', so the curves are the first K' points and the accept length in the legend is E[min(A, K')]+1.
+
+        >>> from workbench.statistics import AcceptanceResult
+        >>> r = AcceptanceResult.from_arrays("L1", K=3, sample=[0, 0], t=[0, 1], accepted=[3, 1])
+        >>> fig = acceptance_curves(r, K=2)
+        >>> len(fig.axes[0].lines[0].get_xdata()), fig.axes[1].get_legend().get_texts()[0].get_text()[:28]
+        (2, 'L1  (accept length 2.50, n=2')
+    """
+    from workbench.statistics import chain_statistics
+
     results = as_results(results)
+    if K is not None:
+        bad = [lb for lb, r in results.items() if not 1 <= int(K) <= r.steps or r.setting.eagle_topk > 1]
+        if bad:
+            raise WorkbenchError(f"acceptance_curves K={K}: expected 1..K of chain results (not {', '.join(bad)})")
     fig, (ax_c, ax_m) = _figure(2)
+    shown = {lb: (r.setting.replace(steps=int(K)) if K is not None and r.setting.shape == "chain" else r.setting)
+             for lb, r in results.items()}
+    labels = {st.accept_label("every-position") for st in shown.values()}
     for (label, r), color in zip(results.items(), _colors(len(results))):
         iv = r.intervals(n_boot=200)
-        k = np.arange(1, r.steps + 1)
-        name = f"{label}  (accept length {r.accept_length:.2f}, n={r.n_chains} chains)"
+        steps = r.steps if K is None else int(K)
+        k = np.arange(1, steps + 1)
+        acc = chain_statistics(np.minimum(r.chains["accepted"], steps), steps)["accept_length"]
+        what = "accept length" if len(labels) == 1 else shown[label].accept_label("every-position")
+        name = f"{label}  ({what} {acc:.2f}, n={r.n_chains} chains)"
         for ax, key in ((ax_c, "conditional"), (ax_m, "cumulative")):
-            vals = np.asarray(getattr(r, key), float)
-            ax.errorbar(k, vals, yerr=_errs(vals, iv[key]), marker="o", capsize=3, color=color, label=name)
+            vals = np.asarray(getattr(r, key), float)[:steps]
+            ax.errorbar(k, vals, yerr=_errs(vals, iv[key][:steps]), marker="o", capsize=3, color=color, label=name)
     ax_c.set_title("Conditional acceptance α_k = P(A≥k | A≥k−1)")
     ax_m.set_title("Cumulative acceptance P(A≥k)")
-    kmax = max(r.steps for r in results.values())
+    kmax = max(r.steps for r in results.values()) if K is None else int(K)
     for ax in (ax_c, ax_m):
         ax.set_xlabel("draft position k (tokens after the bonus token)")
         ax.set_ylabel("acceptance rate (fraction of chains)")
@@ -108,7 +130,8 @@ def acceptance_curves(results, *, title: str | None = None):
         ax.set_xticks(range(1, kmax + 1))
         ax.grid(alpha=0.3)
     ax_m.legend(loc="upper right", fontsize="small")
-    fig.suptitle(title or "Per-position acceptance (chain, greedy; bars: 95% Wilson intervals)")
+    fig.suptitle(title or ("Per-position acceptance (bars: 95% Wilson intervals)"
+                           + (f"; legend: {labels.pop()}" if len(labels) == 1 else "")))
     return fig
 
 
@@ -297,8 +320,21 @@ def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: s
             ax_c.scatter(idx, idx, marker="s", s=110 + 90 * g, facecolors="none", edgecolors=[color],
                          linewidths=2)
         ax_n.legend(fontsize="small", loc="best")
-    fig.suptitle(title or "Tap feature statistics: the embedding has a different scale and direction than layer outputs")
+    fig.suptitle(title or _tap_stats_title(stats))
     return fig
+
+
+def _tap_stats_title(stats: TapStats) -> str:
+    """What the data shows about the embedding against the layer outputs (no conclusion written in advance)."""
+    taps = stats.taps
+    layers = [i for i, t in enumerate(taps) if t.startswith("L")]
+    if "embed" not in taps or not layers:
+        return f"Tap feature statistics ({len(taps)} taps, {stats.n_tokens} tokens)"
+    e = taps.index("embed")
+    ratio = float(np.median(stats.norms["embed"])) / float(np.median([np.median(stats.norms[taps[i]]) for i in layers]))
+    cos = float(np.mean([stats.cosine[e, i] for i in layers]))
+    return (f"Tap feature statistics: the embedding's median norm is {ratio:.2g}× the layer outputs' (median over "
+            f"layers); its mean cosine with them is {cos:.2f}")
 
 
 # ------------------------------------------------------------------------------ tokens
@@ -428,7 +464,7 @@ def rewire_bars(result, *, title: str | None = None):
     ax.set_ylabel("accept length E[A]+1")
     ax.set_ylim(0, int(result.K) + 1.3)
     rec = result.recovered
-    ax.set_title(title or (f"Rewire {A} → {B}: recovered {rec:.0%} of the accept-length gap"
+    ax.set_title(title or (f"Rewire {A} → {B}: recovered {rec:.1%} of the accept-length gap"   # = rewire.summary()
                            if not math.isnan(rec) else f"Rewire {A} → {B}: no gap to recover"))
     ax.grid(axis="y", alpha=0.3)
     return fig
