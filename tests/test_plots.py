@@ -62,8 +62,8 @@ def test_other_acceptance_figures(results, tmp_path):
     assert heights[0] == pytest.approx(results["embed,L1,L3"].accept_length)
     assert heights[2] == pytest.approx(results["embed,L1,L3"].decode_path["accept_length"])
     sp = results["L1,L3,L4"].speedup(0.1)
-    line = [ln for ln in figs[2].axes[0].get_lines() if ln.get_label().startswith("L1,L3,L4")][0]
-    np.testing.assert_allclose(line.get_ydata(), [d["speedup"] for d in sp])
+    bars = [c for c in figs[2].axes[0].containers if c.get_label().startswith("L1,L3,L4")][0]
+    np.testing.assert_allclose(bars.lines[0].get_ydata(), [d["speedup"] for d in sp])
     path = plots.save(figs[0], tmp_path / "dp.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

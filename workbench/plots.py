@@ -212,27 +212,49 @@ def by_source(results, *, title: str | None = None):
 
 
 def speedup_projection(results, *, ratio: float | None = None, cost_model=None, title: str | None = None):
-    """Projected speed-up vs draft depth K' = 1..K (``AcceptanceResult.speedup``), best K' marked.
+    """Projected speed-up vs draft depth K' = 1..K with its uncertainty (:func:`workbench.cost.projection`):
+    bars span the 95% accept-length interval and the cost model's timing spread together; ★ marks a K' only
+    when it is clearly best, hollow markers the K' that lie within noise of the best.
 
     The cost model (:mod:`workbench.cost`): ``cost_model`` (a CostModel or its JSON path) or a fixed
-    ``ratio`` (one draft step ÷ one target forward), default each result's own; the legend names it.
+    ``ratio`` (one draft step ÷ one target forward), default each result's own; the title names it.
     """
+    from workbench.cost import projection
+
     results = as_results(results)
-    fig, (ax,) = _figure(1, height=3.6)
+    fig, (ax,) = _figure(1, height=3.8)
+    models = {}
     for (label, r), color in zip(results.items(), _colors(len(results))):
         cm = r.projection_model(ratio, cost_model)
-        rows = r.speedup(cost_model=cm) if cm is not None else r.speedup(ratio)
-        k = [d["k"] for d in rows]
-        s = [d["speedup"] for d in rows]
-        ax.plot(k, s, marker="o", color=color, label=f"{label} ({cm.describe()})")
-        for d in rows:
-            if d["best"]:
-                ax.plot([d["k"]], [d["speedup"]], marker="*", markersize=14, color=color)
+        if cm is None:
+            raise WorkbenchError(f"speedup_projection: no cost model or cost ratio for {label!r} (none was "
+                                 f"measured): pass ratio=, e.g. 0.05, or cost_model=")
+        models[label] = cm.describe()
+        p = projection(r, cm, n_boot=200)
+        k = np.array([d["k"] for d in p["rows"]])
+        s = np.array([d["speedup"] for d in p["rows"]], float)
+        err = _errs(s, [[d["speedup_low"], d["speedup_high"]] for d in p["rows"]])
+        verdict = (f"best K'={p['best']}" if p["best"] is not None else
+                   f"K' within noise: {', '.join(map(str, p['within_noise']))}")
+        ax.errorbar(k, s, yerr=err, marker="o", capsize=3, color=color, label=f"{label}: {verdict}")
+        near = [i for i, d in enumerate(p["rows"]) if d["k"] in p["within_noise"]]
+        if p["best"] is not None:
+            i = [d["k"] for d in p["rows"]].index(p["best"])
+            ax.plot([k[i]], [s[i]], marker="*", markersize=15, color=color)
+        elif near:
+            ax.plot(k[near], s[near], linestyle="none", marker="o", markersize=12, markerfacecolor="none",
+                    markeredgecolor=color)
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="no speculation (1×)")
     ax.set_xlabel("draft depth K' (draft tokens per verify step)")
     ax.set_ylabel("projected speed-up (× target-only decoding)")
     ax.set_xticks(range(1, max(r.steps for r in results.values()) + 1))
-    ax.set_title(title or "Speed-up projection: tokens per step · verify(1) ÷ (K'·draft + verify(K'+1)); ★ best K'")
+    same = len(set(models.values())) == 1
+    if not same:
+        for line, (label, desc) in zip(ax.get_legend_handles_labels()[0], models.items()):
+            line.set_label(f"{line.get_label()} ({desc})")
+    ax.set_title(title or ("Speed-up projection: tokens/step · verify(1) ÷ (K'·draft + verify(K'+1)); bars: 95% "
+                           "accept-length interval and timing spread; ★ clearly best K', ○ within noise"
+                           + (f"\n{next(iter(models.values()))}" if same else "")), fontsize="medium")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return fig
