@@ -105,6 +105,7 @@ plots.by_source(results)
 from IPython.display import Markdown, display
 
 from workbench.diagnose import rank_tied
+from workbench.report import table as report_table
 
 setting = results[candidates[0]].setting
 stats = {}
@@ -120,12 +121,12 @@ ranking = pd.DataFrame([{
     "decode path": results[spec].decode_path["accept_length"], "step-1 top-1": results[spec].top1,
     "trained on": trained is not None and spec == trained.spec, "chains": results[spec].n_chains,
 } for spec in order])
-display(ranking)
-display(Markdown(
-    f"Columns: **accept length** = {setting.accept_label('every-position')}; **95% interval** = its bootstrap "
-    f"interval over samples; **tied** = the interval overlaps the leader's; **decode path** = "
-    f"{setting.accept_label('decode-path')}; **step-1 top-1** = share of chains whose first draft token is the "
-    f"target's greedy token; **trained on** = the draft config's trained taps; **chains** = counted chains."))
+report_table(ranking, {
+    "wiring": "the taps fed to the draft", "accept length": setting.accept_label("every-position"),
+    "95% interval": "bootstrap over samples of the accept length", "tied": "its interval overlaps the leader's",
+    "decode path": setting.accept_label("decode-path"),
+    "step-1 top-1": "share of chains whose first draft token is the target's greedy token",
+    "trained on": "the draft config's trained taps (workbench.trained_taps)", "chains": "counted chains"})
 
 # %% [markdown]
 # ## Diagnosis

@@ -533,7 +533,7 @@ def live_comparison(cmp):
     ax.set_ylabel("accept length (mean A + 1)")
     ax.set_ylim(0.9, cmp.K + 1.1)
     ax.set_title(f"live vs offline, K={cmp.K}: {cmp.verdict_code}" + (f" ({cmp.matched})" if cmp.matched else ""))
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside the axes: never clipped
     ax.grid(alpha=0.3)
     return fig
 
@@ -557,7 +557,7 @@ def live_histograms(cmp):
     ax.set_ylabel("share of verify steps")
     ax.set_title("accept histogram" + ("" if cmp.live_histogram is not None else
                                        " (the server reports no histogram: offline only)"))
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
