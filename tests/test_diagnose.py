@@ -396,3 +396,13 @@ def test_narrative_is_generated_from_the_result():
     dx2 = _dx({"L1,L3,L4": (3.0, 2.8, 3.2), "embed,L1,L3": (2.0, 1.8, 2.2)}, engine_wiring="L1,L3,L4",
               trained="L1,L3,L4")
     assert "Suggested fix: **none needed" in dx2.narrative() and dx2.narrative() != md
+
+
+def test_a_feedable_wiring_that_overlaps_the_engines_is_named_undecided_not_suggested():
+    # the case: L1,L2,L3 is feedable and tied with the trained taps, but its interval overlaps SGLang's
+    dx = _dx({"embed,L1,L3": (3.68, 3.12, 4.17), "L1,L2,L3": (3.20, 2.73, 3.62), "L1,L3,L4": (2.49, 2.25, 2.74)},
+             engine_wiring="L1,L3,L4", trained="embed,L1,L3", n=16)
+    assert dx.fix == "rewire" and "cheapest fix to try: `workbench rewire" in dx.verdict
+    assert "(undecided: set eagle_config.eagle_aux_hidden_state_layer_ids to [1, 2, 3] so that SGLang (current) " \
+           "feeds L1,L2,L3" in dx.verdict and "samples (now 16) would decide" in dx.verdict, dx.verdict
+    assert "cheapest fix: set" not in dx.verdict

@@ -666,8 +666,9 @@ def rewire_command(paths: dict, engine: str) -> str:
 
 
 def samples_to_decide(stats: dict, a: str, b: str, n: int) -> int | None:
-    """About how many samples would separate the 95% intervals of ``a`` and ``b`` (widths shrink as 1/√n);
-    None when their accept lengths are equal (no number of samples tells them apart).
+    """About how many samples in all would separate the 95% intervals of ``a`` and ``b`` (the facing half-widths
+    shrink as 1/√n; always more than ``n``); None when their accept lengths are equal (no number of samples tells
+    them apart).
 
         >>> st = {"a": {"accept_length": 3.0, "accept_length_low": 2.6, "accept_length_high": 3.4},
         ...       "b": {"accept_length": 2.8, "accept_length_low": 2.4, "accept_length_high": 3.2}}
@@ -675,11 +676,13 @@ def samples_to_decide(stats: dict, a: str, b: str, n: int) -> int | None:
         1600
     """
     x, y = stats[a], stats[b]
-    gap = abs(x["accept_length"] - y["accept_length"])
-    half = (x["accept_length_high"] - x["accept_length_low"] + y["accept_length_high"] - y["accept_length_low"]) / 2
-    if not gap > 0 or math.isnan(half):
+    if x["accept_length"] < y["accept_length"]:
+        x, y = y, x
+    gap = x["accept_length"] - y["accept_length"]
+    facing = (x["accept_length"] - x["accept_length_low"]) + (y["accept_length_high"] - y["accept_length"])
+    if not gap > 0 or math.isnan(facing):
         return None
-    return int(math.ceil(n * (half / gap) ** 2))
+    return max(int(math.ceil(n * (facing / gap) ** 2)), int(n) + 1)
 
 
 FIX_NAMES = {"none": "none needed: the engine feeds a wiring as good as the best found",
@@ -752,6 +755,14 @@ def _advice(dx) -> tuple[str, str]:
                        f"{al(f)}, 95% {iv(f)}: as good as {ref} within the intervals)")
     partial = (f" (a partial fix: {_fix(dx.engine, alts[0], target)} so that {E} feeds {alts[0]}: accept length "
                f"{al(alts[0])}, 95% {iv(alts[0])})" if alts else "")
+    if not alts:      # a feedable wiring as good as the reference but not clearly better than the engine's: say so
+        maybe = sorted((x for x in st if x not in (e, ref) and feedable(x) and not clearly_better(st, ref, x)
+                        and st[x]["accept_length"] > st[e]["accept_length"]), key=lambda x: -st[x]["accept_length"])
+        if maybe:
+            need = samples_to_decide(st, maybe[0], e, dx.n_samples)
+            partial = (f" (undecided: {_fix(dx.engine, maybe[0], target)} so that {E} feeds {maybe[0]} (accept length "
+                       f"{al(maybe[0])}, 95% {iv(maybe[0])}) may do as well, but its interval overlaps {e}'s"
+                       + (f"; about {need} samples (now {dx.n_samples}) would decide" if need else "") + ")")
     others = who_can_feed(tuple(ref.split(",")), target, exclude=(dx.engine,))
     aside = f"; or serve it with another engine ({'; '.join(others)})" if others else ""
     # (b) workbench rewire: the trained taps A → the served taps B
