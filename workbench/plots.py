@@ -71,6 +71,12 @@ def as_results(results) -> dict:
     return out
 
 
+def _common_label(results: dict, estimator: str) -> str:
+    """The results' shared accept-length label (Setting.accept_label), or a note that they differ."""
+    labels = {r.setting.accept_label(estimator) for r in results.values()}
+    return labels.pop() if len(labels) == 1 else f"accept length ({estimator.replace('-', ' ')}, settings differ)"
+
+
 def _colors(n: int):
     import matplotlib
 
@@ -151,7 +157,7 @@ def accept_length_histogram(results, *, title: str | None = None):
     ax.set_xticks(range(kmax + 1))
     ax.set_xlabel("accepted draft tokens a per chain (bonus token not counted)")
     ax.set_ylabel("share of chains")
-    ax.set_title(title or "Accept-length histogram H[a] (chain, greedy)")
+    ax.set_title(title or f"Accept-length histogram H[a]; legend: {_common_label(results, 'every-position')}")
     _grid_and_legend(ax)
     return fig
 
@@ -181,7 +187,8 @@ def decode_path_comparison(results, *, title: str | None = None):
     ax.set_xlabel("wiring (taps fed to the draft)")
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
     ax.set_ylim(0, max(r.steps for r in results.values()) + 1.3)
-    ax.set_title(title or "Every-position vs decode-path accept length (95% bootstrap over samples)")
+    ax.set_title(title or (f"{_common_label(results, 'every-position')} vs the decode path (95% bootstrap over "
+                           f"samples)"), fontsize="medium")
     _grid_and_legend(ax)
     return fig
 
@@ -206,7 +213,7 @@ def by_source(results, *, title: str | None = None):
     ax.set_xticks(x, [s or "(no source)" for s in sources])
     ax.set_xlabel("data source")
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
-    ax.set_title(title or "Accept length by source (every position, chain, greedy)")
+    ax.set_title(title or f"By source: {_common_label(results, 'every-position')}")
     _grid_and_legend(ax)
     return fig
 
