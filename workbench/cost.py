@@ -47,6 +47,7 @@ import numpy as np
 from workbench.errors import WorkbenchError
 from workbench.files import write_json
 from workbench.render import Rendered
+from workbench.statistics import AcceptanceResult
 
 VERIFY_PROBES = (1, 2, 4, 8, 16, 32, 64)
 LANE_PROBES = (1, 2, 4, 8)
@@ -265,8 +266,6 @@ def projection(result, cost_model, *, n_boot: int = 500) -> dict:
     ``within_noise``: the K' whose high end reaches the highest point estimate's low end (the candidates
     the data cannot tell apart). ``text``: one line saying which.
     """
-    from workbench.statistics import AcceptanceResult
-
     cm = cost_model
     st = result.setting
     A = result.chains["accepted"]

@@ -24,8 +24,12 @@ samples) lies entirely below the interval of the best wiring; that is what ``exi
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
+import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from workbench import acceptance, engines, inputs
 from workbench import wiring as wm
@@ -386,8 +390,6 @@ class Diagnosis(Rendered):
     def summary(self, max_rows: int = 12, width: int = 100) -> str:
         """The ranked table as text (each row's reasons on indented lines below it, wrapped at ``width``:
         the table itself never wraps), a key to the columns, then the verdict."""
-        import textwrap
-
         t = self.table.head(max_rows)
         w = max([len("wiring")] + [len(s) for s in t["spec"]])
         E = engine_label(self.engine)
@@ -627,10 +629,6 @@ def find_rewire(draft_path, from_spec: str | None, to_spec: str | None) -> dict 
         >>> find_rewire("/nonexistent/draft", "embed,L1,L3", "L1,L3,L4") is None
         True
     """
-    import datetime
-    import json
-    from pathlib import Path
-
     if draft_path is None or from_spec is None or to_spec is None or not inputs.is_path(draft_path):
         return None
     d = Path(draft_path)
@@ -654,8 +652,6 @@ def rewire_command(paths: dict, engine: str) -> str:
         >>> rewire_command({"target": "d/target", "draft": "d/draft-x", "data": "d/val.jsonl"}, "sglang")
         'workbench rewire --target d/target --draft d/draft-x --data <training data> --eval-data d/val.jsonl --engine sglang --out d/draft-x-rewired --json d/draft-x-rewired.rewire.json'
     """
-    from pathlib import Path
-
     draft = str(paths.get("draft") or "<draft>")
     train = Path(draft).parent / "train.jsonl"
     data = str(train) if paths.get("draft") and train.is_file() else "<training data>"

@@ -23,9 +23,10 @@ import math
 
 import numpy as np
 
+from workbench.cost import projection
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write
-from workbench.statistics import TapStats
+from workbench.statistics import TapStats, chain_statistics
 
 WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
 
@@ -105,8 +106,6 @@ def acceptance_curves(results, *, title: str | None = None, K: int | None = None
         >>> len(fig.axes[0].lines[0].get_xdata()), fig.axes[1].get_legend().get_texts()[0].get_text()[:28]
         (2, 'L1  (accept length 2.50, n=2')
     """
-    from workbench.statistics import chain_statistics
-
     results = as_results(results)
     if K is not None:
         bad = [lb for lb, r in results.items() if not 1 <= int(K) <= r.steps or r.setting.eagle_topk > 1]
@@ -226,8 +225,6 @@ def speedup_projection(results, *, ratio: float | None = None, cost_model=None, 
     The cost model (:mod:`workbench.cost`): ``cost_model`` (a CostModel or its JSON path) or a fixed
     ``ratio`` (one draft step ÷ one target forward), default each result's own; the title names it.
     """
-    from workbench.cost import projection
-
     results = as_results(results)
     fig, (ax,) = _figure(1, height=3.8)
     models = {}

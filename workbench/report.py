@@ -30,6 +30,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,8 +149,6 @@ class Table:
                 f'<details open><summary>columns</summary><ul style="font-size:smaller">{keys}</ul></details></div>')
 
     def __repr__(self) -> str:
-        import textwrap
-
         lines = ([self.title] if self.title else []) + [self.frame.to_string(index=False, na_rep="—"), "columns:"]
         for c in self.frame.columns:
             lines += textwrap.wrap(f"{c}: {self.key[c]}", width=100, initial_indent="  ", subsequent_indent="    ")
