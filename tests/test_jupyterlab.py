@@ -115,6 +115,14 @@ def _wait_image_change(page, before: str, what: str) -> str:
     raise AssertionError(f"the explorer's figure did not change after {what}")
 
 
+def _wait_text(locator, text: str, what: str) -> None:
+    deadline = time.time() + 30
+    while text not in locator.inner_text():
+        if time.time() > deadline:
+            raise AssertionError(f"{what}: {text!r} never appeared in {locator.inner_text()[-500:]!r}")
+        time.sleep(0.25)
+
+
 def test_notebook_03_runs_in_jupyterlab_and_the_explorer_reacts(tmp_path, smoke_demo):
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     project = _project(tmp_path, Path(smoke_demo))
@@ -137,13 +145,14 @@ def test_notebook_03_runs_in_jupyterlab_and_the_explorer_reacts(tmp_path, smoke_
                 explorer.scroll_into_view_if_needed()
                 page.locator(f"{EXPLORER} .widget-output img").first.wait_for()
                 select = explorer.locator(".widget-dropdown select")
-                options = select.locator("option").all_inner_texts()
+                options = select.evaluate("s => Array.from(s.options).map(o => o.textContent.trim())")
+                current = select.evaluate("s => s.options[s.selectedIndex].textContent.trim()")
                 assert len(options) >= 2, options
                 first = _explorer_image(page)
-                other = next(o for o in options if o != select.input_value())
-                select.select_option(other)
+                other = next(o for o in options if o != current)
+                select.select_option(label=other)
                 second = _wait_image_change(page, first, f"choosing wiring {other}")
-                assert f"wiring {other}" in explorer.inner_text()
+                _wait_text(explorer, f"wiring {other}", "the coloured tokens' title follows the wiring")
                 handle = explorer.locator(".widget-hslider:has(label:text-is('K')) .noUi-handle").first
                 readout = explorer.locator(".widget-hslider:has(label:text-is('K')) .widget-readout").first
                 k0 = int(readout.inner_text())
@@ -152,10 +161,7 @@ def test_notebook_03_runs_in_jupyterlab_and_the_explorer_reacts(tmp_path, smoke_
                 _wait_image_change(page, second, "moving K")
                 k1 = int(readout.inner_text())
                 assert k1 == k0 - 1
-                deadline = time.time() + 20
-                while f"K={k1}" not in explorer.inner_text() and time.time() < deadline:
-                    time.sleep(0.25)
-                assert f"K={k1}" in explorer.inner_text()            # the coloured tokens' title follows K
+                _wait_text(explorer, f"K={k1}", "the coloured tokens' title follows K")
                 page.screenshot(path=str(tmp_path / "explorer.png"), full_page=False)
 
                 # save, shut the kernel down, reopen: the widgets come back from the saved state
