@@ -127,6 +127,7 @@ record_headline("04_live_server", {
     "server": "loopback stand-in" if not server_url else server_url, "K": cmp.K, "samples": len(cmp.samples),
     "live accept length": cmp.live_accept_length, "comparison": cmp.mode,
     **{f"identical · {d['wiring']}": f"{d['identical']}/{d['n']}" for d in cmp.ranking()},
-    **{f"offline · {c.spec}": cmp.offline_accept_length(c.spec) for c in cmp.candidates},
+    **{f"offline · {c.spec} · {cmp.setting.accept_label('decode-path')}": cmp.offline_accept_length(c.spec)
+       for c in cmp.candidates},
     "verdict": cmp.verdict_code, "matched wiring": cmp.matched or "none",
 });

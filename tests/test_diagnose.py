@@ -256,7 +256,8 @@ def test_cli_shard_dir_resumes_both_stages_in_one_process(wired, tmp_path, capsy
 
 def _without_timings(j):
     """The diagnosis JSON minus what depends on measured timings (cost ratio, projected speed-up)."""
-    j = dict(j, results={k: {kk: vv for kk, vv in v.items() if kk not in ("cost_ratio", "cost_model", "speedup")}
+    j = dict(j, results={k: {kk: vv for kk, vv in v.items() if kk not in ("cost_ratio", "cost_model", "speedup",
+                                                                         "speedup_uncertainty")}
                          for k, v in j["results"].items()})
     return j
 
