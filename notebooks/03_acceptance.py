@@ -71,6 +71,19 @@ for r in results.values():
     print(r.summary(), end="\n\n")
 
 # %% [markdown]
+# ### The data: the target's own greedy output?
+# Greedy agreement: the share of response tokens equal to the target's greedy choice, counted on the
+# same target pass as the results above (the same for every wiring). Below 0.98 the every-position
+# estimator measures teacher-forced acceptance on this data and the decode path is an approximation:
+# `workbench regenerate` (docs/regenerate.md; notebook 01 shows it on the demo's foreign data).
+
+# %%
+data_agreement = next(iter(results.values())).agreement
+print(data_agreement.headline(next(iter(results.values())).setting))
+print(next(iter(results.values())).data_note() or "")
+pd.DataFrame(data_agreement.by_source()).T[["samples", "tokens", "share", "min_sample"]]
+
+# %% [markdown]
 # ## Per-position acceptance
 
 # %%

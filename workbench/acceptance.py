@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from workbench import capture, distributed, engines, inputs
+from workbench.agreement import Agreement, warn_once
 from workbench.chunks import parse_memory
 from workbench.cost import CostModel, as_cost_model
 from workbench.devices import resolve_device
@@ -165,6 +166,7 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
     it = capture.extract(target, rows, [w.spec for w in wl], batch_size=batch_size, topk=0, cache_dir=cache_dir,
                          progress=progress, max_memory=max_memory)
     any_cached = False
+    gens = {int(r.get("_row", i)): r.get("generation") for i, r in enumerate(rows)}
     while True:
         t0 = time.perf_counter()
         batch = next(it, None)
@@ -175,6 +177,7 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
         t_target += time.perf_counter() - t0
         lengths = batch.lengths
         cov = coverage_counts(batch.next_token, batch.loss_mask, lengths, t2d)
+        agr = Agreement().add(batch, [gens.get(int(r)) for r in batch.rows])    # from this pass's next_token
         ids, att = batch.input_ids.to(ddev), batch.attention_mask.to(ddev)
         for w in wl:
             feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
@@ -191,7 +194,7 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
                                          f"prompt of at least 1 token (check the data's prompt/response split)")
             parts[w.spec].append(AcceptanceResult.from_counts(
                 A, K=K, spec=w.spec, taps=w.taps, rows=batch.rows, n_prompt_tokens=batch.n_prompt_tokens,
-                sources=batch.sources, top_hits=hits, coverage=cov, setting=setting))
+                sources=batch.sources, top_hits=hits, coverage=cov, setting=setting, agreement=agr))
         del batch
     results = {}
     for w in wl:
@@ -358,6 +361,7 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]
+    warn_once(result.agreement, result.setting)      # once per run, in plain words (workbench.agreement)
     if cm is not None:
         result.cost_model = cm
         result.cost_ratio = cm.ratio if cm.kind == "fixed" else result.cost_ratio

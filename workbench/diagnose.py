@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench import acceptance, engines, inputs
+from workbench.agreement import warn_once
 from workbench import wiring as wm
 from workbench.devices import resolve_device
 from workbench.errors import WorkbenchError
@@ -345,6 +346,12 @@ class Diagnosis(Rendered):
         return {r["spec"]: r for r in t[t["stage"] == 2].to_dict("records")}
 
     @property
+    def agreement(self):
+        """The data's greedy agreement with the target (from stage 2's target pass, the same for every
+        wiring), or None."""
+        return next(iter(self.results.values())).agreement if self.results else None
+
+    @property
     def exit_code(self) -> int:
         """0 when the engine's wiring is (within the 95% intervals) the best, else 1 (a CI gate)."""
         return 0 if self.engine_ok else 1
@@ -381,6 +388,7 @@ class Diagnosis(Rendered):
                "engine_explanation": self.engine_explanation, "engine_warnings": list(self.engine_warnings),
                "trained_wiring": self.trained_wiring, "n_screen_samples": self.n_screen_samples,
                "n_samples": self.n_samples, "table": rows,
+               "agreement": None if self.agreement is None else self.agreement.to_dict(self.setting),
                "results": {k: v.to_json() for k, v in self.results.items()}}
         out = jsonable(out)
         if path is not None:
@@ -417,6 +425,8 @@ class Diagnosis(Rendered):
                f"counted chains; feeds = {E} can feed this wiring; a row's reasons below it")
         lines += textwrap.wrap(key, width=width, subsequent_indent="  ", break_on_hyphens=False)
         lines.append(f"verdict: {self.verdict}")          # one line: scripts grep it
+        if self.agreement is not None:               # the data's greedy agreement, under the setting line
+            lines.insert(2, self.agreement.headline(self.setting))
         return "\n".join(lines)
 
 
@@ -545,6 +555,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     best = ranked2[0]
     best_feasible = next((s for s in ranked2 if by_spec[s].feasible), None)
     engine_ok = eng_spec is not None and eng.feasible and not any(clearly_better(s2, x, eng_spec) for x in s2)
+    warn_once(results[best].agreement, setting)     # once per run, in plain words (workbench.agreement)
     dx = Diagnosis(engine=engine, steps=K, table=table, results=results, screen=screen, best=best,
                    best_feasible=best_feasible, engine_wiring=eng_spec, engine_explanation=eng.explanation,
                    engine_warnings=list(eng.warnings), trained_wiring=trained, engine_ok=engine_ok,

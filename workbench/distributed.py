@@ -47,7 +47,7 @@ from workbench.files import atomic_write
 from workbench.setting import Setting
 from workbench.statistics import CHAIN_COLUMNS, SAMPLE_COLUMNS, AcceptanceResult
 
-SHARD_VERSION = 2
+SHARD_VERSION = 3     # 3: the per-sample greedy-agreement columns (workbench.agreement)
 FAIL_ENV = "WORKBENCH_FAIL_RANK"
 TIMEOUT_ENV = "WORKBENCH_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 6 * 3600      # ranks wait at the gather for the slowest shard

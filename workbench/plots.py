@@ -518,6 +518,44 @@ def lengths_by_source(rows: list[dict], *, title: str | None = None):
     return fig
 
 
+def agreement_by_sample(agreement, *, others: dict | None = None, title: str | None = None):
+    """Per-sample greedy agreement (share of response tokens equal to the target's argmax) by source,
+    with the 0.98 line below which the workbench warns (:class:`workbench.agreement.Agreement`).
+
+    ``others``: more ``{label: Agreement}`` drawn beside it (e.g. foreign data and its regenerated copy).
+    """
+    from workbench.agreement import THRESHOLD
+
+    groups = {}
+    for label, a in {"": agreement, **(others or {})}.items():
+        if a is None or not a.n_samples:
+            continue
+        ps = a.per_sample
+        for s in sorted(set(a.sources)):
+            sel = np.asarray(a.sources) == s
+            vals = ps[sel][np.isfinite(ps[sel])]
+            if len(vals):
+                groups[f"{label} · {s or '(no source)'}" if label else (s or "(no source)")] = vals
+    if not groups:
+        raise WorkbenchError("agreement_by_sample: no sample with response tokens to plot")
+    fig, (ax,) = _figure(1, height=max(2.4, 0.45 * len(groups) + 1.2))
+    names = list(groups)
+    for i, (name, color) in enumerate(zip(names, _colors(len(names)))):
+        v = groups[name]
+        jitter = (np.arange(len(v)) % 7 - 3) * 0.04
+        ax.scatter(v, np.full(len(v), i) + jitter, s=14, alpha=0.7, color=color)
+        ax.plot([np.mean(v)] * 2, [i - 0.3, i + 0.3], color=color, lw=2)
+    ax.axvline(THRESHOLD, color="grey", ls="--", lw=1, label=f"{THRESHOLD:g}: below it, the data is not the "
+                                                             "target's greedy output")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_xlabel("greedy agreement per sample (dots; bar: the source's mean)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize="small", loc="lower left")
+    ax.set_title(title or "Greedy agreement of the data with the target, per sample and source")
+    return fig
+
+
 # ------------------------------------------------------------------------------ live vs offline
 
 def live_comparison(cmp):

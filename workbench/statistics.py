@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from workbench.agreement import Agreement
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, jsonable, write_json
 from workbench.render import Rendered
@@ -175,7 +176,12 @@ def chain_statistics(A: np.ndarray, K: int) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 CHAIN_COLUMNS = ("sample", "t", "accepted", "source", "on_path", "top1", "top5")
-SAMPLE_COLUMNS = ("sample", "source", "n_prompt_tokens", "n_response_tokens", "n_coverable")
+SAMPLE_COLUMNS = ("sample", "source", "n_prompt_tokens", "n_response_tokens", "n_coverable",
+                  "n_agree", "n_agree_tokens", "gen_temperature", "gen_top_p", "gen_top_k")
+# the greedy-agreement columns (workbench.agreement) and their "not measured / not recorded" fill
+AGREEMENT_DEFAULTS = {"n_agree": (-1, np.int64), "n_agree_tokens": (-1, np.int64),
+                      "gen_temperature": (-1.0, np.float64), "gen_top_p": (-1.0, np.float64),
+                      "gen_top_k": (0, np.int64)}
 
 
 def _empty_chains() -> dict:
@@ -187,7 +193,16 @@ def _empty_chains() -> dict:
 def _empty_samples() -> dict:
     return {"sample": np.zeros(0, np.int64), "source": np.zeros(0, dtype=object),
             "n_prompt_tokens": np.zeros(0, np.int64), "n_response_tokens": np.zeros(0, np.int64),
-            "n_coverable": np.zeros(0, np.int64)}
+            "n_coverable": np.zeros(0, np.int64), **{k: np.zeros(0, t) for k, (_, t) in AGREEMENT_DEFAULTS.items()}}
+
+
+def _fill_agreement(samples: dict) -> dict:
+    """``samples`` with every greedy-agreement column present ("not measured" where it was missing)."""
+    n = len(samples["sample"])
+    for k, (v, t) in AGREEMENT_DEFAULTS.items():
+        if k not in samples or len(samples[k]) != n:
+            samples[k] = np.full(n, v, t)
+    return samples
 
 
 @dataclass
@@ -206,7 +221,10 @@ class AcceptanceResult(Rendered):
     (chain start), ``accepted`` (A, 0..K), ``source``, ``on_path`` (a decode-path verify step),
     ``top1``/``top5`` (step-1 target token in the draft's top-1/top-5; -1 = not measured).
     ``samples``: one entry per sample seen (``sample``, ``source``, ``n_prompt_tokens``,
-    ``n_response_tokens``, ``n_coverable`` = response tokens the draft vocab can emit, -1 unknown).
+    ``n_response_tokens``, ``n_coverable`` = response tokens the draft vocab can emit, -1 unknown;
+    ``n_agree``/``n_agree_tokens`` = response tokens equal to the target's greedy choice / counted,
+    -1 not measured; ``gen_temperature``/``gen_top_p``/``gen_top_k`` = the sampling settings the row's
+    ``generation`` key records, -1/-1/0 when none: :attr:`agreement`).
     """
 
     spec: str
@@ -220,6 +238,7 @@ class AcceptanceResult(Rendered):
     cost_model: object | None = None         # a workbench.cost.CostModel for projections (else cost_ratio)
 
     def __post_init__(self):
+        _fill_agreement(self.samples)
         if self.setting is None:
             self.setting = Setting(steps=int(self.steps))
         elif int(self.setting.steps) != int(self.steps):
@@ -258,11 +277,13 @@ class AcceptanceResult(Rendered):
 
     @classmethod
     def from_counts(cls, A, *, K: int, spec, rows, n_prompt_tokens, sources=None, top_hits=None,
-                    coverage=None, taps=None, setting: Setting | None = None) -> "AcceptanceResult":
+                    coverage=None, taps=None, setting: Setting | None = None,
+                    agreement=None) -> "AcceptanceResult":
         """Build from ``accepted_counts`` output ``A[B, T]`` (-1 = not counted) of one batch.
 
         ``top_hits``: optional LongTensor/array [B, T, 2] with step-1 (top1, top5) hits;
-        ``coverage``: optional (n_response_tokens[B], n_coverable[B]).
+        ``coverage``: optional (n_response_tokens[B], n_coverable[B]);
+        ``agreement``: optional :class:`workbench.agreement.Agreement` of the same batch's rows.
         """
         A = np.asarray(A.cpu() if hasattr(A, "cpu") else A, dtype=np.int64)
         if A.ndim != 2 or A.shape[0] != len(rows) or len(n_prompt_tokens) != len(rows):
@@ -288,6 +309,11 @@ class AcceptanceResult(Rendered):
         else:
             samples["n_response_tokens"] = np.full(len(rows), -1, np.int64)
             samples["n_coverable"] = np.full(len(rows), -1, np.int64)
+        if agreement is not None:
+            if [int(r) for r in rows] != list(agreement.rows):
+                raise WorkbenchError(f"the agreement counts are of rows {agreement.rows[:5]}..., the acceptance "
+                                     f"counts of rows {list(rows)[:5]}...: expected the same batch")
+            samples.update(agreement.columns())
         return cls.from_arrays(spec, K, sample=np.asarray(rows, np.int64)[b_idx], t=t_idx,
                                accepted=A[b_idx, t_idx], source=np.asarray(sources, dtype=object)[b_idx],
                                on_path=on_path, top1=top1, top5=top5, samples=samples, taps=taps,
@@ -306,7 +332,7 @@ class AcceptanceResult(Rendered):
             if r.setting != first.setting:
                 raise WorkbenchError(f"cannot merge a result of setting ({r.setting.describe()}) into one of "
                                      f"({first.setting.describe()}): expected the same setting")
-        samples = {k: np.concatenate([r.samples[k] for r in results]) for k in SAMPLE_COLUMNS}
+        samples = {k: np.concatenate([_fill_agreement(r.samples)[k] for r in results]) for k in SAMPLE_COLUMNS}
         if len(np.unique(samples["sample"])) != len(samples["sample"]):
             uniq, counts = np.unique(samples["sample"], return_counts=True)
             dup = uniq[counts > 1][:3].tolist()
@@ -409,6 +435,25 @@ class AcceptanceResult(Rendered):
         n = int(self.samples["n_response_tokens"][ok].sum())
         return float(self.samples["n_coverable"][ok].sum() / n) if n else math.nan
 
+    @property
+    def agreement(self):
+        """The data's greedy agreement with the target (:class:`workbench.agreement.Agreement`, per
+        sample and source), from the target pass the estimators made; None when not measured."""
+        return Agreement.from_samples(self.samples)
+
+    @property
+    def greedy_agreement(self) -> float:
+        """The pooled share of response tokens equal to the target's greedy choice (NaN: not measured)."""
+        ok = self.samples["n_agree_tokens"] >= 0
+        n = int(self.samples["n_agree_tokens"][ok].sum())
+        return float(self.samples["n_agree"][ok].sum() / n) if n else math.nan
+
+    def data_note(self) -> str | None:
+        """What this result's data means for its setting (``Agreement.note``): the low-agreement warning
+        when greedy decoding is asked for, or what recorded-sampled data was sampled at; else None."""
+        a = self.agreement
+        return None if a is None else a.note(self.setting)
+
     def _bootstrap_mean(self, mask, n_boot: int = 1000) -> tuple[float, float]:
         """95% percentile bootstrap of mean(A)+1 over chains selected by ``mask``, resampling SAMPLES."""
         A = self.chains["accepted"][mask]
@@ -488,7 +533,8 @@ class AcceptanceResult(Rendered):
         out = {"n_samples": self.n_samples, "n_chains": s["n_chains"], "conditional": s["conditional"],
                "cumulative": s["cumulative"], "histogram": s["histogram"], "accept_length": s["accept_length"],
                "accept_length_no_bonus": s["accept_length_no_bonus"], "decode_path": self.decode_path,
-               "top1": self.top1, "top5": self.top5, "coverage": self.coverage}
+               "top1": self.top1, "top5": self.top5, "coverage": self.coverage,
+               "greedy_agreement": self.greedy_agreement}
         if intervals:
             out["intervals"] = self.intervals()
         return jsonable(out)
@@ -507,6 +553,8 @@ class AcceptanceResult(Rendered):
         out["decode_path_accept_length_label"] = self.setting.accept_label("decode-path")
         out.update(self.statistics(intervals=True))
         out["by_source"] = self.by_source()
+        a = self.agreement
+        out["agreement"] = None if a is None else jsonable(a.to_dict(self.setting))
         cm = self.projection_model(ratio)
         if cm is not None:
             if cm.kind == "fixed":
@@ -565,6 +613,9 @@ class AcceptanceResult(Rendered):
             extra.append(f"draft-vocab coverage ceiling {_f(s['coverage'])}")
         if extra:
             lines.append("   ".join(extra))
+        a = self.agreement
+        if a is not None:
+            lines.append(a.headline(self.setting))
         if len(self.sources) > 1:
             for name, st in self.by_source().items():
                 lines.append(f"  source {name or '(none)'}: chains {st['n_chains']} accept length "

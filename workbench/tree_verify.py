@@ -129,7 +129,7 @@ def ancestor_mask(parents, prefix_len: int) -> torch.Tensor:
 
 
 def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk: int, num_draft_tokens: int | None,
-                      max_new_tokens: int, *, rope_shift: int | None = None) -> tuple[list[int], list[int]]:
+                      max_new_tokens: int, *, rope_shift: int | None = None, walk=None) -> tuple[list[int], list[int]]:
     """Greedy tree speculative decoding; returns (generated ids, A per verify step).
 
         >>> # gen, A = exact_tree_decode(target, draft, [1, 5, 9], "embed,L1,L3", 5, 4, 8, max_new_tokens=32)
@@ -142,6 +142,10 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
     the last accepted node is the bonus; the taps of the root and the accepted nodes (from that same
     forward, as SGLang keeps the verify pass's hidden states) extend h; t <- t + A + 1. No target
     KV cache: the sequence is re-read every step (exact, slow; for tests and small checks).
+
+    ``walk``: another verification rule (sampling), ``walk(tokens, parents, logits) -> (accepted path,
+    next token)`` with ``logits [n+1, V]`` the target's after the root and each node; the prefill's
+    token is ``walk([], [], logits[-1:])[1]``. Default (None): the greedy walk above.
     """
     from workbench import capture
     from workbench.tree import tree_shape
@@ -163,11 +167,11 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
         with torch.no_grad(), capture.tap_hooks(model, taps, device=dev) as f:
             out = model(input_ids=torch.tensor([seq], device=dev), use_cache=False, **kw)
             feats = torch.cat([f[tp] for tp in taps], dim=-1)[0]
-        return out.logits[0].argmax(-1).tolist(), feats
+        return out.logits[0], feats
 
-    greedy, feats = forward(ids)
+    logits, feats = forward(ids)
     n_prompt = len(ids)
-    ids.append(int(greedy[-1]))
+    ids.append(int(logits[-1].argmax()) if walk is None else int(walk([], [], logits[-1:])[1]))
     feat_seq = [feats]                                                         # h_0 .. h_t
     accepts: list[int] = []
     while len(ids) - n_prompt < max_new_tokens:
@@ -177,11 +181,14 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
                               shape.num_draft_tokens, rope_shift=rope_shift)
         seq = ids + tree.tokens
         positions = list(range(t + 2)) + [t + 1 + d for d in tree.depths]
-        greedy, feats = forward(seq, ancestor_mask(tree.parents, t + 2), positions)
-        predictions = greedy[t + 1:]                                           # after the root, node 1, ...
-        a, path = greedy_walk(tree.tokens, tree.parents, predictions, shape.steps)
-        accepts.append(a)
-        last = path[-1] if path else 0
-        ids.extend([tree.tokens[v - 1] for v in path] + [predictions[last]])
+        logits, feats = forward(seq, ancestor_mask(tree.parents, t + 2), positions)
+        if walk is None:
+            predictions = logits[t + 1:].argmax(-1).tolist()                  # after the root, node 1, ...
+            a, path = greedy_walk(tree.tokens, tree.parents, predictions, shape.steps)
+            nxt = predictions[path[-1] if path else 0]
+        else:
+            path, nxt = walk(tree.tokens, tree.parents, logits[t + 1:])
+        accepts.append(len(path))
+        ids.extend([tree.tokens[v - 1] for v in path] + [int(nxt)])
         feat_seq.append(feats[[t + 1 + v for v in [0] + path]])              # h_{t+1} .. h_{t+a+1}
     return ids[n_prompt:n_prompt + max_new_tokens], accepts

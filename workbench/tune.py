@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench import capture, engines, inputs
+from workbench.agreement import Agreement, warn_once
 from workbench.cost import CostModel, as_cost_model
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
@@ -71,6 +72,16 @@ class SweepResult(Rendered):
     cost_model: CostModel | None = None
     engine: str | None = None
     notes: list = field(default_factory=list)
+
+    @property
+    def agreement(self):
+        """The data's greedy agreement with the target (one target pass, shared by every shape), or None."""
+        return next(iter(self.results.values())).agreement if self.results else None
+
+    @property
+    def setting(self):
+        """The sampling every shape shares (the first shape's :class:`~workbench.setting.Setting`), or None."""
+        return next(iter(self.results.values())).setting if self.results else None
 
     @property
     def ranks_by_speed(self) -> bool:
@@ -138,6 +149,9 @@ class SweepResult(Rendered):
                 f"steps {S}, topk {k}, N {N}" for S, k, N in self.best(3)) +
                 " (recommended flags need a cost model measured on the serving GPU: workbench tune "
                 "--measure-cost-model cost.json --device cuda, then --cost-model cost.json)")
+        a = self.agreement
+        if a is not None:
+            lines.append(a.headline(self.setting))
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -147,6 +161,7 @@ class SweepResult(Rendered):
                "cost_model": None if self.cost_model is None else self.cost_model.to_dict(),
                "recommended_flags": self.recommended_flags, "best": [list(s) for s in self.best(3)],
                "table": self.table.to_dict(orient="records"), "notes": list(self.notes),
+               "agreement": None if self.agreement is None else self.agreement.to_dict(self.setting),
                "convention": "greedy (temperature 0); accept_length = E[A]+1 (bonus counted); every-position "
                              "estimator; 95% bootstrap over samples"}
         out = jsonable(out)
@@ -205,14 +220,17 @@ def sweep(target, draft, dataset, wiring, *, steps=STEPS, topks=TOPKS, max_token
     ddev, ddtype = draft.device, draft.dtype
     it = capture.extract(target, rows, [w.spec], batch_size=batch_size, progress=False, max_memory=max_memory)
     bar = tqdm(total=len(rows), desc="tune", unit="sample", disable=not progress)
+    gens = {int(r.get("_row", i)): r.get("generation") for i, r in enumerate(rows)}
     for batch in it:
+        agr = Agreement().add(batch, [gens.get(int(r)) for r in batch.rows])    # from this pass's next_token
         feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
         counts = _count_shapes(draft, feats, batch.input_ids.to(ddev), batch.attention_mask.to(ddev),
                                batch.next_token, batch.loss_mask, batch.lengths, grid, max_memory=max_memory)
         for s, A in counts.items():
             parts[s].append(AcceptanceResult.from_counts(A, K=s[0], spec=w.spec, taps=w.taps, rows=batch.rows,
                                                          n_prompt_tokens=batch.n_prompt_tokens,
-                                                         sources=batch.sources, setting=settings[s]))
+                                                         sources=batch.sources, setting=settings[s],
+                                                         agreement=agr))
         bar.update(len(batch.rows))
         del feats, counts
     bar.close()
@@ -253,6 +271,7 @@ def tune(target, draft, data, *, wiring=None, engine=None, device="cpu", dtype=N
         n = auto_notice(engine, target_architecture(tgt))
         if n:
             sw.notes.append(n.split("; simulated here")[0])
+    warn_once(sw.agreement, sw.setting)              # once per run, in plain words (workbench.agreement)
     return sw, note
 
 

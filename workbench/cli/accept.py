@@ -50,10 +50,11 @@ def run(args) -> int:
 
     from workbench import distributed
     from workbench.acceptance import accept
+    from workbench.agreement import plain_warnings
     from workbench.devices import parse_dtype
 
     engine, shape = engine_and_shape(args)
-    with distributed.init(args.device, device_map=args.device_map) as ctx:
+    with distributed.init(args.device, device_map=args.device_map) as ctx, plain_warnings():
         result, note = accept(
             args.target, args.draft, args.data, wiring=args.wiring, engine=engine, setting=shape.setting,
             acc_topk=args.acc_topk,

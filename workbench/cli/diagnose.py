@@ -34,12 +34,13 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from workbench import distributed as wd
+    from workbench.agreement import plain_warnings
     from workbench.diagnose import diagnose_files
     from workbench.devices import parse_dtype
 
     engine, shape = engine_and_shape(args)
     shape = shape.setting
-    with wd.init(args.device, device_map=args.device_map) as ctx:
+    with wd.init(args.device, device_map=args.device_map) as ctx, plain_warnings():
         dx = diagnose_files(args.target, args.draft, args.data, engine=engine, K=shape.steps,
                             eagle_topk=shape.eagle_topk, num_draft_tokens=shape.num_draft_tokens, limit=args.limit,
                             dtype=parse_dtype(args.dtype, ctx.device), batch_size=args.batch_size,

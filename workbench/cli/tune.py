@@ -55,6 +55,13 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from workbench.agreement import plain_warnings
+
+    with plain_warnings():                       # the data's low-agreement warning: once, in plain words
+        return _run(args)
+
+
+def _run(args) -> int:
     from workbench.devices import parse_dtype, resolve_device
     from workbench.errors import WorkbenchError
     from workbench.tune import measure_cost_model, tune
