@@ -299,7 +299,7 @@ class Diagnosis(Rendered):
         only when its 95% interval lies entirely above the engine's; otherwise the verdict says "undecided"
         and about how many samples would decide."""
         if rewired is not None and not (isinstance(rewired, dict) and "source" in rewired):
-            rewired = rewire_info(rewired, "measured in this session")
+            rewired = rewire_info(rewired, "in this session")
         if rewired is not None and (rewired["from"] != self.trained_wiring or rewired["to"] != self.engine_wiring):
             rewired = None
         self.rewire = rewired
