@@ -152,8 +152,14 @@ def _fields(r: AcceptanceResult) -> dict:
     cost ratio (a clock) is replaced by a fixed one."""
     r.cost_ratio, r.cost_model = 0.1, None
     j = r.to_json()
-    return {"json": {k: v for k, v in j.items() if k not in ("setting", "tree", "convention")},
-            "summary": [ln for ln in r.summary().splitlines() if not ln.startswith("setting:")]}
+    labels = {r.setting.accept_label(e): f"<{e} label>" for e in ("every-position", "decode-path")}
+
+    def unlabelled(line):
+        for text, mark in labels.items():
+            line = line.replace(text, mark)
+        return line
+    return {"json": {k: v for k, v in j.items() if k not in ("setting", "tree", "convention") and not k.endswith("_label")},
+            "summary": [unlabelled(ln) for ln in r.summary().splitlines() if not ln.startswith("setting:")]}
 
 
 @pytest.mark.parametrize("K", [1, 3])
