@@ -83,6 +83,8 @@ def test_many_wirings_cost_one_target_pass(setup):
     assert r.merge(AcceptanceResult.from_arrays(TRAINED, 3, sample=[99], t=[0], accepted=[3])).n_chains == \
         r.n_chains + 1
     assert r.cost_ratio is not None and r.cost_ratio > 0 and any(d["best"] for d in r.speedup())
+    # one cost ratio per draft and target: the wirings' projections share it (issue 22: no per-wiring noise)
+    assert len({res[s].cost_ratio for s in wirings}) == 1 and "pooled over its 3 wiring(s)" in r.cost_model.source
 
 
 def test_topk_and_vocab_coverage(setup):
