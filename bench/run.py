@@ -7,8 +7,9 @@
 Runs ``measure(...)`` of ``bench.capture`` and ``bench.acceptance`` on the demo target and draft
 (``data/demo`` when built, else the smoke demo built into ``data/demo-smoke``) and on a deeper
 synthetic target (>= 16 layers, built in memory); adds the tokens per second of the whole pipeline
-(``workbench accept`` end to end) on the demo; calls ``bench.distributed`` and ``bench.rewire`` when they
-exist and expose ``measure`` (else their rows say "not run" and why). Each figure: median, min and max
+(``workbench accept`` end to end) on the demo; calls ``bench.distributed``, ``bench.rewire`` and
+``bench.regenerate`` (regenerate's tokens/s against a bare HF ``generate``, on a small synthetic
+target) when they exist and expose ``measure`` (else their rows say "not run" and why). Each figure: median, min and max
 over ``--repeats`` runs (>= 5), the ratio it is judged by and the goal. Numbers are measured here and
 never asserted; a benchmark that fails becomes a "failed" row and the exit code is 1.
 """
@@ -38,7 +39,9 @@ SIZES = {"capture": {"batch": (4, 2), "seq": (64, 16), "mem_batch": (8, 2), "mem
          "acceptance_synthetic": {"layers": (16, 16), "hidden": (64, 32), "vocab": (256, 128), "T": (256, 32),
                                   "samples": (8, 4), "exact_samples": (1, 1), "train_epochs": (6, 1),
                                   "mem_T": (256, 32)},
-         "pipeline": {"K": (4, 3), "batch_size": (8, 8)}}
+         "pipeline": {"K": (4, 3), "batch_size": (8, 8)},
+         "regenerate": {"prompts": (16, 4), "prompt_len": ((16, 48), (8, 16)), "max_new": (16, 4),
+                        "batch_size": (8, 4), "layers": (8, 2), "hidden": (256, 32), "vocab": (4096, 128)}}
 REPEATS = 5
 
 
@@ -168,7 +171,8 @@ def run(args) -> int:
         transformers.utils.logging.disable_progress_bar()
     except Exception:  # noqa: BLE001 (an older transformers without the switch: bars stay)
         pass
-    needs_demo = "demo" in targets or any(s in sections for s in ("pipeline", "distributed", "rewire", "tree"))
+    needs_demo = "demo" in targets or any(s in sections for s in ("pipeline", "distributed", "rewire", "tree",
+                                                                   "sampled"))
     demo = find_demo(args.demo) if needs_demo else None
     figures: list[benchmark.Figure] = []
     failed = []
@@ -244,8 +248,17 @@ def run(args) -> int:
     story = load_bench("demo_story") if args.only is None else None   # opt-in (5 demo builds): its last
     if story is not None:                                               # summary, from bench/demo_story.json
         figures.extend(story.last_figures(BENCH / "demo_story.json"))
+    if "regenerate" in sections:                                        # issue 20: regenerate vs bare generate
+        mod = measurer("regenerate", "regenerate (HF, KV cache) tokens/s", figures)
+        if mod is not None:
+            reg = dict(device=device, repeats=repeats, threads=args.threads, **cfg["regenerate"])
+            add("regenerate", "synthetic Llama", lambda: mod.measure(None, **reg))
     if "tree" in sections and load_bench("tree") is not None:           # issue 18: trees and the flag advisor
         add("tree", "synthetic + demo", lambda: load_bench("tree").measure(
+            demo=demo, device=device, repeats=repeats, quick=args.quick, threads=args.threads))
+
+    if "sampled" in sections and load_bench("sampled") is not None:     # issue 21: accept at temperature > 0
+        add("sampled", "demo + synthetic 8k/128k", lambda: load_bench("sampled").measure(
             demo=demo, device=device, repeats=repeats, quick=args.quick, threads=args.threads))
 
     machine = benchmark.machine(device)

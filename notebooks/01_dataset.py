@@ -17,9 +17,10 @@
 # # 01 · Dataset
 #
 # The data the draft is trained and evaluated on: its schema, a validation report, prompt and
-# response lengths by source, and one decoded sample with its prompt / response spans.
-# Every parameter defaults to the built-in demo (`workbench demo`); set `data` and `tokenizer`
-# to look at your own files (`demo = ""` then skips the demo entirely).
+# response lengths by source, one decoded sample with its prompt / response spans, and how far its
+# responses are from the target's own greedy output (greedy agreement).
+# Every parameter defaults to the built-in demo (`workbench demo`); set `data`, `tokenizer` and
+# `target` to look at your own files (`demo = ""` then skips the demo entirely).
 
 # %% tags=["parameters"]
 demo = "data/demo"   # built-in demo folder; relative paths: from the kernel's folder, else the project root (built on first use, after a notice)
@@ -27,6 +28,10 @@ size = "default"     # demo size when it has to be built: smoke | default
 data = ""            # .jsonl / .jsonl.gz / .parquet / save_to_disk folder, empty: <demo>/val.jsonl
 tokenizer = ""       # local tokenizer folder, empty: <demo>/tokenizer
 sample = 0           # dataset row to decode
+target = ""          # target model folder (HF format) for the greedy agreement, empty: <demo>/target
+device = "cpu"       # cpu, cuda, cuda:N (the target's one pass for the agreement)
+foreign = ""         # data the target did not write, shown next to `data`, empty: <demo>/val-foreign.jsonl if the demo has it
+regenerate_limit = 64  # foreign rows to regenerate and compare before/after (0: all)
 
 # %%
 from workbench.report import record_headline, setup_notebook
@@ -35,8 +40,10 @@ setup_notebook()
 from workbench import data as wb_data
 from workbench.demo import fill_paths
 from workbench import plots, widgets
+import pandas as pd
+from IPython.display import display
 
-data, tokenizer = fill_paths(demo, size, data=data, tokenizer=tokenizer).values()
+data, tokenizer, target = fill_paths(demo, size, data=data, tokenizer=tokenizer, target=target).values()
 ds = wb_data.load(data, tokenizer=tokenizer, on_error="skip")
 inspection = ds.inspect()
 print(f"{data}: {len(ds)} rows")
@@ -72,6 +79,90 @@ plots.lengths_by_source(rows)
 # %%
 widgets.sample_explorer(ds, sample=sample)
 
+# %% [markdown]
+# ## Greedy agreement: is this the target's own output?
+# The share of response tokens where the data's token equals the target's greedy (argmax) choice
+# given everything before it: one teacher-forced pass of the target, the same pass the acceptance
+# estimators make (they report the same numbers). The decode-path estimator, the exact speculative loop
+# and the live comparison assume it is 1: each response is the target's greedy output. Below 0.98 the
+# every-position estimator measures teacher-forced acceptance on *this* data and the decode path is
+# an approximation; `workbench regenerate` replaces the responses with the target's own
+# (docs/regenerate.md). Rows whose `generation` key records sampling (T > 0) are judged by those
+# settings instead.
+
+# %%
+from workbench import agreement, inputs
+
+tgt = inputs.target(target, device=device, progress=False)
+agree = agreement.measure(tgt, ds)
+print(agree.headline())
+print(agreement.data_note(ds) or "")
+pd.DataFrame(agree.by_source()).T
+
+# %%
+plots.agreement_by_sample(agree)
+
+# %% [markdown]
+# ## Data the target did not write
+# `foreign` holds the same kind of prompts with responses the target did not write (the demo's
+# `val-foreign.jsonl`: the stdlib text itself). Its agreement is far below 1, and the acceptance the
+# estimators report on it changes meaning. Regenerating it (the target's greedy continuation of each
+# prompt) brings the agreement back to 1 and the estimates back to what a server would see.
+
+# %%
+import os
+
+from workbench.inputs import resolve
+
+demo_dir = resolve(demo) if demo else ""
+foreign = foreign or (os.path.join(demo_dir, "val-foreign.jsonl") if demo_dir else "")
+if not foreign:
+    print("no foreign data: set `foreign` to a file of responses the target did not write")
+elif not os.path.exists(foreign):
+    print(f"{foreign} does not exist: this demo was built before the demo gained its foreign-data file "
+          f"(rebuild it with `make demo`), or set `foreign` to a file of your own; skipping this section")
+    foreign = ""
+else:
+    agree_foreign = agreement.measure(tgt, foreign)
+    print(f"{os.path.basename(str(data))}: {agree.headline()}")
+    print(f"{os.path.basename(foreign)}: {agree_foreign.headline()}")
+    display(pd.DataFrame({"data": {k: v["share"] for k, v in agree.by_source().items()},
+                          "foreign": {k: v["share"] for k, v in agree_foreign.by_source().items()}}))
+    display(plots.agreement_by_sample(agree, others={"foreign": agree_foreign}))
+
+# %%
+# Regenerate the foreign file: keep each prompt, replace its response with the target's greedy continuation
+# (workbench.regenerate, a KV cache; the first `regenerate_limit` rows, seconds on the smoke demo), then compare
+# the acceptance of the demo's draft on those rows before and after: every-position and decode-path accept length.
+regenerated = None
+if foreign:
+    import tempfile
+
+    from workbench import acceptance
+    from workbench.regenerate import regenerate
+
+    regenerated = os.path.join(tempfile.mkdtemp(prefix="wb-regen-"), "foreign-regenerated.jsonl")
+    n_regen = regenerate_limit or None
+    print(f"regenerating {'all' if n_regen is None else f'the first {n_regen}'} rows of {foreign} with the target's "
+          f"greedy continuation into {regenerated} ...")
+    regen = regenerate(tgt, foreign, regenerated, limit=n_regen, batch_size=32, progress=False)
+    print(regen.summary())
+    agree_before = agreement.measure(tgt, foreign, limit=n_regen)          # the same rows, before
+    agree_regen = agreement.measure(tgt, regenerated)
+    print(f"before: {agree_before.headline()}\nafter:  {agree_regen.headline()}")
+    draft_dir = os.path.join(demo_dir, "draft-aligned") if demo_dir else ""
+    if draft_dir and os.path.isdir(draft_dir) and str(target).startswith(str(demo_dir)):
+        _, drf, _ = inputs.load(tgt, draft_dir, None, device=device, progress=False)
+        moved = {}
+        for name, path in (("foreign", foreign), ("regenerated", regenerated)):
+            r = next(iter(acceptance.simulate(tgt, drf, inputs.dataset(path, tgt), None, K=4, limit=n_regen,
+                                              progress=False, engine="sglang").values()))
+            moved[name] = {"greedy agreement": r.greedy_agreement, "accept length (every position)": r.accept_length,
+                           "decode-path accept length": r.decode_path["accept_length"], "samples": r.n_samples}
+        display(pd.DataFrame(moved))
+    else:
+        print("(the estimates before/after need the demo's draft: shown for the demo target only)")
+
 # %%
 v = inspection.validation
 record_headline("01_dataset", {
@@ -79,4 +170,7 @@ record_headline("01_dataset", {
     "sources": sorted({r["source"] for r in rows}),
     "tokens": sum(r["seq_len"] for r in rows),
     "median response length": sorted(r["n_response_tokens"] for r in rows)[len(rows) // 2] if rows else None,
+    "greedy agreement": agree.share,
+    **({"greedy agreement · foreign (before → after regenerate)":
+        f"{agree_before.share:.3f} → {agree_regen.share:.3f}"} if regenerated else {}),
 });

@@ -45,6 +45,16 @@ def smoke_demo(tmp_path_factory):
     return build_demo(tmp_path_factory.mktemp("demo") / "demo", size="smoke", seed=0, progress=False)
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny ops on a shared 2-core box are far faster single-threaded (no OpenMP spinning): a test module
+    opts in with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def tiny_target(seed: int = 0, family: str = "llama", **config):
     """``torch.manual_seed(seed)``, then a random causal LM of ``family`` (LLAMA updated by ``config``) as a
     :class:`~workbench.capture.Target` in eval mode; ``target.model`` is the HF model (edit it in place)."""

@@ -207,7 +207,9 @@ def test_mismatched_server_is_caught_and_its_wiring_recovered(world):
         cmp = compare(url, target, draft, world["rows"], concurrency=3, progress=False)
         assert len(url.state.requests) == 6
         body = url.state.requests[0]
-    assert body["sampling_params"] == {"temperature": 0, "max_new_tokens": RESPONSE} and len(body["input_ids"]) == PROMPT
+    assert body["sampling_params"] == {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0,  # all explicit
+                                       "repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0,
+                                       "max_new_tokens": RESPONSE} and len(body["input_ids"]) == PROMPT
     assert cmp.K == K and cmp.trained == MISMATCHED
     specs = [c.spec for c in cmp.candidates]
     assert specs[0] == MISMATCHED and SERVED in specs

@@ -20,7 +20,8 @@ import time
 
 import numpy as np
 
-from workbench import capture, distributed, engines, inputs
+from workbench import capture, distributed, engines, inputs, sampled
+from workbench.agreement import Agreement, warn_once
 from workbench.chunks import parse_memory
 from workbench.cost import CostModel, as_cost_model
 from workbench.devices import resolve_device
@@ -162,9 +163,13 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
     parts = {w.spec: [] for w in wl}
     t_draft = {w.spec: 0.0 for w in wl}
     t_target = 0.0
+    sampling = sampled.as_sampling(setting)                                 # T > 0: workbench.sampled
+    sampling = None if sampling.greedy else sampling
+    per_depth = {w.spec: [] for w in wl}
     it = capture.extract(target, rows, [w.spec for w in wl], batch_size=batch_size, topk=0, cache_dir=cache_dir,
-                         progress=progress, max_memory=max_memory)
+                         progress=progress, max_memory=max_memory, sampling=sampling)
     any_cached = False
+    gens = {int(r.get("_row", i)): r.get("generation") for i, r in enumerate(rows)}
     while True:
         t0 = time.perf_counter()
         batch = next(it, None)
@@ -174,14 +179,23 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
         any_cached |= batch.from_cache
         t_target += time.perf_counter() - t0
         lengths = batch.lengths
-        cov = coverage_counts(batch.next_token, batch.loss_mask, lengths, t2d)
+        cov = coverage_counts(batch.next_token if sampling is None else
+                              sampled.data_next_tokens(batch.input_ids, batch.attention_mask).clamp(min=0),
+                              batch.loss_mask, lengths, t2d)
+        agr = Agreement().add(batch, [gens.get(int(r)) for r in batch.rows])    # from this pass's next_token
         ids, att = batch.input_ids.to(ddev), batch.attention_mask.to(ddev)
         for w in wl:
             feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
             t0 = time.perf_counter()
             with torch.no_grad():
-                A, hits = draft_counts(draft, feats, ids, att, batch.next_token, batch.loss_mask, lengths, setting,
-                                       acc_topk=acc_topk, max_memory=max_memory)
+                if sampling is None:
+                    A, hits = draft_counts(draft, feats, ids, att, batch.next_token, batch.loss_mask, lengths,
+                                           setting, acc_topk=acc_topk, max_memory=max_memory)
+                else:
+                    A, hits, pd = sampled.sampled_counts(draft, feats, ids, att, batch, setting,
+                                                         capture.split_head(target.model)[1], acc_topk=acc_topk,
+                                                         max_memory=max_memory)
+                    per_depth[w.spec].append(pd)
             _sync(ddev)
             t_draft[w.spec] += time.perf_counter() - t0
             del feats
@@ -191,16 +205,22 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
                                          f"prompt of at least 1 token (check the data's prompt/response split)")
             parts[w.spec].append(AcceptanceResult.from_counts(
                 A, K=K, spec=w.spec, taps=w.taps, rows=batch.rows, n_prompt_tokens=batch.n_prompt_tokens,
-                sources=batch.sources, top_hits=hits, coverage=cov, setting=setting))
+                sources=batch.sources, top_hits=hits, coverage=cov, setting=setting, agreement=agr))
         del batch
     results = {}
+    # ONE draft/target cost ratio per draft and target: every wiring runs the same draft computation on
+    # features of the same shape, so their timings are pooled (per-wiring ratios differed only by noise).
+    pooled = (sum(t_draft.values()) / max(len(wl), 1) / K) / t_target if t_target > 0 else None
     for w in wl:
         r = AcceptanceResult.concat(parts[w.spec])
         r.seed = seed
-        if not any_cached and t_target > 0:
-            r.cost_ratio = (t_draft[w.spec] / K) / t_target
-            r.cost_model = CostModel.fixed(r.cost_ratio, device=str(target.device).split(":")[0],
-                                           source="draft/target time ratio of this simulation's batches")
+        if per_depth[w.spec]:
+            r.per_depth = sampled.PerDepth.concat(per_depth[w.spec])
+        if not any_cached and pooled is not None:
+            r.cost_ratio = pooled
+            r.cost_model = CostModel.fixed(pooled, device=str(target.device).split(":")[0],
+                                           source=f"draft/target time ratio of this simulation's batches, pooled "
+                                                  f"over its {len(wl)} wiring(s): one ratio per draft and target")
         results[w.spec] = r
     return results
 
@@ -358,6 +378,7 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]
+    warn_once(result.agreement, result.setting)      # once per run, in plain words (workbench.agreement)
     if cm is not None:
         result.cost_model = cm
         result.cost_ratio = cm.ratio if cm.kind == "fixed" else result.cost_ratio

@@ -35,8 +35,8 @@ from workbench.errors import WorkbenchError
 from workbench.files import write_json
 
 SCHEMA = 1
-SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire", "long", "tree")
-OPT_IN = ("long", "tree")   # minutes on 2 cores: run with --only long / --only tree
+SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire", "long", "tree", "regenerate", "sampled")
+OPT_IN = ("long", "tree", "sampled")   # minutes on 2 cores: run with --only long / --only tree / --only sampled
 TARGETS = ("demo", "synthetic")
 _GOAL = re.compile(r"^\s*(<=|>=|==|<|>)\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*$")
 

@@ -358,6 +358,8 @@ class Batch:
     topk_ids: torch.Tensor | None = None
     topk_logprobs: torch.Tensor | None = None
     from_cache: bool = field(default=False, compare=False)
+    served: torch.Tensor | None = None         # [B, T, 2] sampled.served_stats of every position (extract(sampling=))
+    hidden: torch.Tensor | None = None         # [B, T, H] the lm_head's input (final hidden), with ``served``
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -532,9 +534,13 @@ def split_head(model, probe_ids: torch.Tensor | None = None):
     return body, head
 
 
-def _forward(target: Target, taps, ids, att, topk: int, max_memory=None):
+def _forward(target: Target, taps, ids, att, topk: int, max_memory=None, sampling=None):
     """ONE target forward: captured taps, argmax, optional top-k log-probs. The base model runs once;
-    its lm_head runs in position chunks (``workbench.chunks.head_chunks``): no [B, T, V] logits."""
+    its lm_head runs in position chunks (``workbench.chunks.head_chunks``): no [B, T, V] logits.
+    ``sampling`` (a non-greedy :class:`workbench.sampling.Sampling`): the same head pass also keeps
+    ``sampled.served_stats`` per position, and the final hidden states are kept (``(served, hidden)``
+    as a fifth item; else None)."""
+    from workbench.sampled import served_stats
 
     body, lm_head = split_head(target.model, ids)
     hdev = lm_head.weight.device
@@ -544,7 +550,9 @@ def _forward(target: Target, taps, ids, att, topk: int, max_memory=None):
 
     with torch.no_grad(), tap_hooks(target.model, taps, device=target.device) as feats:
         hidden = _first_tensor(body(input_ids=ids, attention_mask=att, use_cache=False))
-        res = head_chunks(hidden, head, topk=topk, max_memory=max_memory, vocab=target.vocab_size)
+        reduce = None if sampling is None else (lambda f: served_stats(f, sampling))
+        res = head_chunks(hidden, head, topk=topk, max_memory=max_memory, vocab=target.vocab_size, reduce=reduce)
+        extra = None if sampling is None else (res.reduced.to(target.device), hidden)
         del hidden
         next_token = res.ids.to(target.device)
         topk_ids = res.topk_ids.to(target.device) if topk else None
@@ -562,7 +570,7 @@ def _forward(target: Target, taps, ids, att, topk: int, max_memory=None):
         if topk_ids is not None:
             topk_ids.masked_fill_(pad.unsqueeze(-1), 0)
             topk_lp.masked_fill_(pad.unsqueeze(-1), 0.0)
-    return feats, next_token, topk_ids, topk_lp
+    return feats, next_token, topk_ids, topk_lp, extra
 
 
 # ----------------------------------------------------------------------------------------------
@@ -606,6 +614,8 @@ def _save_shard(path, batch: Batch) -> None:
         tensors[f"feature.{t}"] = v
     if batch.topk_ids is not None:
         tensors["topk_ids"], tensors["topk_logprobs"] = batch.topk_ids, batch.topk_logprobs
+    if batch.served is not None:
+        tensors["served"], tensors["hidden"] = batch.served, batch.hidden
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     data = save(tensors, metadata={"sources": json.dumps(batch.sources), "format": f"workbench-capture-{CACHE_VERSION}"})
     with atomic_write(path, "wb") as f:
@@ -631,7 +641,9 @@ def _load_shard(path, device, expect_rows: list[int], taps) -> Batch:
                  loss_mask=t["loss_mask"].to(device), features={x: t[f"feature.{x}"].to(device) for x in taps},
                  next_token=t["next_token"].to(device), n_prompt_tokens=t["n_prompt_tokens"].tolist(), sources=sources,
                  topk_ids=t["topk_ids"].to(device) if "topk_ids" in t else None,
-                 topk_logprobs=t["topk_logprobs"].to(device) if "topk_logprobs" in t else None, from_cache=True)
+                 topk_logprobs=t["topk_logprobs"].to(device) if "topk_logprobs" in t else None, from_cache=True,
+                 served=t["served"].to(device) if "served" in t else None,
+                 hidden=t["hidden"].to(device) if "hidden" in t else None)
 
 
 def _write_manifest(path, manifest: dict) -> None:
@@ -657,7 +669,7 @@ def _read_manifest(path, key: str) -> dict | None:
 
 
 def extract(target: Target, dataset_or_rows, taps, *, batch_size: int = 8, topk: int = 0, limit: int | None = None,
-            cache_dir=None, progress: bool = True, max_memory=None) -> Iterator[Batch]:
+            cache_dir=None, progress: bool = True, max_memory=None, sampling=None) -> Iterator[Batch]:
     """Yield :class:`Batch` objects, one target forward per batch (hooks; never ``output_hidden_states``).
 
         >>> # for batch in extract(target, ds, ["embed,L3,L31", "L3,L31,L59"], batch_size=8, cache_dir=".cache"):
@@ -669,8 +681,13 @@ def extract(target: Target, dataset_or_rows, taps, *, batch_size: int = 8, topk:
     one by one (memory stays bounded by one batch). Sequences longer than the target's maximum
     positions are truncated, with one warning. With ``cache_dir``, batches are read from / written to
     a resumable on-disk cache. ``max_memory`` (bytes or "2GB") sizes the chunks of the lm_head
-    (default: a share of the free device memory, ``workbench.chunks.memory_budget``).
+    (default: a share of the free device memory, ``workbench.chunks.memory_budget``). ``sampling`` (a
+    :class:`workbench.sampling.Sampling` at T > 0): each batch also carries ``served`` (the served
+    distribution's normaliser and cutoff per position, from the same head pass) and ``hidden`` (the
+    lm_head's input), what :mod:`workbench.sampled` needs for any token's probability.
     """
+    if sampling is not None and sampling.greedy:
+        sampling = None
     if int(batch_size) < 1:
         raise WorkbenchError(f"batch_size must be >= 1, got {batch_size}")
     if int(topk) < 0:
@@ -679,16 +696,18 @@ def extract(target: Target, dataset_or_rows, taps, *, batch_size: int = 8, topk:
     rows = _normalise_rows(dataset_or_rows, limit, target)
     _truncate(rows, target.max_positions)
     plan = _plan(rows, int(batch_size))
-    return _iterate(target, rows, plan, wanted, int(topk), cache_dir, progress, max_memory)
+    return _iterate(target, rows, plan, wanted, int(topk), cache_dir, progress, max_memory, sampling)
 
 
-def _iterate(target, rows, plan, wanted, topk, cache_dir, progress, max_memory=None) -> Iterator[Batch]:
+def _iterate(target, rows, plan, wanted, topk, cache_dir, progress, max_memory=None, sampling=None) -> Iterator[Batch]:
     from tqdm.auto import tqdm
 
     folder = manifest_path = manifest = None
     if cache_dir is not None:
         ident = {"version": CACHE_VERSION, "target": target_fingerprint(target), "device": target.device.split(":")[0], "data": _data_fingerprint(rows),
                  "taps": wanted, "topk": topk, "batches": [[rows[i]["_row"] for i in b] for b in plan]}
+        if sampling is not None:                 # greedy runs keep their old cache keys
+            ident["sampling"] = sampling.to_dict()
         key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
         folder = os.path.join(os.fspath(cache_dir), f"capture-{key}")
         os.makedirs(folder, exist_ok=True)
@@ -710,10 +729,11 @@ def _iterate(target, rows, plan, wanted, topk, cache_dir, progress, max_memory=N
                 batch = _load_shard(shard, target.device, row_ids, wanted)
             else:
                 ids, att, lm = _pad(rows, idx, target.device)
-                feats, nxt, tk_ids, tk_lp = _forward(target, wanted, ids, att, topk, max_memory)
+                feats, nxt, tk_ids, tk_lp, extra = _forward(target, wanted, ids, att, topk, max_memory, sampling)
                 batch = Batch(rows=row_ids, input_ids=ids, attention_mask=att, loss_mask=lm, features=feats,
                               next_token=nxt, n_prompt_tokens=[rows[i]["n_prompt_tokens"] for i in idx],
-                              sources=[rows[i]["source"] for i in idx], topk_ids=tk_ids, topk_logprobs=tk_lp)
+                              sources=[rows[i]["source"] for i in idx], topk_ids=tk_ids, topk_logprobs=tk_lp,
+                              served=None if extra is None else extra[0], hidden=None if extra is None else extra[1])
                 if shard:
                     _save_shard(shard, batch)
                     manifest["done"] = sorted(set(manifest["done"]) | {bi})

@@ -105,10 +105,11 @@ class HeadOutput:
     log_normaliser: torch.Tensor | None = None     # [..] fp32 logsumexp(logits / temperature)
     logits: torch.Tensor | None = None             # [.., V] fp32, only when asked (keep_logits)
     chunk_rows: int = 0                            # rows per chunk used
+    reduced: torch.Tensor | None = None            # [.., m] fp32: ``reduce`` of each row's fp32 logits, if asked
 
 
 def head_chunks(hidden: torch.Tensor, head, *, topk: int = 0, temperature: float | None = None,
-                keep_logits: bool = False, max_memory=None, vocab: int | None = None) -> HeadOutput:
+                keep_logits: bool = False, max_memory=None, vocab: int | None = None, reduce=None) -> HeadOutput:
     """Run ``head`` ([n, H] → [n, V] logits) over ``hidden`` [..., H] in row chunks; keep argmax,
     top-k log-probs (fp32 log-softmax), the log-normaliser at ``temperature`` and, only when
     ``keep_logits``, the fp32 logits.
@@ -124,7 +125,9 @@ def head_chunks(hidden: torch.Tensor, head, *, topk: int = 0, temperature: float
     probabilities are fp32. The chunk size comes from :func:`memory_budget` of the hidden's device:
     one row costs about 4 fp32 copies of a [V] logit row. What the sampling work needs later (the
     probability of any token at a temperature, top-p/top-k cutoffs) is a per-row reduction like
-    ``log_normaliser``: add it in ``_reduce`` and it never stores [T, V].
+    ``log_normaliser``: add it in ``_reduce`` and it never stores [T, V]. ``reduce``: any such
+    per-row reduction, a function of the fp32 logits ``[n, V]`` returning ``[n, m]`` (e.g.
+    ``sampled.served_stats``: the served distribution's normaliser and top-k/top-p cutoff).
     """
     if hidden.dim() < 2:
         raise WorkbenchError(f"head_chunks: hidden has shape {list(hidden.shape)}, expected [..., H]")
@@ -137,12 +140,14 @@ def head_chunks(hidden: torch.Tensor, head, *, topk: int = 0, temperature: float
         vocab = int(head(flat[:1]).shape[-1]) if n else 1
     budget = memory_budget(hidden.device, max_memory)
     rows = rows_per_chunk(n, 4 * 4 * int(vocab), budget)
-    ids, tki, tkl, lse, logs = [], [], [], [], []
+    ids, tki, tkl, lse, logs, red = [], [], [], [], [], []
     for s in range(0, n, rows):
         logits = head(flat[s: s + rows])
         ids.append(logits.argmax(-1))
-        if topk or temperature is not None or keep_logits:
+        if topk or temperature is not None or keep_logits or reduce is not None:
             f = logits.float()
+            if reduce is not None:
+                red.append(reduce(f).float())
             if topk:
                 lp, ix = torch.log_softmax(f, dim=-1).topk(min(int(topk), f.shape[-1]), dim=-1)
                 tki.append(ix)
@@ -158,7 +163,8 @@ def head_chunks(hidden: torch.Tensor, head, *, topk: int = 0, temperature: float
 
     k = min(int(topk), int(vocab))
     return HeadOutput(ids=cat(ids), topk_ids=cat(tki, k), topk_logprobs=cat(tkl, k), log_normaliser=cat(lse),
-                      logits=cat(logs, int(vocab)), chunk_rows=rows)
+                      logits=cat(logs, int(vocab)), chunk_rows=rows,
+                      reduced=cat(red, red[0].shape[-1]) if red else None)
 
 
 __all__ = ["HeadOutput", "head_chunks", "memory_budget", "parse_memory", "free_memory", "rows_per_chunk"]

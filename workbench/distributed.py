@@ -47,7 +47,7 @@ from workbench.files import atomic_write
 from workbench.setting import Setting
 from workbench.statistics import CHAIN_COLUMNS, SAMPLE_COLUMNS, AcceptanceResult
 
-SHARD_VERSION = 2
+SHARD_VERSION = 3     # 3: the per-sample greedy-agreement columns (workbench.agreement)
 FAIL_ENV = "WORKBENCH_FAIL_RANK"
 TIMEOUT_ENV = "WORKBENCH_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 6 * 3600      # ranks wait at the gather for the slowest shard
@@ -298,6 +298,9 @@ def encode_results(results: dict, key: dict | None = None) -> bytes:
                 if col == "source":
                     v = np.asarray([code[str(s)] for s in v.tolist()], np.int32)
                 arrays[f"{i}.{prefix}.{col}"] = np.asarray(v)
+        if r.per_depth is not None:                  # T > 0: the per-depth table (workbench.sampled)
+            for col, v in r.per_depth.chains.items():
+                arrays[f"{i}.pd.{col}"] = np.asarray(v)
         meta["results"].append({"key": spec, "spec": r.spec, "taps": list(r.taps), "steps": int(r.steps),
                                 "cost_ratio": r.cost_ratio, "seed": int(r.seed), "sources": names,
                                 "setting": r.setting.to_dict(),
@@ -327,6 +330,12 @@ def decode_results(data: bytes) -> tuple[dict, dict]:
                                              seed=m["seed"], setting=Setting.from_dict(m["setting"]),
                                              cost_model=CostModel.from_dict(m["cost_model"]) if m.get("cost_model")
                                              else None)
+            if f"{i}.pd.s" in z.files:
+                from workbench.sampled import PerDepth
+
+                out[m["key"]].per_depth = PerDepth(steps=m["steps"], chains={c: z[f"{i}.pd.{c}"] for c in
+                                                                             ("sample", "t", "matched", "on_path", "s")},
+                                                   seed=m["seed"])
     return out, meta["key"]
 
 
@@ -397,7 +406,7 @@ def _reorder(r, position: dict):
     co = np.lexsort((r.chains["t"], pos(r.chains["sample"]))) if len(r.chains["t"]) else np.zeros(0, np.int64)
     return AcceptanceResult(spec=r.spec, taps=r.taps, steps=r.steps, chains={k: v[co] for k, v in r.chains.items()},
                             samples={k: v[so] for k, v in r.samples.items()}, cost_ratio=r.cost_ratio, seed=r.seed,
-                            setting=r.setting, cost_model=r.cost_model)
+                            setting=r.setting, cost_model=r.cost_model, per_depth=r.per_depth)
 
 
 def gather_results(parts: list[dict], order: list[int] | None = None) -> dict:

@@ -8,12 +8,20 @@
     >>> out, meta["spec_verify_ct"]
     ([7, 7, 7, 7], 2)
 
-It generates with the workbench's exact greedy speculative-decoding loop
-(:func:`workbench.acceptance.exact_decode`) on a target and draft with a configured wiring, so a
-server that feeds the draft the wrong taps can be simulated without a GPU; or with any
-``generate(prompt_ids, max_new_tokens) -> (output_ids, accepts per verify step)`` callable (one that
-also takes a ``sampling_params`` keyword gets the request's sampling parameters and may sample).
+It generates with the workbench's exact speculative-decoding loops on a target and draft with a
+configured wiring, so a server that feeds the draft the wrong taps can be simulated without a GPU:
+greedy requests (temperature 0, or top_k 1) with :func:`workbench.acceptance.exact_decode` (chain)
+or :func:`workbench.tree_verify.exact_tree_decode` (tree); sampled requests with the same
+deterministic drafting and SGLang's target-only verification at T > 0 (:func:`target_only_walk`,
+:func:`sampled_generator`), seeded per request (the request's ``sampling_seed``, else the server's
+``seed``, and the prompt) so runs are reproducible whatever order the requests arrive in. Or with
+any ``generate(prompt_ids, max_new_tokens) -> (output_ids, accepts per verify step)`` callable (one
+that also takes a ``sampling_params`` keyword gets the request's sampling parameters and may sample).
 It binds 127.0.0.1 only, on a free port, and stops when the ``with`` block ends.
+
+``sampling_fields``: the ``sampling_params`` names it accepts (default: SGLang's current
+``SamplingParams`` API fields, ``sampling/sampling_params.py``); any other name is answered with
+HTTP 400, as a server whose ``SamplingParams`` does not have it would.
 
 Response variants (``meta_info`` fields, as SGLang versions report them, facts page section 4):
 
@@ -47,6 +55,12 @@ from workbench.tree import tree_shape
 from workbench.tree_verify import exact_tree_decode
 
 VARIANTS = ("old", "new", "renamed", "newest", "aggregate", "none")
+# SGLang python/sglang/srt/sampling/sampling_params.py, SamplingParams: the API fields (set by callers)
+SAMPLING_FIELDS = ("max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k",
+                   "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens", "n",
+                   "json_schema", "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens",
+                   "spaces_between_special_tokens", "no_stop_trim", "custom_params", "stream_interval",
+                   "logit_bias", "sampling_seed")
 
 
 def spec_meta(output_ids: list[int], accepts: list[int], K: int, variant: str, prompt_len: int,
@@ -99,6 +113,7 @@ class FakeServer:
     adaptive: bool = False
     counting: str = "v2"
     endpoints: tuple = ("/server_info", "/get_server_info")
+    sampling_fields: tuple = SAMPLING_FIELDS
     requests: list[dict] = field(default_factory=list)    # every /generate body received
     faults: list = field(default_factory=list)
     _tokens: int = 0
@@ -165,6 +180,10 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
             sp = body.get("sampling_params") or {} if isinstance(body, dict) else {}
             if not isinstance(ids, list) or not ids or not all(isinstance(x, int) for x in ids):
                 return self._send(400, {"error": {"message": "the fake server needs input_ids (a list of ints)"}})
+            unknown = sorted(set(sp) - set(state.sampling_fields)) if isinstance(sp, dict) else []
+            if unknown:                     # as SamplingParams(**sampling_params) refuses an unknown keyword
+                return self._send(400, {"error": {"message": f"SamplingParams.__init__() got an unexpected keyword "
+                                                             f"argument '{unknown[0]}'"}})
             takes_sp = "sampling_params" in inspect.signature(generate).parameters
             if sp.get("temperature", 1.0) != 0 and not takes_sp:
                 return self._send(400, {"error": {"message": "the fake server only decodes greedily (temperature 0)"}})
@@ -188,6 +207,123 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
     return Handler
 
 
+# ─────────────────────────────── sampling (temperature > 0) ───────────────────────────────
+
+def target_only_walk(tokens, parents, probs, coins, final_coin: float, steps: int, *,
+                     threshold_single: float = 1.0, threshold_acc: float = 1.0) -> tuple[list[int], int]:
+    """SGLang's verification of one tree at T > 0: (accepted verified indices, the next token).
+
+        >>> import torch
+        >>> probs = torch.tensor([[0.0, 0.5, 0.3, 0.2],    # after the root: children 1 (token 1), 2 (token 2)
+        ...                       [0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+        >>> target_only_walk([1, 2], [0, 0], probs, coins=[0.7, 0.0, 0.0], final_coin=0.5, steps=2)
+        ([2], 0)
+        >>> target_only_walk([1, 2], [0, 0], probs, coins=[0.9, 0.0, 0.0], final_coin=0.5, steps=2)  # both rejected
+        ([], 3)
+
+    As ``sgl-kernel/csrc/speculative/speculative_sampling.cuh`` ``TreeSpeculativeSamplingTargetOnly``
+    (called from ``speculative/eagle_info.py`` ``EagleVerifyInput.verify`` when the batch is not all
+    greedy): one coin per parent (``coins[v]`` for node v, 0 = root); its children are tried in tree
+    (ascending verified) order with a running sum of their target probabilities ``probs[v, token]``;
+    a child is accepted when ``coin <= sum / threshold_acc`` or ``p(child) >= threshold_single``, the
+    walk descends into it (fresh sum, its coin) and stops at ``steps`` accepted or when no child is
+    accepted. The next token is drawn with ``final_coin`` from p at the last accepted node minus the
+    rejected children's mass (none subtracted at full depth), by inverting its cumulative sum in
+    vocabulary order. With both thresholds 1 every emitted token is an exact sample of p, so A is the
+    longest prefix of the emitted tokens that is a path in the tree.
+
+    TODO(merge): issue 21's step-by-step walk (``workbench/verify_walk.py``, helper H21) implements
+    the same kernel; make the two one when both are on main.
+    """
+    import torch
+
+    tokens = [int(x) for x in tokens]
+    children: dict[int, list[int]] = {}
+    for v, par in enumerate(parents, start=1):
+        children.setdefault(int(par), []).append(v)
+    thr_acc = max(float(threshold_acc), 1e-9)                # the kernel caps threshold_acc at 1e-9
+    cur, path, rejected = 0, [], []
+    for _ in range(int(steps)):
+        acc, nxt, rejected = 0.0, None, []
+        for c in children.get(cur, []):
+            p = float(probs[cur, tokens[c - 1]])
+            acc += p
+            if float(coins[cur]) <= acc / thr_acc or p >= threshold_single:
+                nxt = c
+                break
+            rejected.append(tokens[c - 1])
+        if nxt is None:
+            break
+        path.append(nxt)
+        cur = nxt
+    resid = probs[cur].float().clone()
+    if len(path) < int(steps) and rejected:
+        resid[rejected] = 0.0                                 # relu(p - draft_probs), draft_probs = p there
+    cdf = torch.cumsum(resid, 0)
+    pos = int(torch.searchsorted(cdf, torch.tensor([float(final_coin) * float(cdf[-1])]), right=True)[0])
+    if pos >= len(resid) or resid[pos] <= 0:                 # u at the very top: the last token with mass
+        pos = int(torch.nonzero(resid > 0).flatten()[-1])
+    return path, pos
+
+
+def sampling_of(params: dict):
+    """:class:`workbench.sampling.Sampling` of a request's ``sampling_params`` (SGLang's defaults for
+    missing fields: temperature 1.0, top_p 1.0, top_k -1, no seed)."""
+    from workbench.sampling import Sampling
+
+    t, p, k = params.get("temperature"), params.get("top_p"), params.get("top_k")
+    k = -1 if k is None else k
+    k = -1 if isinstance(k, int) and not isinstance(k, bool) and k >= 1 << 30 else k   # SGLang's TOP_K_ALL
+    return Sampling(temperature=1.0 if t is None else t, top_p=1.0 if p is None else p, top_k=k,
+                    seed=params.get("sampling_seed"))
+
+
+def request_seed(seed: int, prompt_ids) -> int:
+    """The seed of one request: ``(seed, prompt)``, so the order requests arrive in does not matter.
+
+        >>> request_seed(0, [1, 2]) == request_seed(0, [1, 2]) != request_seed(1, [1, 2])
+        True
+    """
+    import hashlib
+
+    from workbench.sampling import row_seed
+
+    key = int.from_bytes(hashlib.sha256(",".join(map(str, prompt_ids)).encode()).digest()[:8], "little")
+    return row_seed(int(seed), key)
+
+
+def sampled_generator(target, draft, wiring, K: int, topk: int = 1, num_draft_tokens: int | None = None, *,
+                      seed: int = 0):
+    """``generate(prompt_ids, max_new_tokens, sampling_params=None, steps=K)``: greedy requests as
+    :func:`exact_generator`; sampled ones with SGLang's drafting (the same tree as greedy,
+    :func:`workbench.tree_verify.exact_tree_decode`, a chain when ``topk`` is 1) and
+    :func:`target_only_walk` on p = :func:`workbench.sampling.served_probs` (temperature, top-k,
+    top-p); the token after the prefill is drawn with :func:`workbench.sampling.draw`. Coins come from
+    one generator per request (:func:`request_seed` of the request's ``sampling_seed``, else ``seed``)."""
+    import torch
+
+    from workbench.sampling import draw, served_probs
+
+    greedy = exact_generator(target, draft, wiring, K, topk, num_draft_tokens)
+
+    def generate(prompt, n, sampling_params=None, steps=K):
+        s = sampling_of(sampling_params or {})
+        if s.greedy:
+            return greedy(prompt, n, steps=steps)
+        g = torch.Generator().manual_seed(request_seed(seed if s.seed is None else s.seed, prompt))
+
+        def walk(tokens, parents, logits):
+            if not tokens:                                   # the prefill's token: the ordinary sampler
+                return [], int(draw(logits[-1:].float().cpu(), s, torch.rand(1, generator=g))[0])
+            coins = torch.rand(len(tokens) + 1, generator=g)
+            final = float(torch.rand(1, generator=g))
+            return target_only_walk(tokens, parents, served_probs(logits.float().cpu(), s), coins, final, steps)
+
+        return exact_tree_decode(target, draft, prompt, wiring, steps, topk, num_draft_tokens if topk > 1 else None,
+                                 n, rope_shift=getattr(draft, "rotary_offset", 0), walk=walk)
+    return generate
+
+
 def exact_generator(target, draft, wiring, K: int, topk: int = 1, num_draft_tokens: int | None = None):
     """``generate(prompt_ids, max_new_tokens, steps=K)`` running :func:`workbench.acceptance.exact_decode`
     (topk 1) or SGLang's tree, :func:`workbench.tree_verify.exact_tree_decode` (topk > 1)."""
@@ -203,7 +339,7 @@ def exact_generator(target, draft, wiring, K: int, topk: int = 1, num_draft_toke
 def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "new", generate=None,
           faults=None, info: dict | None = None, engine: str = "sglang", topk: int = 1,
           num_draft_tokens: int | None = None, adaptive: bool = False, counting: str = "v2",
-          endpoints=("/server_info", "/get_server_info")):
+          endpoints=("/server_info", "/get_server_info"), seed: int = 0, sampling_fields=SAMPLING_FIELDS):
     """Start the fake server on 127.0.0.1 (a free port); yields its URL (a ``str`` whose ``.state`` is
     the :class:`FakeServer`: requests received, variant, wiring). Stopped when the block ends.
 
@@ -216,7 +352,8 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
     (topk > 1: the real tree, :func:`workbench.tree_verify.exact_tree_decode`). ``adaptive``: report
     ``speculative_adaptive`` and change the steps every other request. ``counting``: how the last verify
     step is counted ("v2" raw, "v1" cut). ``endpoints``: the server-info paths it answers (an old server:
-    only ``("/get_server_info",)``).
+    only ``("/get_server_info",)``). ``seed``: the base seed of sampled requests without ``sampling_seed``.
+    ``sampling_fields``: the ``sampling_params`` names it takes (module docstring).
     """
     if counting not in COUNTING:
         raise WorkbenchError(f"fake server counting {counting!r}: expected one of {', '.join(COUNTING)}")
@@ -235,12 +372,12 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
             extra.setdefault("draft_path", str(draft))
         target, draft, _ = inputs.load(target, draft, device="cpu")
         wiring = wmod.apply_engine(target, draft, engine, wiring)[0].spec
-        generate = exact_generator(target, draft, wiring, int(K), shape.topk, shape.num_draft_tokens)
+        generate = sampled_generator(target, draft, wiring, int(K), shape.topk, shape.num_draft_tokens, seed=seed)
     if adaptive and "steps" not in inspect.signature(generate).parameters:
         raise WorkbenchError("fake server: adaptive=True needs a generate callable with a steps= keyword")
     state = FakeServer(url="", K=int(K), variant=variant, wiring=wiring, faults=list(faults or []), topk=shape.topk,
                        num_draft_tokens=shape.num_draft_tokens if shape.topk > 1 else None, adaptive=bool(adaptive),
-                       counting=counting, endpoints=tuple(endpoints))
+                       counting=counting, endpoints=tuple(endpoints), sampling_fields=tuple(sampling_fields))
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, generate, extra, threading.Lock()))
     httpd.daemon_threads = True
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}"

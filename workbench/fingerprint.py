@@ -46,26 +46,59 @@ COUNTING = ("v2", "v1")
 
 @dataclass
 class ServerSteps:
-    """One request's verify steps as a server made them: raw A per step and the tokens it returned."""
+    """One request's verify steps as a server made them: raw A per step and the tokens it returned.
+
+    ``last_max``: at temperature > 0 the last verify step may look past the returned output (tokens
+    the server sampled and cut), so the output only bounds its raw A: ``accepts[-1] <= A <= last_max``.
+    None: every A is known (greedy: the target's own continuation fills in what was cut).
+
+        >>> st = server_steps([2, 1], n_output=5, last_max=3)      # the last step kept 1 token, all of them drafts
+        >>> st.counted("v1"), st.possible("v2")
+        ([2, 1], [[2, 1], [2, 2], [2, 3]])
+    """
 
     accepts: list[int]
     n_output: int
     fragile: list[bool] = field(default_factory=list)    # per step: it compared at a near-tie position
+    last_max: int | None = None
 
-    def counted(self, counting: str) -> list[int]:
+    def counted(self, counting: str, accepts=None) -> list[int]:
         """A per step as the histogram counts it: raw (v2) or cut at the finish (v1)."""
         if counting not in COUNTING:
             raise WorkbenchError(f"counting {counting!r}: expected one of {', '.join(COUNTING)}")
         out, emitted = [], 1
-        for a in self.accepts:
+        for a in self.accepts if accepts is None else accepts:
             out.append(a if counting == "v2" else max(0, min(a, self.n_output - emitted)))   # drafts kept
             emitted += a + 1
         return out
 
+    def possible(self, counting: str) -> list[list[int]]:
+        """Every counted A list the server may have made (one unless the last step is open and counted raw)."""
+        if self.last_max is None or not self.accepts:
+            return [self.counted(counting)]
+        out = []
+        for a in range(self.accepts[-1], self.last_max + 1):
+            c = self.counted(counting, self.accepts[:-1] + [a])
+            if c not in out:
+                out.append(c)
+        return out
 
-def server_steps(accepts, n_output: int, fragile=None) -> ServerSteps:
+    def resolved(self, live_fields: dict, counting: str) -> "ServerSteps":
+        """A copy with the open last step fixed to the smallest raw A the live fields agree with (else
+        its lower bound): what the offline totals use."""
+        if self.last_max is None or not self.accepts:
+            return self
+        for a in range(self.accepts[-1], self.last_max + 1):
+            cand = ServerSteps(self.accepts[:-1] + [a], self.n_output, list(self.fragile))
+            if live_fields and _same(live_fields, reported(live_fields, cand, counting)):
+                return cand
+        return ServerSteps(list(self.accepts), self.n_output, list(self.fragile))
+
+
+def server_steps(accepts, n_output: int, fragile=None, last_max: int | None = None) -> ServerSteps:
     """:class:`ServerSteps` from A per verify step (list) and the number of tokens returned."""
-    return ServerSteps([int(a) for a in accepts], int(n_output), list(fragile or [False] * len(accepts)))
+    return ServerSteps([int(a) for a in accepts], int(n_output), list(fragile or [False] * len(accepts)),
+                       None if last_max is None else int(last_max))
 
 
 def walk(A_row, n_prompt: int, n_output: int, steps: int) -> list[tuple[int, int]]:
@@ -105,21 +138,26 @@ def _trim(h) -> list[int]:
     return h
 
 
-def reported(live_fields: dict, steps: ServerSteps, counting: str) -> dict:
-    """What a server that made ``steps`` reports in the fields ``live_fields`` has (same keys)."""
-    a = steps.counted(counting)
+def reported(live_fields: dict, steps: ServerSteps, counting: str, counted: list[int] | None = None) -> dict:
+    """What a server that made ``steps`` reports in the fields ``live_fields`` has (same keys); an open
+    last step (:attr:`ServerSteps.last_max`) at its lower bound unless ``counted`` gives the A list."""
+    a = steps.counted(counting) if counted is None else counted
     full = {"verify_ct": len(a), "accepted_drafts": int(sum(a)),
             "histogram": _trim([a.count(k) for k in range(max(a) + 1)] if a else [])}
     return {k: full[k] for k in FIELDS if k in live_fields}
 
 
+def _same(live_fields: dict, rep: dict) -> bool:
+    return rep == {k: (_trim(v) if k == "histogram" else v) for k, v in live_fields.items()}
+
+
 def status(live_fields: dict, steps: ServerSteps, counting: str) -> str:
     """"identical", "tie" (differs, but the offline decode compared at a near-tie) or "differs";
-    "n/a" without fields."""
+    "n/a" without fields. An open last step (temperature > 0) is identical when any raw A it may
+    have had reproduces the fields."""
     if not live_fields:
         return "n/a"
-    if reported(live_fields, steps, counting) == {k: (_trim(v) if k == "histogram" else v)
-                                                   for k, v in live_fields.items()}:
+    if any(_same(live_fields, reported(live_fields, steps, counting, c)) for c in steps.possible(counting)):
         return "identical"
     return "tie" if any(steps.fragile) else "differs"
 
@@ -199,12 +237,19 @@ def continuation(target, ids: list[int], n: int):
 
 def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int = 1, num_draft_tokens=None,
                      served_dtype: str = "bfloat16", batch_size: int = 8, rope_shift: int | None = None,
-                     progress: bool = False) -> dict:
+                     sampled: bool = False, progress: bool = False) -> dict:
     """{spec: [ServerSteps per request]}: each request's decode as a server on that wiring makes it.
 
     ``requests``: list of (prompt_ids, output_ids) (the server's own output). Chain when ``topk`` is 1,
     SGLang's tree otherwise (``steps``, ``topk``, ``num_draft_tokens``). ``rope_shift``: the tree's rotary
     offset (default the draft's ``rotary_offset``, as chains use it; 1 = servers before SGLang PR #25015).
+
+    ``sampled``: the server sampled (temperature > 0, SGLang's lossless target-only verification).
+    A is still the longest prefix of the server's own continuation that is a path in the (same,
+    deterministic) tree, so steps are matched against the returned tokens exactly as at T = 0; only
+    what lies past the output is unknown: no greedy continuation is run, the last step's A is bounded
+    by the output (``ServerSteps.last_max``), and no near-ties are marked (the target's logits do not
+    decide A, the server's sampled tokens do).
     """
     import torch
 
@@ -221,11 +266,15 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
     wl = as_wirings(wirings, target.n_layers)
     for w in wl:
         capture.check_width(w.taps, target, draft.fc_width, where="the draft's fc")
-    rows, ties = [], []
+    rows, ties, ends = [], [], {}
     for i, (prompt, output) in enumerate(requests):
         ids = [int(x) for x in prompt] + [int(x) for x in output]
-        cont, logits = continuation(target, ids, S + 1)
-        ties.append(near_ties(logits, ids, served_dtype))
+        if sampled:                   # filler only: positions past the output are never matched (next token -1)
+            cont, _ = [ids[-1]] * (S + 1), ties.append(set())
+            ends[i] = len(ids)
+        else:
+            cont, logits = continuation(target, ids, S + 1)
+            ties.append(near_ties(logits, ids, served_dtype))
         full = ids + cont
         rows.append({"input_ids": full, "loss_mask": [0] * len(prompt) + [1] * (len(full) - len(prompt)),
                      "n_prompt_tokens": len(prompt), "n_response_tokens": len(full) - len(prompt), "_row": i})
@@ -236,6 +285,8 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
         nt = torch.cat([batch.input_ids[:, 1:], batch.input_ids[:, :1] * 0 - 1], 1)     # the row's own next tokens
         for b, L in enumerate(batch.lengths.tolist()):
             nt[b, L - 1] = batch.next_token[b, L - 1]
+            if sampled:
+                nt[b, ends[int(batch.rows[b])] - 1:] = -1          # g_{p+1} past the server's output: unknown
         nt = nt.to(ddev)
         lm, ln = batch.loss_mask.to(ddev), batch.lengths.to(ddev)
         for w in wl:
@@ -255,7 +306,12 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
         for i, (prompt, output) in enumerate(requests):
             path = walk(A_rows[w.spec][i], len(prompt), len(output), S)
             fragile = [any(p in ties[i] for p in range(t + 1, t + min(a + 1, S) + 1)) for t, a in path]
-            per.append(server_steps([a for _, a in path], len(output), fragile))
+            accepts = [a for _, a in path]
+            open_last = None
+            if sampled and accepts:       # the last step matched every output token left to it: it may go on
+                left = len(output) - 1 - sum(a + 1 for a in accepts[:-1])
+                open_last = S if accepts[-1] == left < S else None
+            per.append(server_steps(accepts, len(output), fragile, open_last))
         out[w.spec] = per
     return out
 

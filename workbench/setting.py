@@ -18,7 +18,8 @@ A result answers "accept length under WHICH setting?". The fields:
   chain (the same numbers as the chain: tested);
 - ``engine`` and ``engine_version``: the serving engine whose behaviour the result stands for (None:
   no engine, e.g. a wiring given by hand);
-- sampling: ``temperature`` (0 = greedy), ``top_p``, ``top_k`` (None = no cut). Today greedy only;
+- sampling: ``temperature`` (0 = greedy), ``top_p``, ``top_k`` (None = no cut). At T > 0 the decode
+  path matches the drafts against the data's tokens (``workbench.sampled``; docs/sampling.md);
 - ``estimator``: "every-position" (every counted chain) or "decode-path" (the verify steps a server
   makes on a target-greedy sample). Results that hold per-chain tables report both; this names the
   headline one;
@@ -99,9 +100,13 @@ class Setting:
         return replace(self, **changes)
 
     def check_simulable(self) -> None:
-        """Raise a one-line WorkbenchError when the offline simulation cannot (yet) measure this setting."""
-        if not self.greedy:
-            raise WorkbenchError(f"temperature {self.temperature}: the simulation is greedy only (temperature 0)")
+        """Raise a one-line WorkbenchError when the offline simulation cannot (yet) measure this setting.
+
+        Temperature > 0 is simulated (``workbench.sampled``: the decode path on the data's tokens and the
+        per-depth estimator); ``top_k`` must then be None/-1 or >= 1."""
+        k = self.top_k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or (k < 1 and k != -1)):
+            raise WorkbenchError(f"setting top_k={k!r}: expected None/-1 (off) or an integer >= 1")
 
     @property
     def tree(self) -> dict:
@@ -115,6 +120,25 @@ class Setting:
         if self.shape == "chain":
             return f"chain K={self.steps}"
         return f"tree {self.steps}×{self.eagle_topk} N={self.num_draft_tokens}"
+
+    def accept_label(self, estimator: str | None = None, *, what: str = "accept length") -> str:
+        """THE name of an accept-length number, everywhere it is shown (report index, manifest, CLI, JSON,
+        figure titles): the estimator (``estimator``, default the setting's), the drafting shape, the
+        sampling and whether the bonus token is counted.
+
+            >>> Setting(steps=4).accept_label("decode-path")
+            'accept length (decode path, chain K=4, greedy, bonus counted)'
+            >>> Setting(steps=5, eagle_topk=4, num_draft_tokens=8, bonus=False).accept_label()
+            'accept length (every position, tree 5×4 N=8, greedy, bonus not counted)'
+            >>> Setting(steps=3, temperature=0.7).accept_label(what="E[A]+1")
+            'E[A]+1 (every position, chain K=3, temperature 0.7, bonus counted)'
+        """
+        est = self.estimator if estimator is None else estimator
+        if est not in ESTIMATORS:
+            raise WorkbenchError(f"estimator={est!r}: expected one of {', '.join(ESTIMATORS)}")
+        sampling = "greedy" if self.greedy else f"temperature {self.temperature:g}"
+        bonus = "bonus counted" if self.bonus else "bonus not counted"
+        return f"{what} ({est.replace('-', ' ')}, {self.label}, {sampling}, {bonus})"
 
     def describe(self) -> str:
         """One line for summaries."""

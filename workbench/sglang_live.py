@@ -14,14 +14,20 @@ What :func:`compare` does (facts page, sections 3 and 4; ``docs/sglang.md``):
 1. ``GET /server_info`` (else the deprecated ``/get_server_info``; optional) gives the speculative
    settings: steps, topk (> 1: a tree), draft tokens, ``--speculative-adaptive``, the dtype, and
    ``internal_states[0].avg_spec_accept_length``.
-2. Each sample's prompt goes to ``POST /generate`` as ``input_ids`` with temperature 0 and
-   ``max_new_tokens`` = the sample's response length; the reply's ``output_ids`` and the
+2. Each sample's prompt goes to ``POST /generate`` as ``input_ids`` with explicit sampling parameters
+   (temperature, top_p, top_k, min_p 0, no penalties; ``sampling_seed`` when a seed is given; never the
+   model's generation_config defaults) and ``max_new_tokens`` = the sample's response length; the
+   reply's ``output_ids`` and the
    speculative fields of ``meta_info`` are kept (every variant: ``spec_verify_ct`` only;
    ``spec_accept_length``/``_rate``/``_token_num``/``spec_draft_token_num``/``spec_accept_histogram``;
    the renamed ``spec_accepted_drafts``/``spec_proposed_drafts``; the newest
    ``spec_num_correct_drafts``/``spec_num_proposed_drafts``/``spec_correct_drafts_histogram``).
 3. Offline, each request (prompt + the server's own output) is decoded as a server on each candidate
    wiring would decode it (:mod:`workbench.fingerprint`), chain or tree as the server is configured.
+   At temperature > 0 the same holds: SGLang drafts the same deterministic tree and, with its default
+   thresholds (1, 1), A is the longest prefix of its own sampled continuation that is a path in the
+   tree, so each step is matched against the returned tokens; only the last step's A past the end of
+   the output is open (``docs/sglang.md``).
 4. Request by request, the reply's fingerprint is compared with each wiring's; the verdict names the
    wiring most requests reproduce, with an exact sign test against the runner-up, or "undecided".
    Servers without per-request fields get the weaker aggregate comparison (pooled accept length).
@@ -277,10 +283,11 @@ class Client:
 
     def generate(self, input_ids: list[int], max_new_tokens: int, *, where: str = "sample",
                  sampling: dict | None = None) -> tuple[list[int], dict]:
-        """``/generate`` on token ids: (output_ids, meta_info). Greedy unless ``sampling`` (more
-        ``sampling_params``, e.g. ``workbench.sampling.Sampling(...).sglang_params()``) says otherwise."""
+        """``/generate`` on token ids: (output_ids, meta_info). ``sampling``: the ``sampling_params``
+        (default :func:`sampling_params` of greedy: every field explicit, temperature 0)."""
         payload = {"input_ids": [int(x) for x in input_ids],
-                   "sampling_params": {"temperature": 0, **(sampling or {}), "max_new_tokens": int(max_new_tokens)}}
+                   "sampling_params": {**(sampling_params() if sampling is None else sampling),
+                                       "max_new_tokens": int(max_new_tokens)}}
         reply = self.request("/generate", payload)
         if isinstance(reply, list) and len(reply) == 1:
             reply = reply[0]
@@ -315,6 +322,28 @@ class Client:
                     f.cancel()
                 raise
         return out
+
+
+def sampling_params(sampling=None, row: int | None = None) -> dict:
+    """The ``sampling_params`` every ``/generate`` request carries, explicitly (a server otherwise takes
+    the model's generation_config.json defaults): :meth:`workbench.sampling.Sampling.sglang_params`,
+    plus, when sampling with a seed, ``sampling_seed`` = :func:`workbench.sampling.row_seed` of the
+    data row (as ``workbench regenerate --url`` sends it: the same row gets the same seed; SGLang
+    ``sampling/sampling_params.py``, honoured with ``--enable-deterministic-inference``).
+
+        >>> from workbench.sampling import Sampling, row_seed
+        >>> sampling_params()["temperature"], "sampling_seed" in sampling_params(Sampling(0.7, seed=3))
+        (0.0, False)
+        >>> sampling_params(Sampling(0.7, top_p=0.9, seed=3), row=5)["sampling_seed"] == row_seed(3, 5)
+        True
+    """
+    from workbench.sampling import Sampling, row_seed
+
+    s = Sampling() if sampling is None else sampling
+    out = s.sglang_params()
+    if s.seed is not None and not s.greedy and row is not None:
+        out["sampling_seed"] = row_seed(s.seed, int(row))
+    return out
 
 
 def _snippet(body: bytes, n: int = 120) -> str:
@@ -394,8 +423,9 @@ def _prompt_of(row: dict, i: int) -> tuple[list[int], int, str]:
 
 
 def generate_samples(client: Client, rows: list[dict], *, vocab_size: int | None = None,
-                     progress: bool = False, require_spec: bool = True) -> list[LiveSample]:
-    """Send each row's prompt to ``/generate`` (temperature 0, max_new_tokens = response length).
+                     progress: bool = False, require_spec: bool = True, sampling=None) -> list[LiveSample]:
+    """Send each row's prompt to ``/generate`` (max_new_tokens = response length) with the explicit
+    :func:`sampling_params` of ``sampling`` (a :class:`workbench.sampling.Sampling`; default greedy).
 
     WorkbenchError when no reply carries speculative fields and ``require_spec`` (the server is not
     speculating; pass False when its server info says it is) or a returned token id falls outside
@@ -409,7 +439,7 @@ def generate_samples(client: Client, rows: list[dict], *, vocab_size: int | None
     def one(job):
         row, where, source, prompt, n_new = job
         t0 = time.perf_counter()
-        out, meta = client.generate(prompt, n_new, where=where)
+        out, meta = client.generate(prompt, n_new, where=where, sampling=sampling_params(sampling, row))
         m = parse_meta_info(meta, where=f"{client.url}/generate ({where})")
         if vocab_size is not None:
             bad = [x for x in out if not 0 <= x < vocab_size]
@@ -476,6 +506,7 @@ class Comparison(Rendered):
     setting: Setting | None = None        # chain K or tree, greedy, engine sglang, decode-path estimator
     requests: dict | None = None          # {spec: [fingerprint.ServerSteps per sample]}
     counting: str = "v2"
+    sampling: dict | None = None          # the sampling_params sent with every request (max_new_tokens aside)
 
     def __post_init__(self):
         if self.setting is None:
@@ -708,7 +739,7 @@ class Comparison(Rendered):
             "schema_version": SCHEMA_VERSION, "url": self.url, "K": self.K, "setting": self.setting.to_dict(),
             "convention": f"{self.setting.describe()}; accept length = mean A + 1 (bonus counted); offline = the "
             "server's decode of each request (prompt + the server's output), judged against the server's tokens",
-            "mode": self.mode, "counting": self.counting, "adaptive": self.adaptive,
+            "mode": self.mode, "counting": self.counting, "adaptive": self.adaptive, "sampling_params": self.sampling,
             "settings": self.settings, "trained": self.trained, "tolerance": self.tolerance,
             "verdict": {"code": self.verdict_code, "wiring": self.matched, "text": self.verdict},
             "ranking": self.ranking(), "separation": self.separation() if self.mode == "per-request" else None,
@@ -767,7 +798,8 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
             wirings=None, concurrency: int = 4, timeout: float = 120.0, retries: int = 3, backoff: float = 0.5,
             tolerance: float = 0.25, engine: str = "sglang", device: str | None = "cpu", dtype=None,
             batch_size: int = 8, trust_remote_code: bool = False, progress: bool = True, counting: str = "auto",
-            served_dtype: str | None = None) -> Comparison:
+            served_dtype: str | None = None, temperature: float = 0.0, top_p: float = 1.0, top_k: int = -1,
+            seed: int | None = None) -> Comparison:
     """Run the live comparison (module docstring). ``target``/``draft``/``data``: paths or loaded objects
     (:class:`~workbench.capture.Target`, :class:`~workbench.draft.Eagle3Draft`, a Dataset or row list).
 
@@ -780,7 +812,16 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     ``tolerance``: the aggregate fallback's accept-length tolerance. ``counting``: "v1", "v2" or "auto"
     (the one more requests agree with). ``served_dtype``: the server's dtype for near-ties (default: its
     info's ``dtype``, else bfloat16).
+
+    ``temperature``/``top_p``/``top_k`` (-1 = off)/``seed``: the sampling parameters sent with every
+    request (explicitly, also at temperature 0; with ``seed``, each row's ``sampling_seed``) and
+    recorded in the result's :class:`~workbench.setting.Setting`. At temperature > 0 the offline side
+    matches each request's trees against the server's sampled output (``fingerprint.offline_requests``
+    with ``sampled=True``): exact for SGLang's default (lossless) verification thresholds.
     """
+    from workbench.sampling import Sampling
+
+    sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
         raise WorkbenchError(f"--tolerance {tolerance!r}: expected a positive accept-length difference, e.g. 0.25")
@@ -812,12 +853,19 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     rows = inputs.rows(data, limit)
     if not rows:
         raise WorkbenchError("compare: the data has no rows")
-    samples = generate_samples(client, rows, vocab_size=target.vocab_size, progress=progress,
-                               require_spec=not algo)
+    try:
+        samples = generate_samples(client, rows, vocab_size=target.vocab_size, progress=progress,
+                                   require_spec=not algo, sampling=sampling)
+    except WorkbenchError as e:
+        if seed is not None and ": HTTP 4" in str(e) and "sampling_seed" in str(e):
+            raise WorkbenchError(f"{e} (this server's SamplingParams has no sampling_seed: run without --seed)") from None
+        raise
     short = [s.where for s in samples if len(s.output_ids) < s.max_new_tokens]
     if short:
         notes.append(f"{len(short)} replies stopped before max_new_tokens (EOS?), e.g. {short[0]}: their last "
-                     "verify step is modelled as if the output went on")
+                     "verify step is modelled as if the output went on" + ("" if sampling.greedy else
+                                                                          " (at temperature > 0: open when it "
+                                                                          "matched every token left)"))
     if any(not s.meta.has_spec for s in samples):
         notes.append(f"{sum(not s.meta.has_spec for s in samples)} replies without speculative fields were left "
                      "out of the live totals")
@@ -859,18 +907,22 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     cands = candidates(target.config, dcfg, tw, wirings)
     eng = engines.get(engine).name
     wmod.apply_engine(target, draft, engine, tw.spec)          # the engine's computation (rotary offset, options)
+    sampled = not sampling.greedy
+    temp = dict(temperature=sampling.temperature, top_p=sampling.top_p,
+                top_k=None if sampling.top_k == -1 else sampling.top_k) if sampled else {}
     if topk > 1:
         setting = Setting(steps=K, shape="tree", eagle_topk=topk, num_draft_tokens=n_draft, engine=eng,
-                          estimator="decode-path")
+                          estimator="decode-path", **temp)
     else:
-        setting = Setting(steps=K, engine=eng, estimator="decode-path")
+        setting = Setting(steps=K, engine=eng, estimator="decode-path", **temp)
     dt = served_dtype or (settings.get("dtype") if settings.get("dtype") not in (None, "auto") else "bfloat16")
     reqs = fp.offline_requests(target, draft, [(s.prompt_ids, s.output_ids) for s in samples],
                                [c.spec for c in cands], steps=K, topk=topk, num_draft_tokens=n_draft,
-                               served_dtype=dt, batch_size=batch_size, progress=progress)
+                               served_dtype=dt, batch_size=batch_size, sampled=sampled, progress=progress)
     offline = offline_results(reqs, samples, K, setting)
     cmp = Comparison(url=client.url, K=K, samples=samples, offline=offline, candidates=cands, trained=tw.spec,
-                     settings=settings, tolerance=float(tolerance), notes=notes, setting=setting, requests=reqs)
+                     settings=settings, tolerance=float(tolerance), notes=notes, setting=setting, requests=reqs,
+                     sampling=sampling_params(sampling))       # as sent (sampling_seed differs per row)
     if counting == "auto" and cmp.mode == "per-request":
         tops = {c: _with(cmp, c).ranking()[0] for c in fp.COUNTING}
         score = {c: (d["identical"] + d["tie"], d["identical"]) for c, d in tops.items()}
@@ -880,7 +932,21 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
                          f"({'raw A' if cmp.counting == 'v2' else 'A after the cut at the finish'}): more requests agree")
     elif counting != "auto":
         cmp.counting = counting
-    notes.append(f"near-ties judged at the resolution of {dt} (the target's top two logits)")
+    if sampled:
+        n_open = sum(st.last_max is not None for st in reqs[tw.spec])
+        notes.append("temperature > 0: each request's trees are matched against the server's own sampled tokens "
+                     "(SGLang's lossless target-only verification, default thresholds 1.0); no near-ties (the "
+                     "target's logits do not decide A)")
+        if n_open:
+            notes.append(f"{n_open}/{len(samples)} requests (trained wiring) end on a verify step that matched every "
+                         f"token left to it: its raw A past the output is open (the server cut tokens it sampled); "
+                         f"any value in range counts as identical, and the offline totals take the value the "
+                         f"server's own fields imply (else the lower bound)")
+            resolved = {c.spec: [st.resolved(fp.fields_of(s.meta), cmp.counting) for s, st in zip(samples, reqs[c.spec])]
+                        for c in cands}
+            cmp.offline = offline_results(resolved, samples, K, setting)
+    else:
+        notes.append(f"near-ties judged at the resolution of {dt} (the target's top two logits)")
     return cmp
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from workbench.agreement import Agreement
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, jsonable, write_json
 from workbench.render import Rendered
@@ -51,6 +52,13 @@ CONVENTION = "chain drafting (eagle_topk 1), greedy (temperature 0)"
 
 def convention(setting: Setting) -> str:
     """The drafting convention of a result in one phrase (:data:`CONVENTION` for chains)."""
+    if not setting.greedy:                      # T > 0: workbench.sampled
+        from workbench.sampled import as_sampling
+
+        s = as_sampling(setting)
+        return (f"{setting.label} drafting; sampled at temperature {s.temperature:g}, top_p {s.top_p:g}, top_k "
+                f"{s.top_k} (A = leading drafted tokens that equal the data's next tokens, SGLang's lossless "
+                f"verify / vLLM's default chain)")
     if setting.shape == "chain":
         return CONVENTION
     return (f"tree drafting (steps {setting.steps}, eagle_topk {setting.eagle_topk}, {setting.num_draft_tokens} "
@@ -175,7 +183,12 @@ def chain_statistics(A: np.ndarray, K: int) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 CHAIN_COLUMNS = ("sample", "t", "accepted", "source", "on_path", "top1", "top5")
-SAMPLE_COLUMNS = ("sample", "source", "n_prompt_tokens", "n_response_tokens", "n_coverable")
+SAMPLE_COLUMNS = ("sample", "source", "n_prompt_tokens", "n_response_tokens", "n_coverable",
+                  "n_agree", "n_agree_tokens", "gen_temperature", "gen_top_p", "gen_top_k")
+# the greedy-agreement columns (workbench.agreement) and their "not measured / not recorded" fill
+AGREEMENT_DEFAULTS = {"n_agree": (-1, np.int64), "n_agree_tokens": (-1, np.int64),
+                      "gen_temperature": (-1.0, np.float64), "gen_top_p": (-1.0, np.float64),
+                      "gen_top_k": (0, np.int64)}
 
 
 def _empty_chains() -> dict:
@@ -187,7 +200,16 @@ def _empty_chains() -> dict:
 def _empty_samples() -> dict:
     return {"sample": np.zeros(0, np.int64), "source": np.zeros(0, dtype=object),
             "n_prompt_tokens": np.zeros(0, np.int64), "n_response_tokens": np.zeros(0, np.int64),
-            "n_coverable": np.zeros(0, np.int64)}
+            "n_coverable": np.zeros(0, np.int64), **{k: np.zeros(0, t) for k, (_, t) in AGREEMENT_DEFAULTS.items()}}
+
+
+def _fill_agreement(samples: dict) -> dict:
+    """``samples`` with every greedy-agreement column present ("not measured" where it was missing)."""
+    n = len(samples["sample"])
+    for k, (v, t) in AGREEMENT_DEFAULTS.items():
+        if k not in samples or len(samples[k]) != n:
+            samples[k] = np.full(n, v, t)
+    return samples
 
 
 @dataclass
@@ -206,7 +228,10 @@ class AcceptanceResult(Rendered):
     (chain start), ``accepted`` (A, 0..K), ``source``, ``on_path`` (a decode-path verify step),
     ``top1``/``top5`` (step-1 target token in the draft's top-1/top-5; -1 = not measured).
     ``samples``: one entry per sample seen (``sample``, ``source``, ``n_prompt_tokens``,
-    ``n_response_tokens``, ``n_coverable`` = response tokens the draft vocab can emit, -1 unknown).
+    ``n_response_tokens``, ``n_coverable`` = response tokens the draft vocab can emit, -1 unknown;
+    ``n_agree``/``n_agree_tokens`` = response tokens equal to the target's greedy choice / counted,
+    -1 not measured; ``gen_temperature``/``gen_top_p``/``gen_top_k`` = the sampling settings the row's
+    ``generation`` key records, -1/-1/0 when none: :attr:`agreement`).
     """
 
     spec: str
@@ -218,8 +243,10 @@ class AcceptanceResult(Rendered):
     seed: int = 0                            # bootstrap seed
     setting: Setting | None = None           # what was measured (default: chain K=steps, greedy)
     cost_model: object | None = None         # a workbench.cost.CostModel for projections (else cost_ratio)
+    per_depth: object | None = None          # T > 0: a workbench.sampled.PerDepth (Rao–Blackwellised) table
 
     def __post_init__(self):
+        _fill_agreement(self.samples)
         if self.setting is None:
             self.setting = Setting(steps=int(self.steps))
         elif int(self.setting.steps) != int(self.steps):
@@ -258,11 +285,13 @@ class AcceptanceResult(Rendered):
 
     @classmethod
     def from_counts(cls, A, *, K: int, spec, rows, n_prompt_tokens, sources=None, top_hits=None,
-                    coverage=None, taps=None, setting: Setting | None = None) -> "AcceptanceResult":
+                    coverage=None, taps=None, setting: Setting | None = None,
+                    agreement=None) -> "AcceptanceResult":
         """Build from ``accepted_counts`` output ``A[B, T]`` (-1 = not counted) of one batch.
 
         ``top_hits``: optional LongTensor/array [B, T, 2] with step-1 (top1, top5) hits;
-        ``coverage``: optional (n_response_tokens[B], n_coverable[B]).
+        ``coverage``: optional (n_response_tokens[B], n_coverable[B]);
+        ``agreement``: optional :class:`workbench.agreement.Agreement` of the same batch's rows.
         """
         A = np.asarray(A.cpu() if hasattr(A, "cpu") else A, dtype=np.int64)
         if A.ndim != 2 or A.shape[0] != len(rows) or len(n_prompt_tokens) != len(rows):
@@ -288,6 +317,11 @@ class AcceptanceResult(Rendered):
         else:
             samples["n_response_tokens"] = np.full(len(rows), -1, np.int64)
             samples["n_coverable"] = np.full(len(rows), -1, np.int64)
+        if agreement is not None:
+            if [int(r) for r in rows] != list(agreement.rows):
+                raise WorkbenchError(f"the agreement counts are of rows {agreement.rows[:5]}..., the acceptance "
+                                     f"counts of rows {list(rows)[:5]}...: expected the same batch")
+            samples.update(agreement.columns())
         return cls.from_arrays(spec, K, sample=np.asarray(rows, np.int64)[b_idx], t=t_idx,
                                accepted=A[b_idx, t_idx], source=np.asarray(sources, dtype=object)[b_idx],
                                on_path=on_path, top1=top1, top5=top5, samples=samples, taps=taps,
@@ -306,7 +340,7 @@ class AcceptanceResult(Rendered):
             if r.setting != first.setting:
                 raise WorkbenchError(f"cannot merge a result of setting ({r.setting.describe()}) into one of "
                                      f"({first.setting.describe()}): expected the same setting")
-        samples = {k: np.concatenate([r.samples[k] for r in results]) for k in SAMPLE_COLUMNS}
+        samples = {k: np.concatenate([_fill_agreement(r.samples)[k] for r in results]) for k in SAMPLE_COLUMNS}
         if len(np.unique(samples["sample"])) != len(samples["sample"]):
             uniq, counts = np.unique(samples["sample"], return_counts=True)
             dup = uniq[counts > 1][:3].tolist()
@@ -314,9 +348,11 @@ class AcceptanceResult(Rendered):
                                  f"expected disjoint shards of the data")
         chains = {k: np.concatenate([r.chains[k] for r in results]) for k in CHAIN_COLUMNS}
         ratios = [r.cost_ratio for r in results if r.cost_ratio is not None]
+        pds = [r.per_depth for r in results if r.per_depth is not None]
         return cls(spec=first.spec, taps=first.taps, steps=first.steps, chains=chains, samples=samples,
                    cost_ratio=float(np.mean(ratios)) if ratios else None, seed=first.seed, setting=first.setting,
-                   cost_model=_merged_cost_model([r.cost_model for r in results]))
+                   cost_model=_merged_cost_model([r.cost_model for r in results]),
+                   per_depth=type(pds[0]).concat(pds) if pds else None)
 
     def merge(self, other: "AcceptanceResult") -> "AcceptanceResult":
         """Exact merge with a result over other samples (e.g. another torchrun shard)."""
@@ -332,7 +368,9 @@ class AcceptanceResult(Rendered):
                                 chains={k: v[cm] for k, v in self.chains.items()},
                                 samples={k: v[sm] for k, v in self.samples.items()},
                                 cost_ratio=self.cost_ratio, seed=self.seed, setting=self.setting,
-                                cost_model=self.cost_model)
+                                cost_model=self.cost_model,
+                                per_depth=None if self.per_depth is None else
+                                self.per_depth.filter(self.samples["sample"][sm]))
 
     # ---- statistics ---------------------------------------------------------------------------
     @property
@@ -408,6 +446,25 @@ class AcceptanceResult(Rendered):
         ok = self.samples["n_coverable"] >= 0
         n = int(self.samples["n_response_tokens"][ok].sum())
         return float(self.samples["n_coverable"][ok].sum() / n) if n else math.nan
+
+    @property
+    def agreement(self):
+        """The data's greedy agreement with the target (:class:`workbench.agreement.Agreement`, per
+        sample and source), from the target pass the estimators made; None when not measured."""
+        return Agreement.from_samples(self.samples)
+
+    @property
+    def greedy_agreement(self) -> float:
+        """The pooled share of response tokens equal to the target's greedy choice (NaN: not measured)."""
+        ok = self.samples["n_agree_tokens"] >= 0
+        n = int(self.samples["n_agree_tokens"][ok].sum())
+        return float(self.samples["n_agree"][ok].sum() / n) if n else math.nan
+
+    def data_note(self) -> str | None:
+        """What this result's data means for its setting (``Agreement.note``): the low-agreement warning
+        when greedy decoding is asked for, or what recorded-sampled data was sampled at; else None."""
+        a = self.agreement
+        return None if a is None else a.note(self.setting)
 
     def _bootstrap_mean(self, mask, n_boot: int = 1000) -> tuple[float, float]:
         """95% percentile bootstrap of mean(A)+1 over chains selected by ``mask``, resampling SAMPLES."""
@@ -488,7 +545,8 @@ class AcceptanceResult(Rendered):
         out = {"n_samples": self.n_samples, "n_chains": s["n_chains"], "conditional": s["conditional"],
                "cumulative": s["cumulative"], "histogram": s["histogram"], "accept_length": s["accept_length"],
                "accept_length_no_bonus": s["accept_length_no_bonus"], "decode_path": self.decode_path,
-               "top1": self.top1, "top5": self.top5, "coverage": self.coverage}
+               "top1": self.top1, "top5": self.top5, "coverage": self.coverage,
+               "greedy_agreement": self.greedy_agreement}
         if intervals:
             out["intervals"] = self.intervals()
         return jsonable(out)
@@ -503,14 +561,25 @@ class AcceptanceResult(Rendered):
                "steps": self.steps, "setting": self.setting.to_dict(), "tree": self.setting.tree,
                "convention": convention(self.setting) + "; accept_length = E[A]+1 (bonus counted), "
                                           "accept_length_no_bonus = E[A]"}
+        out["accept_length_label"] = self.setting.accept_label("every-position")
+        out["decode_path_accept_length_label"] = self.setting.accept_label("decode-path")
         out.update(self.statistics(intervals=True))
+        if self.per_depth is not None:
+            out["per_depth"] = self.per_depth.to_dict()
         out["by_source"] = self.by_source()
+        a = self.agreement
+        out["agreement"] = None if a is None else jsonable(a.to_dict(self.setting))
         cm = self.projection_model(ratio)
         if cm is not None:
             if cm.kind == "fixed":
                 out["cost_ratio"] = float(cm.ratio)
             out["cost_model"] = cm.to_dict()
             out["speedup"] = jsonable(self.speedup(cost_model=cm))
+            from workbench.cost import projection
+
+            p = projection(self, cm, n_boot=200)
+            out["speedup_uncertainty"] = jsonable({"best": p["best"], "within_noise": p["within_noise"],
+                                                   "text": p["text"], "rows": p["rows"]})
         if path is not None:
             write_json(path, out, indent=2)
         return out
@@ -542,15 +611,17 @@ class AcceptanceResult(Rendered):
             f"wiring {self.spec}",
             f"setting: {self.setting.describe()}",
             f"samples {s['n_samples']}  chains {s['n_chains']}  decode-path verify steps {dp['n_verify_steps']}",
-            f"accept length (E[A]+1, bonus counted): {_f(s['accept_length'])} "
+            f"{self.setting.accept_label('every-position')}: {_f(s['accept_length'])} "
             f"[95% {_f(iv['accept_length'][0])}–{_f(iv['accept_length'][1])}]   "
             f"without bonus (E[A]): {_f(s['accept_length_no_bonus'])}",
-            f"decode-path accept length: {_f(dp['accept_length'])} "
+            f"{self.setting.accept_label('decode-path')}: {_f(dp['accept_length'])} "
             f"[95% {_f(iv['decode_path_accept_length'][0])}–{_f(iv['decode_path_accept_length'][1])}]",
             f"conditional α_k: {fmt(s['conditional'])}",
             f"cumulative P(A>=k): {fmt(s['cumulative'])}",
             f"histogram H[0..{self.steps}]: {s['histogram']}",
         ]
+        if self.per_depth is not None:
+            lines.extend(self.per_depth.summary_lines())
         extra = []
         if s["top1"] is not None:
             extra.append(f"step-1 top-1 {_f(s['top1'])} top-5 {_f(s['top5'])}")
@@ -558,15 +629,21 @@ class AcceptanceResult(Rendered):
             extra.append(f"draft-vocab coverage ceiling {_f(s['coverage'])}")
         if extra:
             lines.append("   ".join(extra))
+        a = self.agreement
+        if a is not None:
+            lines.append(a.headline(self.setting))
         if len(self.sources) > 1:
             for name, st in self.by_source().items():
                 lines.append(f"  source {name or '(none)'}: chains {st['n_chains']} accept length "
                              f"{_f(st['accept_length'])} decode-path {_f(st['decode_path']['accept_length'])}")
         cm = self.projection_model()
         if cm is not None:
-            sp = self.speedup(cost_model=cm)
+            from workbench.cost import projection
+
+            p = projection(self, cm, n_boot=200)
             lines.append("projected speed-up: " + ", ".join(
-                f"K={d['k']}: {d['speedup']:.2f}" + ("*" if d["best"] else "") for d in sp) + f"  ({cm.describe()})")
+                f"K={d['k']}: {d['speedup']:.2f} [{d['speedup_low']:.2f}–{d['speedup_high']:.2f}]"
+                + ("*" if d["k"] == p["best"] else "") for d in p["rows"]) + f"; {p['text']}  ({cm.describe()})")
         return "\n".join(lines)
 
 

@@ -61,6 +61,20 @@ def tree_walk_lengths(tokens, parents, depths, next_token) -> torch.Tensor:
     it is accepted when it matches, its parent is accepted (the root always is) and no earlier
     sibling matched (the walk takes the first). Parents precede children in verified order.
     """
+    on = walk_nodes(tokens, parents, depths, next_token)
+    return torch.where(on[..., 1:], depths, torch.zeros_like(depths)).amax(-1).clamp(min=0)
+
+
+def walk_nodes(tokens, parents, depths, next_token) -> torch.Tensor:
+    """Bool ``[B, T, n+1]``: node v (0 = the root, always) is accepted by the walk of the tree at t
+    against ``next_token`` (the target's argmax, or at T > 0 the data's tokens: ``sampled.data_next_tokens``).
+
+        >>> g = torch.tensor([[1, 2, 3, 4, 5, 6]])
+        >>> tok = torch.tensor([[[9, 3, 4]]]).expand(1, 6, 3).clone()
+        >>> par, dep = torch.tensor([0, 0, 2]).expand(1, 6, 3), torch.tensor([1, 1, 2]).expand(1, 6, 3)
+        >>> walk_nodes(tok, par, dep, g)[0, 1].tolist()            # root, then node 2 (token 3), node 3 (token 4)
+        [True, False, True, True]
+    """
     B, T, n = tokens.shape
     dev = tokens.device
     g = torch.cat([next_token.to(dev).long(), torch.full((B, int(depths.max()) + 1), -1, device=dev)], dim=1)
@@ -70,14 +84,12 @@ def tree_walk_lengths(tokens, parents, depths, next_token) -> torch.Tensor:
     on = torch.zeros(B, T, n + 1, dtype=torch.bool, device=dev)
     taken = torch.zeros_like(on)
     on[..., 0] = True
-    A = torch.zeros(B, T, dtype=torch.long, device=dev)
     for v in range(1, n + 1):
         par = parents[..., v - 1: v]
         ok = match[..., v - 1: v] & on.gather(-1, par) & ~taken.gather(-1, par)
         on[..., v: v + 1] = ok
         taken.scatter_(-1, par, taken.gather(-1, par) | ok)
-        A = torch.where(ok[..., 0], torch.maximum(A, depths[..., v - 1]), A)
-    return A
+    return on
 
 
 def tree_accepted_counts(trees, next_token, loss_mask, lengths) -> torch.Tensor:
@@ -128,8 +140,31 @@ def ancestor_mask(parents, prefix_len: int) -> torch.Tensor:
     return m
 
 
+def tree_forward(target, taps, seq, allowed=None, positions=None):
+    """ONE target forward over ``seq`` (a list of ids): (logits [L, V], taps concatenated [L, W]).
+
+        >>> # logits, feats = tree_forward(target, ["L1", "L3", "L4"], ids + tree.tokens,
+        >>> #                              ancestor_mask(tree.parents, t + 2), positions)
+
+    ``allowed`` (bool [L, L], :func:`ancestor_mask`) becomes a 4D additive mask and ``positions`` the
+    position ids: the verify forward of SGLang over prefix + tree. Without them: a causal forward.
+    """
+    from workbench import capture
+
+    model, dev = target.model, target.device
+    kw = {}
+    if allowed is not None:
+        dt = next(model.parameters()).dtype
+        add = torch.zeros(allowed.shape, dtype=dt).masked_fill(~allowed, torch.finfo(dt).min)
+        kw = {"attention_mask": add[None, None].to(dev), "position_ids": torch.tensor([positions], device=dev)}
+    with torch.no_grad(), capture.tap_hooks(model, taps, device=dev) as f:
+        out = model(input_ids=torch.tensor([seq], device=dev), use_cache=False, **kw)
+        feats = torch.cat([f[tp] for tp in taps], dim=-1)[0] if taps else None
+    return out.logits[0], feats
+
+
 def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk: int, num_draft_tokens: int | None,
-                      max_new_tokens: int, *, rope_shift: int | None = None) -> tuple[list[int], list[int]]:
+                      max_new_tokens: int, *, rope_shift: int | None = None, walk=None) -> tuple[list[int], list[int]]:
     """Greedy tree speculative decoding; returns (generated ids, A per verify step).
 
         >>> # gen, A = exact_tree_decode(target, draft, [1, 5, 9], "embed,L1,L3", 5, 4, 8, max_new_tokens=32)
@@ -142,6 +177,10 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
     the last accepted node is the bonus; the taps of the root and the accepted nodes (from that same
     forward, as SGLang keeps the verify pass's hidden states) extend h; t <- t + A + 1. No target
     KV cache: the sequence is re-read every step (exact, slow; for tests and small checks).
+
+    ``walk``: another verification rule (sampling), ``walk(tokens, parents, logits) -> (accepted path,
+    next token)`` with ``logits [n+1, V]`` the target's after the root and each node; the prefill's
+    token is ``walk([], [], logits[-1:])[1]``. Default (None): the greedy walk above.
     """
     from workbench import capture
     from workbench.tree import tree_shape
@@ -152,22 +191,13 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
     if int(max_new_tokens) < 1:
         raise WorkbenchError(f"exact_tree_decode: expected max_new_tokens >= 1, got {max_new_tokens}")
     ddev, ddtype = draft.device, draft.dtype
-    model, dev = target.model, target.device
 
     def forward(seq, allowed=None, positions=None):
-        kw = {}
-        if allowed is not None:
-            dt = next(model.parameters()).dtype
-            add = torch.zeros(allowed.shape, dtype=dt).masked_fill(~allowed, torch.finfo(dt).min)
-            kw = {"attention_mask": add[None, None].to(dev), "position_ids": torch.tensor([positions], device=dev)}
-        with torch.no_grad(), capture.tap_hooks(model, taps, device=dev) as f:
-            out = model(input_ids=torch.tensor([seq], device=dev), use_cache=False, **kw)
-            feats = torch.cat([f[tp] for tp in taps], dim=-1)[0]
-        return out.logits[0].argmax(-1).tolist(), feats
+        return tree_forward(target, taps, seq, allowed, positions)
 
-    greedy, feats = forward(ids)
+    logits, feats = forward(ids)
     n_prompt = len(ids)
-    ids.append(int(greedy[-1]))
+    ids.append(int(logits[-1].argmax()) if walk is None else int(walk([], [], logits[-1:])[1]))
     feat_seq = [feats]                                                         # h_0 .. h_t
     accepts: list[int] = []
     while len(ids) - n_prompt < max_new_tokens:
@@ -177,11 +207,14 @@ def exact_tree_decode(target, draft, prompt_ids, wiring, steps: int, eagle_topk:
                               shape.num_draft_tokens, rope_shift=rope_shift)
         seq = ids + tree.tokens
         positions = list(range(t + 2)) + [t + 1 + d for d in tree.depths]
-        greedy, feats = forward(seq, ancestor_mask(tree.parents, t + 2), positions)
-        predictions = greedy[t + 1:]                                           # after the root, node 1, ...
-        a, path = greedy_walk(tree.tokens, tree.parents, predictions, shape.steps)
-        accepts.append(a)
-        last = path[-1] if path else 0
-        ids.extend([tree.tokens[v - 1] for v in path] + [predictions[last]])
+        logits, feats = forward(seq, ancestor_mask(tree.parents, t + 2), positions)
+        if walk is None:
+            predictions = logits[t + 1:].argmax(-1).tolist()                  # after the root, node 1, ...
+            a, path = greedy_walk(tree.tokens, tree.parents, predictions, shape.steps)
+            nxt = predictions[path[-1] if path else 0]
+        else:
+            path, nxt = walk(tree.tokens, tree.parents, logits[t + 1:])
+        accepts.append(len(path))
+        ids.extend([tree.tokens[v - 1] for v in path] + [int(nxt)])
         feat_seq.append(feats[[t + 1 + v for v in [0] + path]])              # h_{t+1} .. h_{t+a+1}
     return ids[n_prompt:n_prompt + max_new_tokens], accepts

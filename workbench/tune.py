@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench import capture, engines, inputs
+from workbench.agreement import Agreement, warn_once
 from workbench.cost import CostModel, as_cost_model
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable, write_json
@@ -73,6 +74,16 @@ class SweepResult(Rendered):
     notes: list = field(default_factory=list)
 
     @property
+    def agreement(self):
+        """The data's greedy agreement with the target (one target pass, shared by every shape), or None."""
+        return next(iter(self.results.values())).agreement if self.results else None
+
+    @property
+    def setting(self):
+        """The sampling every shape shares (the first shape's :class:`~workbench.setting.Setting`), or None."""
+        return next(iter(self.results.values())).setting if self.results else None
+
+    @property
     def ranks_by_speed(self) -> bool:
         """True when the cost model may choose flags (measured on a GPU)."""
         return self.cost_model is not None and self.cost_model.chooses_flags
@@ -100,6 +111,15 @@ class SweepResult(Rendered):
         df.insert(0, "rank", range(1, len(df) + 1))
         return df
 
+    @property
+    def sampling(self) -> str:
+        """The sampling the numbers stand for: "greedy" or "temperature T, top_p P, top_k K" (the results' setting)."""
+        st = next(iter(self.results.values())).setting if self.results else None
+        if st is None or st.greedy:
+            return "greedy"
+        return (f"temperature {st.temperature:g}, top_p {st.top_p:g}, top_k {-1 if st.top_k is None else st.top_k} "
+                f"(drafts matched against the data's tokens)")
+
     def best(self, n: int = 1) -> list[tuple[int, int, int]]:
         t = self.table.head(n)
         return [(int(a), int(b), int(c)) for a, b, c in zip(t["steps"], t["eagle_topk"], t["num_draft_tokens"])]
@@ -118,7 +138,7 @@ class SweepResult(Rendered):
         t = self.table
         lines = [f"flag sweep for wiring {self.spec}: {len(self.results)} shapes (steps {t['steps'].min()}.."
                  f"{t['steps'].max()}, eagle_topk {sorted(set(t['eagle_topk']))}, N <= {t['num_draft_tokens'].max()}), "
-                 f"greedy, accept length = E[A]+1"]
+                 f"{self.sampling}, accept length = E[A]+1"]
         if self.cost_model is not None:
             lines.append(self.cost_model.describe())
         lines.append("ranked by " + ("projected speed-up" if self.ranks_by_speed else
@@ -138,6 +158,9 @@ class SweepResult(Rendered):
                 f"steps {S}, topk {k}, N {N}" for S, k, N in self.best(3)) +
                 " (recommended flags need a cost model measured on the serving GPU: workbench tune "
                 "--measure-cost-model cost.json --device cuda, then --cost-model cost.json)")
+        a = self.agreement
+        if a is not None:
+            lines.append(a.headline(self.setting))
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -147,8 +170,10 @@ class SweepResult(Rendered):
                "cost_model": None if self.cost_model is None else self.cost_model.to_dict(),
                "recommended_flags": self.recommended_flags, "best": [list(s) for s in self.best(3)],
                "table": self.table.to_dict(orient="records"), "notes": list(self.notes),
-               "convention": "greedy (temperature 0); accept_length = E[A]+1 (bonus counted); every-position "
-                             "estimator; 95% bootstrap over samples"}
+               "agreement": None if self.agreement is None else self.agreement.to_dict(self.setting),
+               "convention": ("greedy (temperature 0)" if self.sampling == "greedy" else self.sampling)
+                             + "; accept_length = E[A]+1 (bonus counted); every-position estimator; 95% bootstrap "
+                               "over samples"}
         out = jsonable(out)
         if path is not None:
             write_json(path, out, indent=2)
@@ -183,9 +208,16 @@ def _count_shapes(draft, feats, ids, att, next_token, loss_mask, lengths, grid, 
 
 def sweep(target, draft, dataset, wiring, *, steps=STEPS, topks=TOPKS, max_tokens: int = MAX_TOKENS,
           n_grid=N_GRID, limit: int | None = None, batch_size: int = 8, progress: bool = True, cost_model=None,
-          cost_ratio=None, engine: str | None = None, max_memory=None, seed: int = 0) -> SweepResult:
-    """Acceptance of every shape of :func:`shapes` for one wiring, from one target pass (module docstring)."""
+          cost_ratio=None, engine: str | None = None, max_memory=None, seed: int = 0, sampling=None) -> SweepResult:
+    """Acceptance of every shape of :func:`shapes` for one wiring, from one target pass (module docstring).
+
+    ``sampling`` (a :class:`workbench.sampling.Sampling` at T > 0): every shape's drafts are matched
+    against the data's next tokens (``sampled.data_next_tokens``: the decode path of SGLang's lossless
+    verify, exact when the data is sampled at these settings); the settings carry the sampling.
+    """
     from tqdm.auto import tqdm
+
+    from workbench.sampled import apply_sampling, data_next_tokens
 
     grid = shapes(steps, topks, max_tokens, n_grid)
     if not grid:
@@ -199,20 +231,25 @@ def sweep(target, draft, dataset, wiring, *, steps=STEPS, topks=TOPKS, max_token
     rows = inputs.rows(dataset, limit)
     if not rows:
         raise WorkbenchError("the dataset has no rows")
-    settings = {s: Setting(steps=s[0], eagle_topk=s[1], num_draft_tokens=s[2] if s[1] > 1 else None, engine=engine)
-                for s in grid}
+    settings = {s: apply_sampling(Setting(steps=s[0], eagle_topk=s[1], num_draft_tokens=s[2] if s[1] > 1 else None,
+                                          engine=engine), sampling) for s in grid}
+    hot = not settings[grid[0]].greedy
     parts = {s: [] for s in grid}
     ddev, ddtype = draft.device, draft.dtype
     it = capture.extract(target, rows, [w.spec], batch_size=batch_size, progress=False, max_memory=max_memory)
     bar = tqdm(total=len(rows), desc="tune", unit="sample", disable=not progress)
+    gens = {int(r.get("_row", i)): r.get("generation") for i, r in enumerate(rows)}
     for batch in it:
+        agr = Agreement().add(batch, [gens.get(int(r)) for r in batch.rows])    # from this pass's next_token
         feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
         counts = _count_shapes(draft, feats, batch.input_ids.to(ddev), batch.attention_mask.to(ddev),
-                               batch.next_token, batch.loss_mask, batch.lengths, grid, max_memory=max_memory)
+                               data_next_tokens(batch.input_ids, batch.attention_mask) if hot else batch.next_token,
+                               batch.loss_mask, batch.lengths, grid, max_memory=max_memory)
         for s, A in counts.items():
             parts[s].append(AcceptanceResult.from_counts(A, K=s[0], spec=w.spec, taps=w.taps, rows=batch.rows,
                                                          n_prompt_tokens=batch.n_prompt_tokens,
-                                                         sources=batch.sources, setting=settings[s]))
+                                                         sources=batch.sources, setting=settings[s],
+                                                         agreement=agr))
         bar.update(len(batch.rows))
         del feats, counts
     bar.close()
@@ -228,7 +265,7 @@ def sweep(target, draft, dataset, wiring, *, steps=STEPS, topks=TOPKS, max_token
 
 
 def tune(target, draft, data, *, wiring=None, engine=None, device="cpu", dtype=None, limit=None, batch_size=8,
-         cost_model=None, cost_ratio=None, progress=True, trust_remote_code=False, max_memory=None,
+         cost_model=None, cost_ratio=None, progress=True, trust_remote_code=False, max_memory=None, sampling=None,
          **grid) -> tuple[SweepResult, str]:
     """Everything behind ``workbench tune``: load, pick the wiring, :func:`sweep`. Returns (sweep, wiring note).
 
@@ -246,13 +283,14 @@ def tune(target, draft, data, *, wiring=None, engine=None, device="cpu", dtype=N
     else:
         w, note = choose_wiring(tgt, d, wiring)
     sw = sweep(tgt, d, ds, w, limit=limit, batch_size=batch_size, progress=progress, cost_model=cm, engine=engine,
-               max_memory=max_memory, **grid)
+               max_memory=max_memory, sampling=sampling, **grid)
     if engine:
         from workbench.flags import auto_notice, target_architecture
 
         n = auto_notice(engine, target_architecture(tgt))
         if n:
             sw.notes.append(n.split("; simulated here")[0])
+    warn_once(sw.agreement, sw.setting)              # once per run, in plain words (workbench.agreement)
     return sw, note
 
 

@@ -96,6 +96,27 @@ def add_shape_arguments(parser, what: str = "draft depth") -> None:
                              "and per-architecture auto-defaults applied)")
 
 
+def add_sampling_arguments(parser) -> None:
+    """``--temperature``, ``--top-p``, ``--top-k``: the served sampling settings (docs/sampling.md).
+
+    ``--top-k`` is the SAMPLING top-k (SGLang's ``top_k``); the tree's branching is ``--eagle-topk`` and
+    the accuracy record ``--acc-topk``."""
+    parser.add_argument("--temperature", type=float, default=0.0, metavar="T",
+                        help="the served temperature (0 = greedy); > 0 matches the drafts against the data's tokens, "
+                             "which must be sampled at these settings (workbench regenerate --temperature)")
+    parser.add_argument("--top-p", type=float, default=1.0, metavar="P", help="the served top_p (1 = off)")
+    parser.add_argument("--top-k", type=int, default=-1, metavar="K",
+                        help="the served SAMPLING top_k (-1 = off; not --eagle-topk, the tree's branching)")
+
+
+def with_sampling(setting, args):
+    """``setting`` with the sampling of ``--temperature/--top-p/--top-k`` (checked: a one-line error)."""
+    from workbench.sampled import apply_sampling
+    from workbench.sampling import Sampling
+
+    return apply_sampling(setting, Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k))
+
+
 def engine_and_shape(args):
     """The engine (:func:`engine_of`) and the drafting shape (:func:`resolve_shape`) of a run."""
     engine = engine_of(args)

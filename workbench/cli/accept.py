@@ -5,13 +5,16 @@
     $ workbench accept ... --engine sglang --steps 5 --eagle-topk 4 --num-draft-tokens 8     # SGLang's tree
     $ workbench accept ... --sglang-args "python -m sglang.launch_server --model-path ... --speculative-num-steps 5 ..."
     $ torchrun --standalone --nproc-per-node 8 -m workbench accept ... --device auto --json acc.json
+    $ workbench accept ... --data sampled.jsonl --temperature 0.7 --top-p 0.95    # data from regenerate --temperature
+    $ workbench accept ... --temperature 0.7 --speculative-accept-threshold-acc 0.5   # SGLang's lossy thresholds
 
 Under torchrun the samples are sharded over the ranks (workbench.distributed), rank 0 writes the same
 JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments,
-                           add_run_arguments, add_shape_arguments, add_torchrun_arguments, engine_and_shape)
+from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments, add_run_arguments,
+                           add_sampling_arguments, add_shape_arguments, add_torchrun_arguments, engine_and_shape,
+                           with_sampling)
 
 NAME = "accept"
 HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one wiring"
@@ -24,6 +27,8 @@ def add_arguments(parser):
     add_engine_arguments(parser, what="evaluate what this engine feeds and computes (taps, Eagle-3.1 options, "
                                       "rotary offset, embedding and lm_head source)")
     add_shape_arguments(parser)
+    add_sampling_arguments(parser)
+    add_served_mode_arguments(parser)
     parser.add_argument("--acc-topk", type=int, default=5, metavar="n",
                         help="record step-1 top-1/top-5 accuracy from the draft's top n ids (0 = off; "
                              "not --eagle-topk)")
@@ -45,17 +50,40 @@ def add_arguments(parser):
     add_torchrun_arguments(parser)
 
 
+def add_served_mode_arguments(parser) -> None:
+    """SGLang's verify modes beyond the lossless default (docs/sampling.md)."""
+    parser.add_argument("--speculative-accept-threshold-single", type=float, default=1.0, metavar="X",
+                        help="SGLang's lossy threshold: accept a child whose target probability >= X (1 = lossless; "
+                             "< 1 runs one extra target forward per row over its trees)")
+    parser.add_argument("--speculative-accept-threshold-acc", type=float, default=1.0, metavar="X",
+                        help="SGLang's lossy threshold: accept when the coin <= running sum / X (1 = lossless)")
+    parser.add_argument("--speculative-use-rejection-sampling", action="store_true",
+                        help="also estimate SGLang's rejection-sampling chain (= vLLM draft_sample_method="
+                             "probabilistic): draft samples from q, accept with min(1, p/q); a chain, T > 0")
+
+
 def run(args) -> int:
+    import functools
     import math
 
     from workbench import distributed
     from workbench.acceptance import accept
+    from workbench.agreement import plain_warnings
     from workbench.devices import parse_dtype
+    from workbench.sampled import accept_served
 
     engine, shape = engine_and_shape(args)
-    with distributed.init(args.device, device_map=args.device_map) as ctx:
-        result, note = accept(
-            args.target, args.draft, args.data, wiring=args.wiring, engine=engine, setting=shape.setting,
+    setting = with_sampling(shape.setting, args)
+    ts, ta = args.speculative_accept_threshold_single, args.speculative_accept_threshold_acc
+    modes = ts < 1 or ta < 1 or args.speculative_use_rejection_sampling
+    if ts < 1 or ta < 1:
+        print(f"notice: thresholds single {ts:g} / acc {ta:g} are lossy: their exact expectation needs one extra "
+              "target forward per row over the row and its drafted trees (cost reported below)")
+    run_accept = accept if not modes else functools.partial(
+        accept_served, threshold_single=ts, threshold_acc=ta, rejection=args.speculative_use_rejection_sampling)
+    with distributed.init(args.device, device_map=args.device_map) as ctx, plain_warnings():
+        out = run_accept(
+            args.target, args.draft, args.data, wiring=args.wiring, engine=engine, setting=setting,
             acc_topk=args.acc_topk,
             limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
             batch_size=args.batch_size, trust_remote_code=args.trust_remote_code,
@@ -63,12 +91,22 @@ def run(args) -> int:
             max_memory=args.max_memory,
             shard_dir=args.shard_dir or (distributed.default_shard_dir(args.json or args.per_chain)
                                          if ctx.distributed else None))
+    result, note, extra = out if modes else (*out, [])
     if result is None:                           # not rank 0: rank 0 reports for everyone
         return 0
     print(f"wiring source: {note}")
     print(result.summary())
+    for m in extra:
+        print("\n".join(m.summary_lines()))
     if args.json:
-        result.to_json(args.json)
+        if extra:
+            from workbench.files import write_json
+
+            js = result.to_json()
+            js["served_modes"] = [m.to_dict() for m in extra]
+            write_json(args.json, js, indent=2)
+        else:
+            result.to_json(args.json)
         print(f"wrote {args.json}")
     if args.per_chain:
         n = result.write_chains(args.per_chain)

@@ -10,8 +10,8 @@ ranks (workbench.distributed), rank 0 prints and writes the same diagnosis as on
 rank keeps its shards in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments,
-                           add_run_arguments, add_shape_arguments, add_torchrun_arguments, engine_and_shape)
+from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments, add_run_arguments,
+                           add_sampling_arguments, add_shape_arguments, add_torchrun_arguments, engine_and_shape)
 
 NAME = "diagnose"
 HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict on the engine's wiring"
@@ -21,6 +21,7 @@ def add_arguments(parser):
     add_inputs_arguments(parser)
     add_engine_arguments(parser, default="sglang", what="the engine (and version) whose wiring is judged")
     add_shape_arguments(parser, "draft depth of the full curves")
+    add_sampling_arguments(parser)
     add_run_arguments(parser, json_help="write the diagnosis as JSON")
     parser.add_argument("--screen-chains", type=int, default=300, help="chains for the α1 screen (stage 1)")
     parser.add_argument("--top", type=int, default=4, help="candidates that get full curves (stage 2)")
@@ -34,18 +35,21 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from workbench import distributed as wd
+    from workbench.agreement import plain_warnings
     from workbench.diagnose import diagnose_files
     from workbench.devices import parse_dtype
+    from workbench.sampling import Sampling
 
     engine, shape = engine_and_shape(args)
+    sampling = Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k)
     shape = shape.setting
-    with wd.init(args.device, device_map=args.device_map) as ctx:
+    with wd.init(args.device, device_map=args.device_map) as ctx, plain_warnings():
         dx = diagnose_files(args.target, args.draft, args.data, engine=engine, K=shape.steps,
                             eagle_topk=shape.eagle_topk, num_draft_tokens=shape.num_draft_tokens, limit=args.limit,
                             dtype=parse_dtype(args.dtype, ctx.device), batch_size=args.batch_size,
                             screen_chains=args.screen_chains, top=args.top,
                             trust_remote_code=args.trust_remote_code, progress=not args.quiet, ctx=ctx,
-                            device_map=args.device_map, cost_ratio=args.cost_ratio,
+                            device_map=args.device_map, cost_ratio=args.cost_ratio, sampling=sampling,
                             shard_dir=args.shard_dir or (wd.default_shard_dir(args.json) if ctx.distributed
                                                          else None))
     if dx is None:                               # not rank 0: rank 0 reports for everyone

@@ -5,6 +5,8 @@
     $ workbench sglang lint server_info.json --draft DRAFT --target T --json
     $ workbench sglang compare --url http://127.0.0.1:30000 --target T --draft DRAFT --data val.jsonl \\
           --limit 64 --json compare.json
+    $ workbench sglang compare --url http://127.0.0.1:30000 --target T --draft DRAFT --data val.jsonl \\
+          --temperature 0.7 --top-p 0.95 --top-k 20
 
 Sub-commands register in ``SUBCOMMANDS``: ``lint`` (flags) and ``compare`` (live server vs offline).
 """
@@ -41,9 +43,10 @@ def _add_lint(sub):
 
 def _add_compare(sub):
     p = sub.add_parser("compare", help="a live server's acceptance against the offline simulation, per wiring",
-                       description="Send the data's prompts to a running SGLang server (POST /generate, temperature 0), "
-                                   "simulate the same outputs offline under every candidate wiring and say which one "
-                                   "the live accept length matches. Exit 1 unless it matches the trained wiring.")
+                       description="Send the data's prompts to a running SGLang server (POST /generate with explicit "
+                                   "sampling parameters, greedy by default), simulate the server's own outputs offline "
+                                   "under every candidate wiring and say which one reproduces its per-request "
+                                   "speculative counts. Exit 1 unless it matches the trained wiring.")
     p.add_argument("--url", required=True, help="the SGLang server, e.g. http://127.0.0.1:30000 (only this URL is contacted)")
     p.add_argument("--target", required=True, metavar="DIR", help="the target model the server runs")
     p.add_argument("--draft", required=True, metavar="DIR", help="the EAGLE-3 draft the server runs")
@@ -66,6 +69,15 @@ def _add_compare(sub):
                    help="the server's dtype for near-ties (default: its server info's dtype, else bfloat16)")
     add_engine_arguments(p, default="sglang", what="the server's engine and version (its id rule, rotary offset, "
                                                 "embedding and lm_head source)")
+    s = p.add_argument_group("sampling sent with every request (always explicit; default: greedy)")
+    s.add_argument("--temperature", type=float, default=0.0, metavar="T",
+                   help="0 = greedy (default); > 0: the server samples and its own outputs are matched offline")
+    s.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus cut, (0, 1] (default 1 = off)")
+    s.add_argument("--top-k", type=int, default=-1, metavar="K",
+                   help="sampling top-k, -1 = off (not the tree's eagle_topk, which the server reports)")
+    s.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="send each row's sampling_seed (as regenerate --url; SGLang honours it with "
+                        "--enable-deterministic-inference)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto for the offline side")
     p.add_argument("--json", metavar="OUT", help="also write the comparison as JSON to OUT")
     p.set_defaults(_sglang_run=_run_compare)
@@ -131,7 +143,8 @@ def _run_compare(args) -> int:
     res = compare(args.url, args.target, args.draft, args.data, limit=args.limit, K=args.steps,
                   trained=args.trained_wiring, wirings=args.wiring, concurrency=args.concurrency,
                   timeout=args.timeout, retries=args.retries, tolerance=args.tolerance, engine=engine_of(args),
-                  counting=args.counting, served_dtype=args.served_dtype,
+                  counting=args.counting, served_dtype=args.served_dtype, temperature=args.temperature,
+                  top_p=args.top_p, top_k=args.top_k, seed=args.seed,
                   device=args.device, progress=sys.stderr.isatty())
     print(res.summary())
     if args.json:

@@ -9,7 +9,7 @@ Grid (default): steps 1..8, eagle_topk 1, 2, 4, 8, num_draft_tokens up to 64 (do
 recommended only from a cost model measured on a GPU; otherwise the best shapes by accept length.
 """
 
-from workbench.cli import add_device_arguments, add_engine_arguments, engine_of
+from workbench.cli import add_device_arguments, add_engine_arguments, add_sampling_arguments, engine_of
 
 NAME = "tune"
 HELP = "sweep SGLang's --speculative-num-steps/-eagle-topk/-num-draft-tokens offline and recommend them"
@@ -38,6 +38,7 @@ def add_arguments(parser):
     parser.add_argument("--eagle-topk", default="1,2,4,8", metavar="LIST", help="eagle_topk values (default 1,2,4,8)")
     parser.add_argument("--max-draft-tokens", type=int, default=64, metavar="N",
                         help="largest num_draft_tokens (default 64)")
+    add_sampling_arguments(parser)
     parser.add_argument("--limit", type=int, default=None, help="use the first N samples")
     parser.add_argument("--batch-size", type=int, default=8, help="samples per forward pass")
     c = parser.add_mutually_exclusive_group()
@@ -55,8 +56,16 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from workbench.agreement import plain_warnings
+
+    with plain_warnings():                       # the data's low-agreement warning: once, in plain words
+        return _run(args)
+
+
+def _run(args) -> int:
     from workbench.devices import parse_dtype, resolve_device
     from workbench.errors import WorkbenchError
+    from workbench.sampling import Sampling
     from workbench.tune import measure_cost_model, tune
 
     if args.measure_cost_model:
@@ -74,7 +83,8 @@ def run(args) -> int:
     sw, note = tune(args.target, args.draft, args.data, wiring=args.wiring, engine=engine_of(args), device=dev,
                     dtype=parse_dtype(args.dtype, dev), limit=args.limit, batch_size=args.batch_size,
                     cost_model=args.cost_model, cost_ratio=args.cost_ratio, progress=not args.quiet,
-                    trust_remote_code=args.trust_remote_code, max_memory=args.max_memory, **grid)
+                    trust_remote_code=args.trust_remote_code, max_memory=args.max_memory,
+                    sampling=Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k), **grid)
     print(f"wiring source: {note}")
     print(sw.summary(max_rows=args.rows))
     if args.json:
