@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test venv bench report clean-demo chromium hooks
+.PHONY: demo test venv bench report clean-demo chromium hooks lab-settings
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,11 +16,11 @@ $(STAMP): pyproject.toml Makefile
 venv: $(STAMP)
 
 ## The main job on the built-in demo: builds data/demo/ if needed, diagnoses both drafts, writes reports/.
-demo: $(STAMP) hooks
+demo: $(STAMP) hooks lab-settings
 	$(VENV)/bin/workbench demo
 
 ## The whole test suite (installs Debian's chromium for the report browser test when missing).
-test: $(STAMP) chromium hooks
+test: $(STAMP) chromium hooks lab-settings
 	$(PY) -m pytest -q --basetemp=.pytest-tmp
 
 ## Git strips notebook outputs at commit time: nbstripout as the clean filter that .gitattributes names for
@@ -31,6 +31,13 @@ hooks:
 	  git config filter.nbstripout.smudge cat && \
 	  git config diff.ipynb.textconv '"$(abspath $(PY))" -m nbstripout --keep-id -t'; \
 	else echo "note: not a git checkout: no notebook output filter installed"; fi
+
+## JupyterLab saves the widgets' state into the notebook (jupyter/workbench.json: the widget manager's saveState),
+## so a saved notebook reopened shows its widgets instead of "Error displaying widget: model not found".
+## Installed as a JupyterLab settings override of this environment (overrides.d: one file per package).
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d
+lab-settings:
+	@mkdir -p "$(LAB_OVERRIDES)" && cp jupyter/workbench.json "$(LAB_OVERRIDES)/workbench.json"
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \

@@ -34,6 +34,7 @@ engine = "sglang"    # the serving engine and version to highlight (`workbench w
 
 # %%
 from workbench.report import record_headline, setup_notebook
+from workbench.report import table as report_table
 
 setup_notebook()
 import pandas as pd
@@ -64,8 +65,15 @@ for note in info["notes"]:
 
 # %%
 table = wiring.table(tgt.config, drf.raw_config)
-pd.DataFrame([{"engine": r.engine, "version": engines.get(r.engine).boundary, "taps": r.spec,
-               "HF indices": r.hf_indices, "works": r.feasible, "explanation": r.explanation} for r in table])
+report_table(pd.DataFrame([{"engine": r.engine, "version": engines.get(r.engine).boundary, "taps": r.spec,
+                            "HF indices": r.hf_indices, "works": r.feasible, "explanation": r.explanation}
+                           for r in table]),
+             {"engine": "the engine record (`workbench wiring --engines`)",
+              "version": "the engine versions this record stands for",
+              "taps": "the target hidden states it concatenates into the draft's fc, in order",
+              "HF indices": "the same taps as indices of HF output_hidden_states",
+              "works": "whether this engine can serve the draft as configured",
+              "explanation": "how the engine turns the draft config's ids into taps (in full)"})
 
 # %%
 for r in table:

@@ -111,17 +111,35 @@ plots.by_source(results)
 
 # %% [markdown]
 # ## Ranking of the wirings
-# The wiring under which the draft is accepted most is the one it was trained on; if that is not
-# what your engine feeds (see 02 · Wiring), that mismatch is why it underperforms when served.
+# Best first. Wirings whose 95% interval overlaps the leader's are tied for best (`tied`); among
+# them the trained wiring comes first. What this means for your engine: the diagnosis below.
 
 # %%
+from IPython.display import Markdown, display
+
+from workbench.diagnose import rank_tied
+from workbench.report import table as report_table
+
+setting = results[candidates[0]].setting
+stats = {}
+for spec, r in results.items():
+    lo, hi = r.intervals(n_boot=200)["accept_length"]
+    stats[spec] = {"accept_length": r.accept_length, "accept_length_low": lo, "accept_length_high": hi,
+                   "alpha1": r.cumulative[0]}
+order = rank_tied(list(results), stats, trained=trained.spec if trained is not None else None)
 ranking = pd.DataFrame([{
-    "wiring": spec, "accept length (E[A]+1)": r.accept_length,
-    "95% interval": "{:.2f}–{:.2f}".format(*r.intervals(n_boot=200)["accept_length"]),
-    "decode-path accept length": r.decode_path["accept_length"], "step-1 top-1": r.top1,
-    "trained on": trained is not None and spec == trained.spec, "chains": r.n_chains,
-} for spec, r in results.items()]).sort_values("accept length (E[A]+1)", ascending=False).reset_index(drop=True)
-ranking
+    "wiring": spec, "accept length": results[spec].accept_length,
+    "95% interval": f"{stats[spec]['accept_length_low']:.2f}–{stats[spec]['accept_length_high']:.2f}",
+    "tied": not (stats[order[0]]["accept_length_low"] > stats[spec]["accept_length_high"]),
+    "decode path": results[spec].decode_path["accept_length"], "step-1 top-1": results[spec].top1,
+    "trained on": trained is not None and spec == trained.spec, "chains": results[spec].n_chains,
+} for spec in order])
+report_table(ranking, {
+    "wiring": "the taps fed to the draft", "accept length": setting.accept_label("every-position"),
+    "95% interval": "bootstrap over samples of the accept length", "tied": "its interval overlaps the leader's",
+    "decode path": setting.accept_label("decode-path"),
+    "step-1 top-1": "share of chains whose first draft token is the target's greedy token",
+    "trained on": "the draft config's trained taps (workbench.trained_taps)", "chains": "counted chains"})
 
 # %% [markdown]
 # ## Diagnosis
@@ -145,8 +163,6 @@ print(dx.summary())
 # Accept lengths on the evaluation data above.
 
 # %%
-from IPython.display import display
-
 from workbench.rewire import rewire
 
 train_data = train_data or (f"{demo}/train.jsonl" if target == f"{demo}/target" else "")
@@ -166,12 +182,34 @@ else:
     display(plots.rewire_bars(rw))
 
 # %% [markdown]
-# ## Speed-up projection
-# Tokens per verify step with K' drafted = E[min(A, K')]+1, divided by the cost of one verify step
-# (1 target forward + K' draft steps, each costing `ratio` of a target forward).
+# ## What to do
+# Written from the results above (`Diagnosis.narrative`): the cheapest sufficient fix, in this order:
+# ids that make the engine feed the trained taps; else `workbench rewire` (with the recovery measured
+# above, when it was); else retraining on the engine's taps. A wiring is suggested only when its 95%
+# interval lies entirely above the engine's.
 
 # %%
-plots.speedup_projection(results, ratio=ratio or None)
+dx.advise(rw)
+display(Markdown(dx.narrative()))
+
+# %% [markdown]
+# ## Speed-up projection
+# Tokens per verify step with K' drafted = E[min(A, K')]+1, divided by the cost of one verify step
+# (1 target forward over K'+1 tokens + K' draft steps). The cost model (`workbench.cost`) is measured
+# once for this draft and target (repeated probes: median and spread; `ratio` > 0 fixes it instead)
+# and is the same for every wiring. Bars: the accept length's 95% interval and the timing spread
+# together. A best K' is named only when it is clearly best; otherwise the K' within noise. On a CPU
+# the costs are indicative only: they do not choose GPU flags.
+
+# %%
+from workbench import cost
+
+cm = cost.CostModel.fixed(ratio, source="the ratio parameter") if ratio else \
+    cost.measure(tgt, drf, verify_probes=tuple(range(1, steps + 2)), lane_probes=(1,), repeats=7)
+print(cm.summary())
+for spec, r in results.items():
+    print(f"{spec}: {cost.projection(r, cm, n_boot=200)['text']}")
+plots.speedup_projection(results, cost_model=cm)
 
 # %% [markdown]
 # ## One sample, token by token
@@ -187,13 +225,15 @@ widgets.acceptance_explorer(results, evaluated, tgt.tokenizer, wiring=ranking["w
 best = ranking.iloc[0]
 headline = {                           # recorded at the end, with the tree section's numbers
     "K": steps, "samples": results[candidates[0]].n_samples,
-    **{f"accept length · {spec}": r.accept_length for spec, r in results.items()},
+    **{f"{spec} · {r.setting.accept_label('decode-path')}": r.decode_path["accept_length"]
+       for spec, r in results.items()},    # the decode path: what a server reports
     "best wiring": best["wiring"],
     "trained wiring": trained.spec if trained is not None else "unknown",
     f"{dx.engine} wiring": dx.engine_wiring or "none",
-    "verdict": dx.verdict,
-    **({"rewired accept length (before → after, reference)":
-        f"{rw.before.accept_length:.2f} → {rw.after.accept_length:.2f} ({rw.reference.accept_length:.2f})"}
+    "verdict": dx.verdict, "suggested fix": dx.fix,
+    **({f"rewired · {rw.setting.accept_label('decode-path')} (before → after, reference)":
+        f"{rw.before.decode_path['accept_length']:.2f} → {rw.after.decode_path['accept_length']:.2f} "
+        f"({rw.reference.decode_path['accept_length']:.2f})"}
        if rw is not None else {}),
 }
 
@@ -250,7 +290,7 @@ from workbench.tune import best_by_accept_length
 
 record_headline("03_acceptance", {
     **headline,
-    f"tree accept length · {served} · {tree_setting.label} (decode path)": tree_res.decode_path["accept_length"],
+    f"{served} · {tree_res.setting.accept_label('decode-path')}": tree_res.decode_path["accept_length"],
     "recommended SGLang flags": sw.recommended_flags or "none: no GPU cost model (see best shapes)",
     "best shapes (steps, topk, N) by accept length": ", ".join(f"({a}, {b}, {c})"
                                                                for a, b, c in best_by_accept_length(sw, 3)),

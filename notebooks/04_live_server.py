@@ -98,7 +98,25 @@ plots.live_comparison(cmp)
 plots.live_histograms(cmp)
 
 # %%
-cmp.to_frame()
+from workbench.report import table as report_table
+
+frame = cmp.to_frame()
+key = {"sample": "dataset row of the request", "source": "the row's data source",
+       "n_prompt": "prompt tokens sent", "n_output": "tokens the server generated",
+       "verify_ct": "the server's verify steps for this request (meta_info spec_verify_ct)",
+       "live_accept_length": "tokens per verify step of this request as the workbench reads the reply: mean(A)+1 "
+                             "from the accept histogram when there is one, else (accepted drafts + verify steps) / "
+                             "verify steps, else completion_tokens / spec_verify_ct (counts the prefill token)",
+       "server_accept_length": "the server's own spec_accept_length field, as reported (— when this server version "
+                               "has none)",
+       "live_histogram": "verify steps that accepted exactly a = 0..K drafts (— when not reported)",
+       "fingerprint": "the per-request fields the offline decode must reproduce",
+       "seconds": "wall time of the request"}
+for c in cmp.candidates:
+    key[f"offline {c.spec}"] = (f"the offline decode of the same request with wiring {c.spec}: "
+                                f"{cmp.setting.accept_label('decode-path')}")
+    key[f"status {c.spec}"] = "identical / tie / differs: does that decode reproduce the request's fingerprint"
+report_table(frame, key)
 
 # %% [markdown]
 # ## Verdict
@@ -109,6 +127,7 @@ record_headline("04_live_server", {
     "server": "loopback stand-in" if not server_url else server_url, "K": cmp.K, "samples": len(cmp.samples),
     "live accept length": cmp.live_accept_length, "comparison": cmp.mode,
     **{f"identical · {d['wiring']}": f"{d['identical']}/{d['n']}" for d in cmp.ranking()},
-    **{f"offline · {c.spec}": cmp.offline_accept_length(c.spec) for c in cmp.candidates},
+    **{f"offline · {c.spec} · {cmp.setting.accept_label('decode-path')}": cmp.offline_accept_length(c.spec)
+       for c in cmp.candidates},
     "verdict": cmp.verdict_code, "matched wiring": cmp.matched or "none",
 });

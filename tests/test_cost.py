@@ -68,3 +68,47 @@ def test_bad_cost_model_files_are_one_line_errors(tmp_path, text, match):
         CostModel.load(tmp_path / "missing.json")
     with pytest.raises(WorkbenchError, match="not both"):
         as_cost_model(CostModel.fixed(0.1), 0.2)
+
+
+# ------------------------------------------------------------------------- uncertainty (issue 22)
+
+def test_projection_names_a_best_depth_only_when_it_is_clearly_best():
+    import numpy as np
+
+    from workbench import plots
+    from workbench.cost import projection
+    from workbench.statistics import AcceptanceResult
+
+    rng = np.random.default_rng(0)
+    n = 400
+    sample = np.repeat(np.arange(n // 10), 10)
+
+    def res(A):
+        return AcceptanceResult.from_arrays("L1", K=3, sample=sample, t=np.tile(np.arange(10), n // 10), accepted=A)
+
+    # drafts always accepted, drafting free: deeper is better beyond noise
+    sure = projection(res(np.full(n, 3)), CostModel.fixed(0.0))
+    assert sure["best"] == 3 and sure["within_noise"] == [3] and "clearly best" in sure["text"]
+    # noisy, nearly flat: no best, the set within noise instead
+    A = np.minimum(rng.geometric(0.5, n) - 1, 3)
+    flat = projection(res(A), CostModel.fixed(0.3))
+    top = max(flat["rows"], key=lambda r: r["speedup"])
+    assert flat["best"] is None and len(flat["within_noise"]) >= 2 and top["k"] in flat["within_noise"]
+    assert "within noise" in flat["text"] and "would decide" in flat["text"]
+    for r in flat["rows"]:                                     # the point lies inside its range
+        assert r["speedup_low"] <= r["speedup"] <= r["speedup_high"]
+        assert r["tokens_low"] <= r["tokens_per_step"] <= r["tokens_high"]
+    assert [r["speedup"] for r in flat["rows"]] == [d["speedup"] for d in res(A).speedup(0.3)]
+    # a measured model's timing spread widens the range
+    m = CostModel(device="cpu", draft_step={1: 1.0}, verify={1: 10.0, 4: 10.0},
+                  spread={"draft_step": {1: [0.5, 3.0]}, "verify": {1: [8.0, 12.0], 4: [8.0, 12.0]}})
+    wide, tight = projection(res(A), m)["rows"][-1], projection(res(A), CostModel.fixed(0.1))["rows"][-1]
+    assert wide["speedup_high"] - wide["speedup_low"] > tight["speedup_high"] - tight["speedup_low"]
+    # the figure: a star only for a clear best, the legend says which
+    fig = plots.speedup_projection({"flat": res(A)}, ratio=0.3)
+    assert not [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "*"]
+    texts = lambda f: [t.get_text() for t in f.axes[0].get_legend().get_texts()]  # noqa: E731
+    assert any(t.startswith("flat: K' within noise: ") for t in texts(fig))
+    fig = plots.speedup_projection({"sure": res(np.full(n, 3))}, ratio=0.0)
+    assert [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "*"]
+    assert "sure: best K'=3" in texts(fig)

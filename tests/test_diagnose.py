@@ -130,16 +130,29 @@ def test_mismatched_draft_ranks_trained_wiring_above_sglang_and_says_so(wired):
     assert not dx.engine_ok and dx.exit_code == 1
     v = dx.verdict
     assert v.startswith(f"the draft was trained on embed,L1,L3 (α1 {trained['alpha1']:.2f}); "
-                        f"SGLang feeds L1,L3,L4 (α1 {served['alpha1']:.2f})"), v
+                        f"SGLang (current) feeds L1,L3,L4 (α1 {served['alpha1']:.2f})"), v
     assert f"expect accept length {served['accept_length']:.2f} instead of {trained['accept_length']:.2f}" in v
-    assert ("SGLang cannot feed the embedding (residual is None before layer 0): retrain on L1,L3,L4 or serve "
-            "with an engine that can (vLLM V1 can feed embed,L1,L3 with ids [0, 2, 4]") in v   # feasible for vLLM
-    # the ranked table: stage-2 rows first, sorted by accept length; screened-only rows after, by α1
+    # SGLang cannot feed the trained taps. Here a wiring it CAN feed (L1,L2,L3 on this task) is as good as the
+    # trained one: the cheapest fix is its ids, and only because its interval lies above the engine's
+    assert "SGLang cannot feed the embedding (residual is None before layer 0); cheapest fix" in v, v
+    assert dx.fix in ("ids", "rewire"), v
+    if dx.fix == "ids":
+        fed = v.split("so that SGLang (current) feeds ")[1].split(" ")[0]
+        assert dx.row(fed)["feasible"] and dx.row(fed)["accept_length_low"] > served["accept_length_high"]
+        assert dx.row(fed)["accept_length_high"] >= trained["accept_length_low"]          # as good as trained
+    else:
+        assert "`workbench rewire --target" in v and "retrain on L1,L3,L4" in v
+    # the ranked table: stage-2 rows first, those tied with the leader (the trained wiring first), then by
+    # accept length; screened-only rows after, by α1
     t = dx.to_frame()
     assert list(t["rank"]) == list(range(1, len(t) + 1))
     s2 = t[t["stage"] == 2]
     assert list(s2.index) == list(range(len(s2)))
-    assert list(s2["accept_length"]) == sorted(s2["accept_length"], reverse=True)
+    tied, rest = s2[s2["tied_with_best"]], s2[~s2["tied_with_best"]]
+    assert list(s2["tied_with_best"]) == [True] * len(tied) + [False] * len(rest)
+    assert tied.iloc[0]["spec"] == dx.best == "embed,L1,L3"          # the text's "trained on" heads the ranking
+    assert list(rest["accept_length"]) == sorted(rest["accept_length"], reverse=True)
+    assert rest["accept_length_high"].max() < tied["accept_length"].max()
     s1 = t[t["stage"] == 1]
     assert s1["accept_length"].isna().all() and list(s1["alpha1"]) == sorted(s1["alpha1"], reverse=True)
     assert len(t) == len(dx.candidates) and set(dx.results) == set(s2["spec"])
@@ -155,9 +168,10 @@ def test_aligned_draft_gets_a_healthy_verdict(wired):
     served = dx.row("L1,L3,L4")
     assert dx.engine_ok and dx.exit_code == 0
     assert served["alpha1"] > dx.row("embed,L1,L3")["alpha1"] + 0.3
-    assert dx.verdict.startswith("SGLang feeds L1,L3,L4"), dx.verdict
+    assert dx.verdict.startswith("SGLang (current) feeds L1,L3,L4"), dx.verdict
     assert f"expect accept length {served['accept_length']:.2f}" in dx.verdict
     assert "instead of" not in dx.verdict and "retrain" not in dx.verdict
+    assert dx.fix in ("none", "undecided")
 
 
 def test_one_target_pass_per_stage_on_the_smoke_demo(smoke_demo):
@@ -213,7 +227,7 @@ def test_cli_exit_codes_and_json(wired, tmp_path, capsys):
     assert j["results"]["L1,L3,L4"]["steps"] == 2 and "conditional" in j["results"]["L1,L3,L4"]
 
     assert main(base + ["--draft", str(wired / "draft-aligned")]) == 0
-    assert "verdict: SGLang feeds L1,L3,L4" in capsys.readouterr().out
+    assert "verdict: SGLang (current) feeds L1,L3,L4" in capsys.readouterr().out
 
     assert main(base + ["--draft", str(wired / "nope")]) == 2
     assert "error: " in capsys.readouterr().err
@@ -242,7 +256,8 @@ def test_cli_shard_dir_resumes_both_stages_in_one_process(wired, tmp_path, capsy
 
 def _without_timings(j):
     """The diagnosis JSON minus what depends on measured timings (cost ratio, projected speed-up)."""
-    j = dict(j, results={k: {kk: vv for kk, vv in v.items() if kk not in ("cost_ratio", "cost_model", "speedup")}
+    j = dict(j, results={k: {kk: vv for kk, vv in v.items() if kk not in ("cost_ratio", "cost_model", "speedup",
+                                                                         "speedup_uncertainty")}
                          for k, v in j["results"].items()})
     return j
 
@@ -282,3 +297,113 @@ def test_torchrun_two_processes_give_the_single_process_diagnosis(wired, tmp_pat
     assert _without_timings(b) == _without_timings(a)
     assert sorted(os.listdir(str(two) + ".shards")) == [f"{s}.rank-{r}-of-2.npz" for s in ("curves", "screen")
                                                         for r in (0, 1)]
+
+
+# ---------------------------------------------------------------------------------------- verdicts (issue 22)
+
+def _dx(stats: dict, *, engine_wiring, trained, cfg_ids=(1, 3, 4), engine="sglang", n=20, rewired=None):
+    """A Diagnosis over hand-made stage-2 numbers (spec -> (accept length, low, high)) of an 8-layer target."""
+    import pandas as pd
+
+    from workbench import wiring as wm
+    from workbench.diagnose import COLUMNS, Diagnosis, candidates, rank_tied
+
+    cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": list(cfg_ids)},
+           "workbench": {"trained_taps": trained.split(",")}}
+    cands = candidates({"num_hidden_layers": N}, cfg, engine=engine)
+    by = {c.spec: c for c in cands}
+    st = {s: {"accept_length": a, "accept_length_low": lo, "accept_length_high": hi, "alpha1": 0.5}
+          for s, (a, lo, hi) in stats.items()}
+    order = rank_tied(list(st), st, trained=trained, engine_wiring=engine_wiring)
+    from workbench.diagnose import clearly_better
+    rows = [{"rank": i + 1, "spec": s, "reasons": by[s].reasons if s in by else [], "feasible": by[s].feasible
+             if s in by else True, "alpha1": 0.5, "alpha1_low": 0.4, "alpha1_high": 0.6, **st[s],
+             "decode_path_accept_length": st[s]["accept_length"], "n_chains": 100, "stage": 2,
+             "tied_with_best": not clearly_better(st, order[0], s)} for i, s in enumerate(order)]
+    eng = wm.resolve(engine, {"num_hidden_layers": N}, cfg)
+    dx = Diagnosis(engine=engine, steps=3, table=pd.DataFrame(rows, columns=COLUMNS), results={}, screen={},
+                   best=order[0], best_feasible=next((s for s in order if by.get(s) and by[s].feasible), None),
+                   engine_wiring=engine_wiring, engine_explanation=eng.explanation, engine_warnings=[],
+                   trained_wiring=trained, engine_ok=not any(clearly_better(st, x, engine_wiring) for x in st),
+                   verdict="", n_samples=n, candidates=cands, target_config={"num_hidden_layers": N})
+    dx.advise(rewired)
+    return dx
+
+
+def test_verdict_suggests_ids_only_when_clearly_better():
+    # the trained taps L1,L3,L5 are feedable by SGLang with other ids: the cheapest fix names them
+    dx = _dx({"L1,L3,L5": (3.0, 2.8, 3.2), "L1,L3,L4": (2.0, 1.8, 2.2)}, engine_wiring="L1,L3,L4", trained="L1,L3,L5")
+    assert dx.fix == "ids" and "cheapest fix: set eagle_config.eagle_aux_hidden_state_layer_ids to [1, 3, 5]" \
+        in dx.verdict, dx.verdict
+    # overlapping intervals: no suggestion, "undecided" and how many samples would decide
+    dx = _dx({"L1,L3,L5": (2.3, 1.9, 2.7), "L1,L3,L4": (2.0, 1.8, 2.2)}, engine_wiring="L1,L3,L4", trained="L1,L3,L5")
+    assert dx.fix == "undecided" and "set eagle_config" not in dx.verdict.split("(if it is")[0], dx.verdict
+    assert "undecided whether L1,L3,L5" in dx.verdict and "samples (now 20) would decide" in dx.verdict
+    assert dx.exit_code == 0 and dx.best == "L1,L3,L5"        # tied: the trained wiring heads the ranking
+
+
+def test_verdict_order_ids_then_rewire_then_retrain(tmp_path):
+    from workbench.diagnose import find_rewire
+
+    stats = {"embed,L1,L3": (3.1, 2.9, 3.3), "L1,L2,L3": (2.4, 2.1, 2.7), "L1,L3,L4": (2.0, 1.8, 2.2)}
+    # a feedable wiring clearly better than the engine's but clearly worse than the trained one: a partial fix,
+    # mentioned after the rewire; never the overlapping one as a fix
+    dx = _dx(dict(stats, **{"L1,L2,L3": (2.5, 2.3, 2.7)}), engine_wiring="L1,L3,L4", trained="embed,L1,L3")
+    assert dx.fix == "rewire" and "a partial fix: " in dx.verdict and "so that SGLang (current) feeds L1,L2,L3" \
+        in dx.verdict, dx.verdict
+    dx = _dx(stats, engine_wiring="L1,L3,L4", trained="embed,L1,L3")
+    assert dx.fix == "rewire" and "partial" not in dx.verdict and "not measured yet" in dx.verdict
+    # a measured rewire next to the draft: cited with its recovery and when
+    draft = tmp_path / "draft-mismatched"
+    draft.mkdir()
+    rw = {"from_taps": ["embed", "L1", "L3"], "to_taps": ["L1", "L3", "L4"], "engine": "sglang", "recovered": 0.998,
+          "K": 3, "acceptance": {"before": {"accept_length": 2.0}, "after": {"accept_length": 3.098},
+                                 "reference": {"accept_length": 3.1}}}
+    (tmp_path / "draft-mismatched-rewired.rewire.json").write_text(json.dumps(rw))
+    found = find_rewire(draft, "embed,L1,L3", "L1,L3,L4")
+    assert found["recovered"] == 0.998 and found["when"].endswith("UTC")
+    assert find_rewire(draft, "embed,L1,L3", "L2,L3,L4") is None               # another rewire: not this one
+    dx = _dx(stats, engine_wiring="L1,L3,L4", trained="embed,L1,L3", rewired=found)
+    assert dx.fix == "rewire" and "recovered 99.8% of the gap (accept length 2.00 → 3.10" in dx.verdict, dx.verdict
+    assert "99.8% of the gap recovered" in dx.narrative()
+    # a rewire that recovered too little: retrain on the engine's taps
+    dx = _dx(stats, engine_wiring="L1,L3,L4", trained="embed,L1,L3", rewired=dict(found, recovered=0.3))
+    assert dx.fix == "retrain" and "recovered only 30.0% of the gap" in dx.verdict and "retrain on L1,L3,L4" \
+        in dx.verdict
+
+
+def test_reason_strings_name_the_engine_version_and_never_a_default_as_fed():
+    from workbench.diagnose import candidates
+
+    cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
+           "workbench": {"trained_taps": ["embed", "L1", "L7"]}}
+    by = {c.spec: c for c in candidates({"num_hidden_layers": 8}, cfg, engine="sglang")}
+    assert by["embed,L1,L7"].reasons == ["trained taps (draft config workbench.trained_taps)"]  # no "off by one"
+    for c in by.values():
+        for r in c.reasons:
+            assert not r.startswith("default of"), r
+            if "would feed a draft whose config names no layer ids" in r:
+                assert "this draft names ids" in r
+    assert by["L1,L3,L4"].reasons[0].startswith("fed by SGLang (current); SGLang before 2026-05")
+
+
+def test_narrative_is_generated_from_the_result():
+    dx = _dx({"embed,L1,L3": (3.1, 2.9, 3.3), "L1,L3,L4": (2.0, 1.8, 2.2)}, engine_wiring="L1,L3,L4",
+             trained="embed,L1,L3")
+    md = dx.narrative()
+    assert md.startswith("**Verdict (accept length (every position, chain K=3, greedy, bonus counted)).**")
+    assert "`embed,L1,L3` 3.10 [95% 2.90–3.30]" in md and "SGLang (current) feeds `L1,L3,L4`" in md
+    assert "Suggested fix: **`workbench rewire`" in md
+    dx2 = _dx({"L1,L3,L4": (3.0, 2.8, 3.2), "embed,L1,L3": (2.0, 1.8, 2.2)}, engine_wiring="L1,L3,L4",
+              trained="L1,L3,L4")
+    assert "Suggested fix: **none needed" in dx2.narrative() and dx2.narrative() != md
+
+
+def test_a_feedable_wiring_that_overlaps_the_engines_is_named_undecided_not_suggested():
+    # the issue's case: L1,L2,L3 is feedable and tied with the trained taps, but its interval overlaps SGLang's
+    dx = _dx({"embed,L1,L3": (3.68, 3.12, 4.17), "L1,L2,L3": (3.20, 2.73, 3.62), "L1,L3,L4": (2.49, 2.25, 2.74)},
+             engine_wiring="L1,L3,L4", trained="embed,L1,L3", n=16)
+    assert dx.fix == "rewire" and "cheapest fix to try: `workbench rewire" in dx.verdict
+    assert "(undecided: set eagle_config.eagle_aux_hidden_state_layer_ids to [1, 2, 3] so that SGLang (current) " \
+           "feeds L1,L2,L3" in dx.verdict and "samples (now 16) would decide" in dx.verdict, dx.verdict
+    assert "cheapest fix: set" not in dx.verdict

@@ -62,8 +62,8 @@ def test_other_acceptance_figures(results, tmp_path):
     assert heights[0] == pytest.approx(results["embed,L1,L3"].accept_length)
     assert heights[2] == pytest.approx(results["embed,L1,L3"].decode_path["accept_length"])
     sp = results["L1,L3,L4"].speedup(0.1)
-    line = [ln for ln in figs[2].axes[0].get_lines() if ln.get_label().startswith("L1,L3,L4")][0]
-    np.testing.assert_allclose(line.get_ydata(), [d["speedup"] for d in sp])
+    bars = [c for c in figs[2].axes[0].containers if c.get_label().startswith("L1,L3,L4")][0]
+    np.testing.assert_allclose(bars.lines[0].get_ydata(), [d["speedup"] for d in sp])
     path = plots.save(figs[0], tmp_path / "dp.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -89,6 +89,14 @@ def test_tap_statistics_make_the_embedding_stand_out():
     np.testing.assert_allclose(np.diag(stats.cosine), 1.0, atol=1e-9)
     fig = plots.tap_stats_figure(stats, highlight={"trained on": ["embed", "L0", "L2"], "served": ["L0", "L2", "L3"]})
     _labelled(fig)
+    # the title states what these numbers show, no conclusion written in advance
+    ratio = np.median(stats.norms["embed"]) / np.median([np.median(stats.norms[f"L{k}"]) for k in range(4)])
+    cos = np.mean([stats.cosine[0, i] for i in range(1, 5)])
+    assert fig.texts[0].get_text() == (f"Tap feature statistics: the embedding's median norm is {ratio:.2g}× the "
+                                       f"layer outputs' (median over layers); its mean cosine with them is {cos:.2f}")
+    same = statistics.tap_statistics([SimpleNamespace(features={"L0": feats["L0"], "L1": feats["L1"]},
+                                                      attention_mask=mask)])
+    assert "embedding" not in plots.tap_stats_figure(same).texts[0].get_text()
     with pytest.raises(WorkbenchError, match="tap 'L9' was not captured"):
         statistics.tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)], ["L9"])
 
@@ -142,6 +150,14 @@ def test_widget_updates_and_report_mode_shows_static_views(results, monkeypatch)
     dropdown.value = "L1,L3,L4"  # the view follows the selection
     shown = []
     monkeypatch.setattr(widgets, "_display", lambda *objs: shown.extend(objs))
+    k_slider.value = 1           # the K slider acts: curves to depth 1, the title and the tokens follow
+    fig, tokens = shown[-2:]
+    assert "(K=1)" in fig.texts[0].get_text() and "chain K=1" in fig.texts[0].get_text()
+    assert len(fig.axes[0].lines[0].get_xdata()) == 1
+    assert "K=1" in tokens and "wiring L1,L3,L4" in tokens
+    k_slider.value = 3
+    assert "(K=3)" in shown[-2].texts[0].get_text() and len(shown[-2].axes[0].lines[0].get_xdata()) == 3
+    shown.clear()
     monkeypatch.setenv("WORKBENCH_REPORT", "1")
     assert widgets.acceptance_explorer(results, rows, _Tok(), wiring="L1,L3,L4") is None
     assert len(shown) == 2 and "wiring L1,L3,L4" in shown[1] and "&lt;t1&gt;" in shown[1]
@@ -165,7 +181,7 @@ def test_rewire_bars_show_before_after_reference_and_the_recovered_share():
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert labels[0].startswith("before") and "fed L1,L3,L4" in labels[0] and labels[2].startswith("reference")
     share = (after.accept_length - before.accept_length) / (ref.accept_length - before.accept_length)
-    assert f"recovered {share:.0%} of the accept-length gap" in ax.get_title()
+    assert f"recovered {share:.1%} of the accept-length gap" in ax.get_title()      # the summary's rounding
     res.after_closed_form = _result("L1,L3,L4", 0.4, seed=3)           # fine-tuned: the closed form shows too
     assert [t.get_text().split("\n")[0] for t in plots.rewire_bars(res).axes[0].get_xticklabels()] == \
         ["before", "closed form", "after", "reference"]

@@ -42,9 +42,12 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from workbench.errors import WorkbenchError
 from workbench.files import write_json
 from workbench.render import Rendered
+from workbench.statistics import AcceptanceResult
 
 VERIFY_PROBES = (1, 2, 4, 8, 16, 32, 64)
 LANE_PROBES = (1, 2, 4, 8)
@@ -133,6 +136,29 @@ class CostModel(Rendered):
             return math.nan
         return float(accept_length) * self.verify_time(1) / self.step_time(steps, eagle_topk, num_draft_tokens)
 
+    def speedup_range(self, tokens_low: float, tokens_high: float, steps: int, eagle_topk: int = 1,
+                      num_draft_tokens: int | None = None) -> tuple[float, float]:
+        """(low, high) speed-up from a tokens-per-step interval and the model's timing spread (min, max over
+        repeats): low pairs the fewest tokens with the slowest draft/verify and the fastest plain step, high
+        the reverse. A fixed model has no spread: only the tokens' interval counts.
+
+            >>> m = CostModel(device="cpu", draft_step={1: 1.0}, verify={1: 10.0, 5: 10.0},
+            ...               spread={"draft_step": {1: [0.9, 1.2]}, "verify": {1: [9.0, 11.0], 5: [9.5, 12.0]}})
+            >>> [round(x, 3) for x in m.speedup_range(2.0, 2.4, steps=4)]
+            [1.071, 2.015]
+        """
+        N = int(steps) + 1 if num_draft_tokens is None else int(num_draft_tokens)
+        if self.kind == "fixed" or not self.spread:
+            return (self.speedup(tokens_low, steps, eagle_topk, N), self.speedup(tokens_high, steps, eagle_topk, N))
+        sp = self.spread
+        d = {i: _interp({k: v[i] for k, v in sp.get("draft_step", {}).items()} or self.draft_step, eagle_topk)
+             for i in (0, 1)}
+        v = {i: {n: _interp({k: x[i] for k, x in sp.get("verify", {}).items()} or self.verify, n) for n in (1, N)}
+             for i in (0, 1)}
+        low = float(tokens_low) * v[0][1] / (int(steps) * d[1] + v[1][N])
+        high = float(tokens_high) * v[1][1] / (int(steps) * d[0] + v[0][N])
+        return (low, high)
+
     def describe(self) -> str:
         """One line naming the model and its device (every projection prints it)."""
         if self.kind == "fixed":
@@ -220,18 +246,80 @@ def as_cost_model(cost_model=None, ratio=None) -> CostModel | None:
     return None
 
 
+# ----------------------------------------------------------------------------------------- projecting
+
+def projection(result, cost_model, *, n_boot: int = 500) -> dict:
+    """Projected speed-up of one AcceptanceResult per draft depth K' with its uncertainty, and the best K'
+    only when it is clearly best.
+
+        >>> from workbench.statistics import AcceptanceResult
+        >>> r = AcceptanceResult.from_arrays("L1", K=3, sample=[0, 0, 1, 1, 2, 2], t=[0, 1] * 3,
+        ...                                  accepted=[3, 2, 3, 1, 2, 3])
+        >>> p = projection(r, CostModel.fixed(0.1))
+        >>> [row["k"] for row in p["rows"]], p["best"], p["within_noise"]
+        ([1, 2, 3], None, [2, 3])
+
+    ``rows``: per K' (a tree result: its own shape only) ``tokens_per_step`` = E[min(A, K')]+1 with its 95%
+    bootstrap interval over samples (``tokens_low``/``tokens_high``), ``speedup`` and its range
+    ``speedup_low``/``speedup_high`` (:meth:`CostModel.speedup_range`: the tokens' interval and the timing
+    spread together). ``best``: the K' whose low end lies above every other K''s high end, else None;
+    ``within_noise``: the K' whose high end reaches the highest point estimate's low end (the candidates
+    the data cannot tell apart). ``text``: one line saying which.
+    """
+    cm = cost_model
+    st = result.setting
+    A = result.chains["accepted"]
+    c = result.chains
+    depths = [result.steps] if st.eagle_topk > 1 else list(range(1, result.steps + 1))
+    rows = []
+    for k in depths:
+        capped = AcceptanceResult.from_arrays(result.spec, k, sample=c["sample"], t=c["t"],
+                                              accepted=np.minimum(A, k), samples=result.samples)
+        capped.seed = result.seed
+        tps = capped.accept_length
+        lo, hi = capped.intervals(n_boot=n_boot)["accept_length"]
+        shape = (k, st.eagle_topk, st.num_draft_tokens) if st.eagle_topk > 1 else (k, 1, None)
+        s_lo, s_hi = cm.speedup_range(lo, hi, *shape)
+        rows.append({"k": k, "tokens_per_step": tps, "tokens_low": lo, "tokens_high": hi,
+                     "speedup": cm.speedup(tps, *shape), "speedup_low": s_lo, "speedup_high": s_hi})
+    finite = [r for r in rows if not math.isnan(r["speedup"])]
+    best, near = None, []
+    if finite:
+        top = max(finite, key=lambda r: r["speedup"])
+        near = [r["k"] for r in finite if r["speedup_high"] >= top["speedup_low"]]
+        if near == [top["k"]]:
+            best = top["k"]
+    if best is not None:
+        text = f"best K'={best}: clearly best (its range lies above every other K')"
+    elif near:
+        text = (f"no single best K': K' in {{{', '.join(map(str, near))}}} within noise (their ranges overlap the "
+                f"best point estimate's); more samples or a steadier cost model would decide")
+    else:
+        text = "no projection: no counted chains"
+    return {"rows": rows, "best": best, "within_noise": near, "text": text, "cost_model": cm.describe()}
+
+
 # ----------------------------------------------------------------------------------------- measuring
 
-def _timed(fn, repeats: int, sync) -> tuple[float, list[float]]:
-    fn()                                         # warm-up (kernels, allocator)
-    sync()
-    ts = []
-    for _ in range(int(repeats)):
-        t0 = time.perf_counter()
+def _timed(probes: dict, repeats: int, sync) -> tuple[dict, dict]:
+    """Median and (min, max) seconds of each probe, the repeats INTERLEAVED (repeat r times every probe before
+    repeat r+1), so a load spike or a clock change lands on all probes alike instead of on one.
+
+        >>> med, spread = _timed({"a": lambda: None, "b": lambda: None}, 3, lambda: None)
+        >>> sorted(med), all(lo <= med[k] <= hi for k, (lo, hi) in spread.items())
+        (['a', 'b'], True)
+    """
+    for fn in probes.values():                   # warm-up (kernels, allocator)
         fn()
-        sync()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), [min(ts), max(ts)]
+    sync()
+    ts = {k: [] for k in probes}
+    for _ in range(int(repeats)):
+        for k, fn in probes.items():
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            ts[k].append(time.perf_counter() - t0)
+    return ({k: statistics.median(v) for k, v in ts.items()}, {k: [min(v), max(v)] for k, v in ts.items()})
 
 
 def measure(target, draft, *, prefix: int = PREFIX, verify_probes=VERIFY_PROBES, lane_probes=LANE_PROBES,
@@ -263,21 +351,18 @@ def measure(target, draft, *, prefix: int = PREFIX, verify_probes=VERIFY_PROBES,
     cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.vocab_size, (1, int(prefix) + max(verify_probes)), generator=g).to(dev)
-    verify, spread_v = {}, {}
     with torch.no_grad():
         out = model(input_ids=ids[:, :prefix], use_cache=True)
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         if cache is None or not hasattr(cache, "crop"):
             raise WorkbenchError("cost probes: the target returns no croppable KV cache (transformers DynamicCache)")
-        for n in verify_probes:
-            def step(n=n):
-                model(input_ids=ids[:, prefix:prefix + n], use_cache=True, **{cache_kw: cache})
-                cache.crop(-int(n))                # negative: remove that many (all transformers versions)
-            verify[int(n)], spread_v[int(n)] = _timed(step, repeats, sync)
+        def step(n):
+            model(input_ids=ids[:, prefix:prefix + n], use_cache=True, **{cache_kw: cache})
+            cache.crop(-int(n))                    # negative: remove that many (all transformers versions)
+        probes = {("verify", int(n)): (lambda n=n: step(n)) for n in verify_probes}
         # the draft: one step of k lanes after `prefix` cached keys
         sp = draft.spec
         ddev, ddt = draft.device, draft.dtype
-        draft_step, spread_d = {}, {}
         for k in lane_probes:
             if k > draft.draft_vocab_size:
                 continue
@@ -292,7 +377,12 @@ def measure(target, draft, *, prefix: int = PREFIX, verify_probes=VERIFY_PROBES,
                     q, torch.cat([pk, kk], 2), torch.cat([pk, vv], 2))
                 o = draft.finish(res, att)
                 draft.logits(o).float().softmax(-1).topk(k, dim=-1)
-            draft_step[int(k)], spread_d[int(k)] = _timed(dstep, repeats, sync)
+            probes[("draft", int(k))] = dstep
+        med, spread = _timed(probes, repeats, sync)       # draft and target probes interleaved: a fair ratio
+    verify = {n: v for (part, n), v in med.items() if part == "verify"}
+    spread_v = {n: v for (part, n), v in spread.items() if part == "verify"}
+    draft_step = {k: v for (part, k), v in med.items() if part == "draft"}
+    spread_d = {k: v for (part, k), v in spread.items() if part == "draft"}
     name = None
     if str(dev).startswith("cuda"):
         name = torch.cuda.get_device_name(dev)
@@ -305,4 +395,4 @@ def measure(target, draft, *, prefix: int = PREFIX, verify_probes=VERIFY_PROBES,
                      draft=getattr(draft, "name", None))
 
 
-__all__ = ["CostModel", "as_cost_model", "measure", "VERIFY_PROBES", "LANE_PROBES", "PREFIX", "REPEATS"]
+__all__ = ["CostModel", "as_cost_model", "measure", "projection", "VERIFY_PROBES", "LANE_PROBES", "PREFIX", "REPEATS"]

@@ -635,6 +635,9 @@ def summary(manifest: dict) -> str:
              f"vocab {t.get('vocab_size')}, final loss {t.get('final_loss')}",
              f"  data: train.jsonl {manifest.get('data', {}).get('n_train')} rows, "
              f"val.jsonl {manifest.get('data', {}).get('n_val')} rows, sources {', '.join(SOURCES)}"]
+    more = [k for k in manifest.get("file_notes", {}) if k not in ("train.jsonl", "val.jsonl")]
+    if more:
+        lines.append(f"  more data on val's prompts: {', '.join(more)} (manifest file_notes; data/README.md)")
     for name, d in manifest.get("drafts", {}).items():
         acc = ", ".join(f"{a:.2f}" for a in d.get("acc_per_step", []))
         lines.append(f"  {name}: trained on {','.join(d.get('trained_taps', []))}, config ids "

@@ -24,8 +24,12 @@ samples) lies entirely below the interval of the best wiring; that is what ``exi
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
+import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from workbench import acceptance, engines, inputs
 from workbench.agreement import warn_once
@@ -40,7 +44,7 @@ from workbench.statistics import wilson
 ENGINE_NAMES = {e.name: e.label.split(" (")[0].split(",")[0] for e in engines.RECORDS.values()}
 SERVING = tuple(e.name for e in engines.RECORDS.values() if e.serving)
 COLUMNS = ["rank", "spec", "reasons", "feasible", "alpha1", "alpha1_low", "alpha1_high", "accept_length",
-           "accept_length_low", "accept_length_high", "decode_path_accept_length", "n_chains", "stage"]
+           "accept_length_low", "accept_length_high", "decode_path_accept_length", "n_chains", "stage", "tied_with_best"]
 
 
 def engine_name(engine: str) -> str:
@@ -73,6 +77,20 @@ def config_ids(engine: str, taps, target) -> list[int] | None:
     return engines.ids_for_taps(engine, taps, target).ids
 
 
+def engine_label(engine: str) -> str:
+    """The engine and version of a record, as the reason strings name it.
+
+        >>> engine_label("sglang"), engine_label("vllm-legacy")
+        ('SGLang (current)', 'vLLM before PR #42764, and the V2 runner')
+    """
+    return engines.get(engine).label.replace("'s ", " ")
+
+
+def _derived(reason: str) -> bool:
+    """A reason that names the wiring as a neighbour (shifted, embed-first) of another one."""
+    return any(k in reason for k in (" with ", " all taps ", "embed then "))
+
+
 def where_ids_go(engine: str) -> str:
     """The config key ``engine`` reads first, as a user would write it."""
     keys = engines.get(engine).keys
@@ -84,7 +102,7 @@ def who_can_feed(taps, target, *, exclude=()) -> list[str]:
     """``"vLLM can feed embed,L3,L31 with ids [0,4,32]"`` for each serving record that can (but ``exclude``).
 
         >>> who_can_feed(("embed", "L3", "L31"), 32, exclude=("sglang",))
-        ['vLLM V1 can feed embed,L3,L31 with ids [0, 4, 32]']
+        ['vLLM V1 (current) can feed embed,L3,L31 with ids [0, 4, 32]']
     """
     out = []
     for name in SERVING:
@@ -92,7 +110,7 @@ def who_can_feed(taps, target, *, exclude=()) -> list[str]:
             continue
         f = engines.ids_for_taps(name, taps, target)
         if f.feasible:
-            out.append(f"{engine_name(name)} can feed {','.join(taps)} with ids {f.ids}")
+            out.append(f"{engine_label(name)} can feed {','.join(taps)} with ids {f.ids}")
     return out
 
 
@@ -135,7 +153,7 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
         ...                 {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
         ...                  "workbench": {"trained_taps": ["embed", "L1", "L3"]}}, engine="sglang")
         >>> [(c.spec, c.feasible) for c in cs][:2], cs[0].reasons[0]
-        ([('L1,L3,L4', True), ('L0,L2,L3', False)], 'fed by SGLang, SGLang before 2026-05, vLLM before PR #42764, SpecForge, speculators, EAGLE, NVIDIA ModelOpt')
+        ([('L1,L3,L4', True), ('L0,L2,L3', False)], 'fed by SGLang (current); SGLang before 2026-05; vLLM before PR #42764, and the V2 runner; SpecForge (training); speculators (vLLM training library); EAGLE (SafeAILab, official); NVIDIA ModelOpt (training)')
         >>> next(c for c in cs if c.spec == "embed,L1,L3").reasons[0]
         'trained taps (draft config workbench.trained_taps)'
 
@@ -165,9 +183,11 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
     # the engine asked about goes first, so that ties in the ranking favour what it feeds
     rows.sort(key=lambda rr: rr[0].engine != str(engine or "").lower())
     fed: dict[tuple, list[str]] = {}
+    has_ids = any(v is not None for v in engines.config_ids(cfg).values())
     for r, tag in rows:
         add(r.taps, "")
-        fed.setdefault(tuple(r.taps), []).append(engine_name(r.engine) + tag)
+        if r.feasible:
+            fed.setdefault(tuple(r.taps), []).append(engine_label(r.engine) + tag)
         seeds.append(tuple(r.taps))
         if tuple(r.taps) in found and r.feasible:
             found[tuple(r.taps)].engines.append(r.engine)
@@ -181,7 +201,7 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
     for e in wm.ENGINES:
         r = wm.resolve(e, target_config, None)
         add(r.taps, "")
-        defaults.setdefault(tuple(r.taps), []).append(engine_name(e))
+        defaults.setdefault(tuple(r.taps), []).append(engine_label(e))
         seeds.append(tuple(r.taps))
     order = ["embed"] + [f"L{k}" for k in range(n)]
     uniq = [s for i, s in enumerate(seeds) if len(s) == n_slots and s not in seeds[:i]]
@@ -203,10 +223,15 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
     for c in out:
         head = []
         if c.wiring.taps in fed:
-            head.append("fed by " + ", ".join(dict.fromkeys(fed[c.wiring.taps])))
+            head.append("fed by " + "; ".join(dict.fromkeys(fed[c.wiring.taps])))
         if c.wiring.taps in defaults:
-            head.append("default of " + ", ".join(defaults[c.wiring.taps]))
-        c.reasons = head + [r for r in c.reasons if r]
+            # an engine's default for a config WITHOUT ids: say so, and never as if it fed this draft
+            nofeed = [e for e in dict.fromkeys(defaults[c.wiring.taps]) if e not in fed.get(c.wiring.taps, [])]
+            if nofeed:
+                head.append(f"what {'; '.join(nofeed)} would feed a draft whose config names no layer ids "
+                            f"({'this draft names ids' if has_ids else 'this draft names none'})")
+        # the trained taps are a fact of the draft, not a neighbour of some other wiring
+        c.reasons = head + [r for r in c.reasons if r and (not c.trained or not _derived(r))]
         if engine is not None:
             why = cannot_feed(engine, c.wiring.taps, target_config)
         else:
@@ -256,10 +281,69 @@ class Diagnosis(Rendered):
     n_samples: int = 0
     candidates: list = field(default_factory=list, repr=False)
     setting: Setting | None = None      # chain K=steps, greedy, the engine judged (default)
+    target_config: object = field(default=None, repr=False)   # the target's config or N (ids of a fix)
+    engine_feasible: bool = True        # the engine can serve this draft as configured
+    fix: str = ""                       # the verdict's suggestion: none | ids | rewire | retrain | undecided | engine
+    rewire: dict | None = None          # a measured rewire the verdict cites (rewire_info), None if none
+    paths: dict = field(default_factory=dict)   # target/draft/data paths (the suggested rewire command names them)
 
     def __post_init__(self):
         if self.setting is None:
             self.setting = Setting(steps=int(self.steps), engine=self.engine)
+
+    def advise(self, rewired=None) -> str:
+        """(Re)write :attr:`verdict` and :attr:`fix`, citing a measured rewire (``rewired``: a RewireResult, its
+        JSON dict, or :func:`rewire_info`'s dict) when it is the rewire of the trained taps to the engine's;
+        returns the verdict. The cheapest sufficient fix first (issue 22): ids that make the engine feed the
+        trained taps; else ``workbench rewire``; else retrain on the engine's taps. A wiring is suggested
+        only when its 95% interval lies entirely above the engine's; otherwise the verdict says "undecided"
+        and about how many samples would decide."""
+        if rewired is not None and not (isinstance(rewired, dict) and "source" in rewired):
+            rewired = rewire_info(rewired, "in this session")
+        if rewired is not None and (rewired["from"] != self.trained_wiring or rewired["to"] != self.engine_wiring):
+            rewired = None
+        self.rewire = rewired
+        self.fix, self.verdict = _advice(self)
+        return self.verdict
+
+    def narrative(self) -> str:
+        """The verdict as markdown for a notebook (notebook 03 shows it): what the engine feeds, the ranking's
+        top (ties named), and the cheapest sufficient fix, all from this result.
+
+            >>> # from IPython.display import Markdown; Markdown(dx.narrative())
+        """
+        st = self.stats()
+        E = engine_label(self.engine)
+        iv = lambda s: (f"{_fmt(st[s]['accept_length'])} [95% {_fmt(st[s]['accept_length_low'])}–"  # noqa: E731
+                        f"{_fmt(st[s]['accept_length_high'])}]")
+        tied = [s for s in st if self.row(s).get("tied_with_best")]
+        lines = [f"**Verdict ({self.setting.accept_label('every-position')}).** {_md(self.verdict)}", ""]
+        if len(tied) > 1:
+            lines.append(f"- Tied for best (95% intervals overlap the leader's): "
+                         + ", ".join(f"`{s}` {iv(s)}" for s in tied) + ". The ranking lists "
+                         + ("the trained wiring first among them." if self.trained_wiring in tied else
+                            "them by accept length."))
+        else:
+            lines.append(f"- Best wiring: `{self.best}` {iv(self.best)}, clearly ahead of the others.")
+        if self.trained_wiring is not None and self.trained_wiring in st:
+            lines.append(f"- Trained on `{self.trained_wiring}`: {iv(self.trained_wiring)}.")
+        if self.engine_wiring is not None and self.engine_wiring in st:
+            lines.append(f"- {E} feeds `{self.engine_wiring}` ({self.engine_explanation}): "
+                         f"{iv(self.engine_wiring)}.")
+        else:
+            lines.append(f"- {E} cannot serve this draft as configured: {self.engine_explanation}.")
+        lines.append(f"- Suggested fix: **{FIX_NAMES[self.fix]}**.")
+        if self.rewire is not None:
+            rw = self.rewire
+            lines.append(f"- Rewire measured ({_when(rw)}): before {_fmt(rw['before'])}, "
+                         f"after {_fmt(rw['after'])}, reference {_fmt(rw['reference'])}: "
+                         f"{_pct(rw['recovered'])} of the gap recovered.")
+        return "\n".join(lines)
+
+    def stats(self) -> dict:
+        """spec → table row (dict) of the wirings with full curves (stage 2)."""
+        t = self.table
+        return {r["spec"]: r for r in t[t["stage"] == 2].to_dict("records")}
 
     @property
     def agreement(self):
@@ -296,7 +380,10 @@ class Diagnosis(Rendered):
         out = {"schema_version": SCHEMA_VERSION, "engine": self.engine, "steps": self.steps,
                "setting": self.setting.to_dict(),
                "convention": "chain drafting (topk 1), greedy; accept_length = E[A]+1 (bonus counted)",
-               "verdict": self.verdict, "exit_code": self.exit_code, "engine_ok": self.engine_ok,
+               "verdict": self.verdict, "fix": self.fix, "rewire": self.rewire,
+               "accept_length_label": self.setting.accept_label("every-position"),
+               "decode_path_accept_length_label": self.setting.accept_label("decode-path"),
+               "exit_code": self.exit_code, "engine_ok": self.engine_ok,
                "best": self.best, "best_feasible": self.best_feasible, "engine_wiring": self.engine_wiring,
                "engine_explanation": self.engine_explanation, "engine_warnings": list(self.engine_warnings),
                "trained_wiring": self.trained_wiring, "n_screen_samples": self.n_screen_samples,
@@ -308,26 +395,36 @@ class Diagnosis(Rendered):
             write_json(path, out, indent=2)
         return out
 
-    def summary(self, max_rows: int = 12) -> str:
-        """The ranked table as text, then the verdict."""
+    def summary(self, max_rows: int = 12, width: int = 100) -> str:
+        """The ranked table as text (each row's reasons on indented lines below it, wrapped at ``width``:
+        the table itself never wraps), a key to the columns, then the verdict."""
         t = self.table.head(max_rows)
         w = max([len("wiring")] + [len(s) for s in t["spec"]])
-        lines = [f"wiring diagnosis for {engine_name(self.engine)}: screened on {self.n_screen_samples} samples, "
+        E = engine_label(self.engine)
+        lines = [f"wiring diagnosis for {E}: screened on {self.n_screen_samples} samples, "
                  f"full curves on {self.n_samples}",
                  f"setting: {self.setting.describe()}",
-                 f"{'#':>2}  {'wiring'.ljust(w)}  {'α1':>5}  {'accept':>6}  {'95% interval':>13}  "
-                 f"{'path':>5}  {'chains':>6}  feasible  reasons"]
+                 f"{'#':>3} {'wiring'.ljust(w)}  {'α1':>5}  {'accept':>6}  {'95% interval':>12}  "
+                 f"{'path':>5}  {'chains':>6}  {'feeds':>5}"]
+        wrap = lambda text: textwrap.wrap(text, width=width, initial_indent=" " * 6,  # noqa: E731
+                                          subsequent_indent=" " * 8, break_on_hyphens=False)
         for r in t.to_dict("records"):
             iv = ("" if math.isnan(r["accept_length_low"]) else
                   f"{_fmt(r['accept_length_low'])}–{_fmt(r['accept_length_high'])}")
-            mark = "*" if r["spec"] == self.engine_wiring else " "
-            lines.append(f"{r['rank']:>2}{mark} {r['spec'].ljust(w)}  {_fmt(r['alpha1']):>5}  "
-                         f"{_fmt(r['accept_length']):>6}  {iv:>13}  {_fmt(r['decode_path_accept_length']):>5}  "
-                         f"{r['n_chains']:>6}  {'yes' if r['feasible'] else 'NO ':<8}  {'; '.join(r['reasons'])}")
+            mark = ("*" if r["spec"] == self.engine_wiring else " ") + ("=" if r.get("tied_with_best") else " ")
+            lines.append(f"{r['rank']:>2}{mark}{r['spec'].ljust(w)}  {_fmt(r['alpha1']):>5}  "
+                         f"{_fmt(r['accept_length']):>6}  {iv:>12}  {_fmt(r['decode_path_accept_length']):>5}  "
+                         f"{r['n_chains']:>6}  {'yes' if r['feasible'] else 'NO':>5}")
+            for reason in r["reasons"]:
+                lines += wrap("· " + reason)
         if len(self.table) > max_rows:
             lines.append(f"    ... {len(self.table) - max_rows} more (see to_frame())")
-        lines.append(f"* = what {engine_name(self.engine)} feeds ({self.engine_explanation})")
-        lines.append(f"verdict: {self.verdict}")
+        key = (f"key: * = what {E} feeds ({self.engine_explanation}); = = tied for best (95% interval overlaps "
+               f"the leader's; the trained wiring first); α1 = P(A≥1), step-1 acceptance; accept = "
+               f"{self.setting.accept_label('every-position')}; path = the same on the decode path; chains = "
+               f"counted chains; feeds = {E} can feed this wiring; a row's reasons below it")
+        lines += textwrap.wrap(key, width=width, subsequent_indent="  ", break_on_hyphens=False)
+        lines.append(f"verdict: {self.verdict}")          # one line: scripts grep it
         if self.agreement is not None:               # the data's greedy agreement, under the setting line
             lines.insert(2, self.agreement.headline(self.setting))
         return "\n".join(lines)
@@ -365,7 +462,7 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
              top: int = 4, limit: int | None = None, progress: bool = True,
              batch_size: int = 8, ctx=None, shard_dir=None, cost_ratio: float | None = None,
              eagle_topk: int | None = None, num_draft_tokens: int | None = None,
-             sampling=None) -> Diagnosis | None:
+             sampling=None, rewired=None) -> Diagnosis | None:
     """Rank candidate wirings of ``draft`` on ``target`` over ``dataset`` and say what ``engine`` does.
 
         >>> # dx = diagnose(target, draft, ds, engine="sglang", K=4, limit=200)
@@ -385,6 +482,8 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     curves under SGLang's draft tree (steps ``K``); the α1 screen stays a one-step chain. ``sampling``
     (a :class:`workbench.sampling.Sampling` or its fields): both stages at that temperature/top-p/top-k
     (the drafts matched against the data's tokens: ``workbench.sampled``).
+    ``rewired``: a measured rewire of the draft (RewireResult or its JSON) the verdict may cite
+    (:meth:`Diagnosis.advise`).
     """
     from workbench.sampled import apply_sampling
 
@@ -447,38 +546,69 @@ def diagnose(target, draft, dataset, *, engine: str = "sglang", K: int = 4, scre
     s2 = {spec: _stats(r, 2) for spec, r in results.items()}
     n_samples = next(iter(results.values())).n_samples
 
-    def key2(spec):
-        st = s2[spec]
-        return (-_key(st["accept_length"]), -_key(st["alpha1"]), chosen.index(spec))
-
-    ranked2 = sorted(chosen, key=key2)
+    ranked2 = rank_tied(chosen, s2, trained=trained, engine_wiring=eng_spec)
     final = ranked2 + [s for s in ranked1 if s not in s2]
+    lead = ranked2[0]
     recs = []
     for rank, spec in enumerate(final, 1):
         c = by_spec[spec]
         st = s2.get(spec, s1[spec])
         recs.append({"rank": rank, "spec": spec, "reasons": list(c.reasons)
-                     + ([c.why_not] if not c.feasible else []), "feasible": c.feasible, **st})
+                     + ([c.why_not] if not c.feasible else []), "feasible": c.feasible, **st,
+                     "tied_with_best": spec in s2 and not clearly_better(s2, lead, spec)})
     table = pd.DataFrame(recs, columns=COLUMNS)
 
     best = ranked2[0]
     best_feasible = next((s for s in ranked2 if by_spec[s].feasible), None)
-    if eng_spec is None or not eng.feasible:
-        engine_ok = False
-    else:
-        b, e = s2[best], s2[eng_spec]
-        engine_ok = not (e["accept_length_high"] < b["accept_length_low"])
-    verdict = _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok, by_spec, target.config)
+    engine_ok = eng_spec is not None and eng.feasible and not any(clearly_better(s2, x, eng_spec) for x in s2)
     warn_once(results[best].agreement, setting)     # once per run, in plain words (workbench.agreement)
-    return Diagnosis(engine=engine, steps=K, table=table, results=results, screen=screen, best=best,
-                     best_feasible=best_feasible, engine_wiring=eng_spec, engine_explanation=eng.explanation,
-                     engine_warnings=list(eng.warnings), trained_wiring=trained, engine_ok=engine_ok,
-                     verdict=verdict, n_screen_samples=len(screen_rows), n_samples=n_samples, candidates=cands,
-                     setting=setting)
+    dx = Diagnosis(engine=engine, steps=K, table=table, results=results, screen=screen, best=best,
+                   best_feasible=best_feasible, engine_wiring=eng_spec, engine_explanation=eng.explanation,
+                   engine_warnings=list(eng.warnings), trained_wiring=trained, engine_ok=engine_ok,
+                   verdict="", n_screen_samples=len(screen_rows), n_samples=n_samples, candidates=cands,
+                   setting=setting, target_config=target.config, engine_feasible=bool(eng.feasible))
+    dx.advise(rewired)
+    return dx
 
 
 def _key(x) -> float:
     return -1.0 if x is None or math.isnan(x) else float(x)
+
+
+def clearly_better(stats: dict, a: str, b: str) -> bool:
+    """Wiring ``a``'s 95% accept-length interval lies entirely above ``b``'s (``stats``: spec → table row).
+
+        >>> st = {"x": {"accept_length_low": 2.5, "accept_length_high": 2.9},
+        ...       "y": {"accept_length_low": 2.0, "accept_length_high": 2.6}}
+        >>> clearly_better(st, "x", "y"), clearly_better(st, "y", "x")
+        (False, False)
+        >>> st["y"]["accept_length_high"] = 2.4; clearly_better(st, "x", "y")
+        True
+    """
+    if a == b or a not in stats or b not in stats:
+        return False
+    lo, hi = stats[a]["accept_length_low"], stats[b]["accept_length_high"]
+    return not (math.isnan(_nan(lo)) or math.isnan(_nan(hi))) and lo > hi
+
+
+def rank_tied(specs, stats: dict, *, trained: str | None = None, engine_wiring: str | None = None) -> list[str]:
+    """Stage-2 wirings best first: those NOT clearly worse than the leader (the highest accept length) are tied
+    for best and come first, the trained wiring then the engine's before the others; the rest by accept length.
+
+        >>> st = {"a": {"accept_length": 3.0, "accept_length_low": 2.6, "accept_length_high": 3.4, "alpha1": 0.9},
+        ...       "t": {"accept_length": 2.9, "accept_length_low": 2.5, "accept_length_high": 3.3, "alpha1": 0.9},
+        ...       "e": {"accept_length": 1.5, "accept_length_low": 1.3, "accept_length_high": 1.7, "alpha1": 0.4}}
+        >>> rank_tied(["a", "t", "e"], st, trained="t", engine_wiring="e")
+        ['t', 'a', 'e']
+    """
+    specs = list(specs)
+    by_value = sorted(specs, key=lambda s: (-_key(stats[s]["accept_length"]), -_key(stats[s]["alpha1"]),
+                                            specs.index(s)))
+    lead = by_value[0]
+    tied = [s for s in by_value if not clearly_better(stats, lead, s)]
+    first = [s for s in (trained, engine_wiring) if s in tied]
+    tied = first + [s for s in tied if s not in first]
+    return tied + [s for s in by_value if s not in tied]
 
 
 def _fix(engine: str, spec: str, target) -> str:
@@ -486,38 +616,184 @@ def _fix(engine: str, spec: str, target) -> str:
     return f"set {where_ids_go(engine)} to {ids}" if ids is not None else ""
 
 
-def _verdict(engine, eng, eng_spec, s2, best, best_feasible, trained, engine_ok, by_spec, target) -> str:
-    E = engine_name(engine)
-    a = lambda s: _fmt(s2[s]["alpha1"])            # noqa: E731
-    al = lambda s: _fmt(s2[s]["accept_length"])    # noqa: E731
-    if eng_spec is None or not eng.feasible:
-        why = "; ".join(eng.warnings) or eng.explanation
-        alt = f"; the best wiring found is {best} (α1 {a(best)}, accept length {al(best)})"
-        return f"{E} cannot serve this draft as configured ({eng.explanation}): {why}{alt}"
-    if engine_ok:
-        if eng_spec == best:
-            return (f"{E} feeds {eng_spec}, the best wiring found (α1 {a(eng_spec)}): expect accept length "
-                    f"{al(eng_spec)} (decode path {_fmt(s2[eng_spec]['decode_path_accept_length'])})")
-        return (f"{E} feeds {eng_spec} (α1 {a(eng_spec)}), as good as the best wiring found {best} "
-                f"(α1 {a(best)}) within the 95% intervals: expect accept length {al(eng_spec)} "
-                f"(decode path {_fmt(s2[eng_spec]['decode_path_accept_length'])})")
-    ref = trained if trained is not None and trained != eng_spec and trained in s2 else best
-    head = (f"the draft was trained on {ref}" if ref == trained else f"the best wiring found is {ref}")
-    text = (f"{head} (α1 {a(ref)}); {E} feeds {eng_spec} (α1 {a(eng_spec)}): expect accept length "
-            f"{al(eng_spec)} instead of {al(ref)}")
-    c = by_spec[ref]
-    if c.feasible:
-        fix = _fix(engine, ref, target)
-        return f"{text}; fix the draft config: {fix} so that {E} feeds {ref}" if fix else \
-            f"{text}; serve it with the wiring {ref}"
-    why = c.why_not or f"{E} cannot feed {ref}"
-    others = who_can_feed(tuple(ref.split(",")), target, exclude=(engine,))
-    tail = f"retrain on {eng_spec} or serve with an engine that can" + (f" ({'; '.join(others)})" if others else "")
-    if best_feasible is not None and best_feasible != eng_spec and best_feasible in s2 \
-            and s2[best_feasible]["accept_length"] > s2[eng_spec]["accept_length"]:
-        fix = _fix(engine, best_feasible, target)
-        tail += f" (or {fix} so that {E} feeds {best_feasible}: accept length {al(best_feasible)})"
-    return f"{text}; {why}: {tail}"
+RECOVERY_ENOUGH = 0.8     # a rewire that closes at least this share of the gap is a sufficient fix
+
+
+def rewire_info(result, source: str) -> dict:
+    """What :meth:`Diagnosis.advise` needs from a rewire (a :class:`workbench.rewire.RewireResult` or its JSON).
+
+        >>> rewire_info({"from_taps": ["embed", "L1", "L3"], "to_taps": ["L1", "L3", "L4"], "engine": "sglang",
+        ...              "recovered": 0.998, "acceptance": {"before": {"accept_length": 1.5},
+        ...              "after": {"accept_length": 2.99}, "reference": {"accept_length": 2.993}}}, "x.json")["after"]
+        2.99
+    """
+    d = result if isinstance(result, dict) else result.to_dict()
+    try:
+        acc = d.get("acceptance") or {}
+        get = lambda k: (acc.get(k) or {}).get("accept_length")  # noqa: E731
+        return {"from": ",".join(d["from_taps"]), "to": ",".join(d["to_taps"]), "engine": d.get("engine"),
+                "recovered": d.get("recovered"), "before": get("before"), "after": get("after"),
+                "reference": get("reference"), "K": d.get("K"), "source": str(source)}
+    except (KeyError, TypeError) as e:
+        raise WorkbenchError(f"rewire result {source}: expected keys from_taps, to_taps, recovered, acceptance "
+                             f"({type(e).__name__}: {e})") from None
+
+
+def find_rewire(draft_path, from_spec: str | None, to_spec: str | None) -> dict | None:
+    """A measured rewire of this draft from ``from_spec`` to ``to_spec``: the newest ``*rewire*.json`` (what
+    ``workbench rewire --json`` writes) in the draft's folder or beside it whose taps match; None when there is none.
+
+        >>> find_rewire("/nonexistent/draft", "embed,L1,L3", "L1,L3,L4") is None
+        True
+    """
+    if draft_path is None or from_spec is None or to_spec is None or not inputs.is_path(draft_path):
+        return None
+    d = Path(draft_path)
+    found = []
+    for folder in (d, d.parent):
+        for f in sorted(folder.glob("*rewire*.json")) if folder.is_dir() else []:
+            try:
+                info = rewire_info(json.loads(f.read_text()), f)
+            except (OSError, ValueError, WorkbenchError, AttributeError):
+                continue
+            if info["from"] == from_spec and info["to"] == to_spec and info["recovered"] is not None:
+                when = datetime.datetime.fromtimestamp(f.stat().st_mtime, datetime.timezone.utc)
+                info["when"] = when.strftime("%Y-%m-%d %H:%M UTC")
+                found.append((f.stat().st_mtime, info))
+    return max(found, key=lambda x: x[0])[1] if found else None
+
+
+def rewire_command(paths: dict, engine: str) -> str:
+    """The ``workbench rewire`` command line that measures the rewire :func:`find_rewire` then finds.
+
+        >>> rewire_command({"target": "d/target", "draft": "d/draft-x", "data": "d/val.jsonl"}, "sglang")
+        'workbench rewire --target d/target --draft d/draft-x --data <training data> --eval-data d/val.jsonl --engine sglang --out d/draft-x-rewired --json d/draft-x-rewired.rewire.json'
+    """
+    draft = str(paths.get("draft") or "<draft>")
+    train = Path(draft).parent / "train.jsonl"
+    data = str(train) if paths.get("draft") and train.is_file() else "<training data>"
+    out = draft.rstrip("/") + "-rewired"
+    return (f"workbench rewire --target {paths.get('target') or '<target>'} --draft {draft} --data {data} "
+            f"--eval-data {paths.get('data') or '<held-out data>'} --engine {engine} --out {out} "
+            f"--json {out}.rewire.json")
+
+
+def samples_to_decide(stats: dict, a: str, b: str, n: int) -> int | None:
+    """About how many samples in all would separate the 95% intervals of ``a`` and ``b`` (the facing half-widths
+    shrink as 1/√n; always more than ``n``); None when their accept lengths are equal (no number of samples tells
+    them apart).
+
+        >>> st = {"a": {"accept_length": 3.0, "accept_length_low": 2.6, "accept_length_high": 3.4},
+        ...       "b": {"accept_length": 2.8, "accept_length_low": 2.4, "accept_length_high": 3.2}}
+        >>> samples_to_decide(st, "a", "b", 100)
+        1600
+    """
+    x, y = stats[a], stats[b]
+    if x["accept_length"] < y["accept_length"]:
+        x, y = y, x
+    gap = x["accept_length"] - y["accept_length"]
+    facing = (x["accept_length"] - x["accept_length_low"]) + (y["accept_length_high"] - y["accept_length"])
+    if not gap > 0 or math.isnan(facing):
+        return None
+    return max(int(math.ceil(n * (facing / gap) ** 2)), int(n) + 1)
+
+
+FIX_NAMES = {"none": "none needed: the engine feeds a wiring as good as the best found",
+             "ids": "change the draft config's layer ids", "rewire": "`workbench rewire` (refit fc for the served taps)",
+             "retrain": "retrain the draft on the taps the engine feeds",
+             "undecided": "undecided: the data cannot tell the wirings apart yet (more samples would decide)",
+             "engine": "change the draft config so the engine can serve it"}
+
+
+def _pct(x) -> str:
+    """One rounding for every share the workbench prints (verdicts, rewire summaries, chart titles)."""
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1%}"
+
+
+def _when(rw: dict) -> str:
+    return ", ".join(x for x in (rw.get("when"), rw.get("source")) if x)
+
+
+def _md(text: str) -> str:
+    """Markdown-escape ``*`` and ``_`` outside `code spans`."""
+    parts = text.split("`")
+    return "`".join(p if i % 2 else p.replace("*", "\\*").replace("_", "\\_") for i, p in enumerate(parts))
+
+
+def _advice(dx) -> tuple[str, str]:
+    """(fix kind, verdict) of a Diagnosis (see :meth:`Diagnosis.advise`)."""
+    st, E, e, t, target = dx.stats(), engine_label(dx.engine), dx.engine_wiring, dx.trained_wiring, dx.target_config
+    by = {c.spec: c for c in dx.candidates}
+    a = lambda s: _fmt(st[s]["alpha1"])                                                          # noqa: E731
+    al = lambda s: _fmt(st[s]["accept_length"])                                                  # noqa: E731
+    iv = lambda s: f"{_fmt(st[s]['accept_length_low'])}–{_fmt(st[s]['accept_length_high'])}"    # noqa: E731
+    dp = lambda s: _fmt(st[s]["decode_path_accept_length"])                                      # noqa: E731
+    feedable = lambda s: s in by and by[s].feasible and bool(_fix(dx.engine, s, target))          # noqa: E731
+    if e is None or not dx.engine_feasible or e not in st:
+        why = "; ".join(dx.engine_warnings) or dx.engine_explanation
+        text = f"{E} cannot serve this draft as configured ({dx.engine_explanation}): {why}"
+        for s, what in ((t, "the trained taps"), (dx.best_feasible, "the best wiring it can feed")):
+            if s is not None and s in st and feedable(s):
+                return "engine", (f"{text}; cheapest fix: {_fix(dx.engine, s, target)} so that {E} feeds {what} {s} "
+                                  f"(accept length {al(s)}, 95% {iv(s)})")
+        return "retrain", f"{text}; no candidate wiring is one {E} can feed: retrain on taps it can feed"
+    better = [x for x in st if clearly_better(st, x, e)]
+    if not better:
+        lead = dx.best
+        if lead == e:
+            return "none", (f"{E} feeds {e}, the best wiring found (α1 {a(e)}): expect accept length {al(e)} "
+                            f"(95% {iv(e)}; decode path {dp(e)})")
+        text = (f"{E} feeds {e} (α1 {a(e)}), tied with the best wiring found {lead} (α1 {a(lead)}) within the 95% "
+                f"intervals: expect accept length {al(e)} (95% {iv(e)}; decode path {dp(e)})")
+        if st[lead]["accept_length"] > st[e]["accept_length"]:
+            need = samples_to_decide(st, lead, e, dx.n_samples)
+            text += (f"; no change suggested: undecided whether {lead} ({al(lead)}, 95% {iv(lead)}) is better"
+                     + (f"; about {need} samples (now {dx.n_samples}) would decide" if need else "")
+                     + (f" (if it is: {_fix(dx.engine, lead, target)} so that {E} feeds it)" if feedable(lead) else ""))
+            return "undecided", text
+        return "none", text
+    ref = t if t in better else max(better, key=lambda x: st[x]["accept_length"])
+    head = f"the draft was trained on {ref}" if ref == t else f"the best wiring found is {ref}"
+    text = (f"{head} (α1 {a(ref)}); {E} feeds {e} (α1 {a(e)}): expect accept length {al(e)} instead of {al(ref)} "
+            f"(95% {iv(e)} vs {iv(ref)}, clearly worse)")
+    # (a) ids that make the engine feed the trained (or best) taps
+    if feedable(ref):
+        return "ids", f"{text}; cheapest fix: {_fix(dx.engine, ref, target)} so that {E} feeds {ref}"
+    why = (by[ref].why_not if ref in by else "") or f"{E} cannot feed {ref}"
+    text = f"{text}; {why}"
+    alts = sorted((x for x in better if x != ref and feedable(x)), key=lambda x: -st[x]["accept_length"])
+    if alts and not clearly_better(st, ref, alts[0]):
+        f = alts[0]
+        return "ids", (f"{text}; cheapest fix: {_fix(dx.engine, f, target)} so that {E} feeds {f} (accept length "
+                       f"{al(f)}, 95% {iv(f)}: as good as {ref} within the intervals)")
+    partial = (f" (a partial fix: {_fix(dx.engine, alts[0], target)} so that {E} feeds {alts[0]}: accept length "
+               f"{al(alts[0])}, 95% {iv(alts[0])})" if alts else "")
+    if not alts:      # a feedable wiring as good as the reference but not clearly better than the engine's: say so
+        maybe = sorted((x for x in st if x not in (e, ref) and feedable(x) and not clearly_better(st, ref, x)
+                        and st[x]["accept_length"] > st[e]["accept_length"]), key=lambda x: -st[x]["accept_length"])
+        if maybe:
+            need = samples_to_decide(st, maybe[0], e, dx.n_samples)
+            partial = (f" (undecided: {_fix(dx.engine, maybe[0], target)} so that {E} feeds {maybe[0]} (accept length "
+                       f"{al(maybe[0])}, 95% {iv(maybe[0])}) may do as well, but its interval overlaps {e}'s"
+                       + (f"; about {need} samples (now {dx.n_samples}) would decide" if need else "") + ")")
+    others = who_can_feed(tuple(ref.split(",")), target, exclude=(dx.engine,))
+    aside = f"; or serve it with another engine ({'; '.join(others)})" if others else ""
+    # (b) workbench rewire: the trained taps A → the served taps B
+    if ref == t:
+        rw = dx.rewire
+        if rw is not None and rw["recovered"] is not None and rw["recovered"] >= RECOVERY_ENOUGH:
+            return "rewire", (f"{text}; cheapest fix: `workbench rewire` {t} → {e} recovered {_pct(rw['recovered'])} "
+                              f"of the gap (accept length {_fmt(rw['before'])} → {_fmt(rw['after'])}, reference "
+                              f"{_fmt(rw['reference'])}; measured {_when(rw)}"
+                              + f"): serve the rewired draft{partial}{aside}")
+        if rw is not None and rw["recovered"] is not None:
+            return "retrain", (f"{text}; `workbench rewire` {t} → {e} recovered only {_pct(rw['recovered'])} of the "
+                               f"gap (measured {_when(rw)}): retrain on {e}{partial}{aside}")
+        return "rewire", (f"{text}; cheapest fix to try: `{rewire_command(dx.paths, dx.engine)}` (refits fc for "
+                          f"{e}; not measured yet: it measures the recovery, and if it recovers under "
+                          f"{RECOVERY_ENOUGH:.0%} of the gap, retrain on {e}){partial}{aside}")
+    # (c) retrain on the engine's taps
+    return "retrain", f"{text}: retrain on {e}{partial}{aside}"
 
 
 def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang", K: int = 4, limit=None,
@@ -537,11 +813,18 @@ def diagnose_files(target_path, draft_path, data_path, *, engine: str = "sglang"
     device = ctx.device if ctx is not None else resolve_device(device)
     target, d, ds = inputs.load(target_path, draft_path, data_path, device=device, dtype=dtype, device_map=device_map,
                                 trust_remote_code=trust_remote_code, progress=progress and (ctx is None or ctx.is_main))
-    return diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
-                    progress=progress, batch_size=batch_size, ctx=ctx,
-                    shard_dir=shard_dir, cost_ratio=cost_ratio, eagle_topk=eagle_topk,
-                    num_draft_tokens=num_draft_tokens, sampling=sampling)
+    dx = diagnose(target, d, ds, engine=engine, K=K, screen_chains=screen_chains, top=top, limit=limit,
+                  progress=progress, batch_size=batch_size, ctx=ctx,
+                  shard_dir=shard_dir, cost_ratio=cost_ratio, eagle_topk=eagle_topk,
+                  num_draft_tokens=num_draft_tokens, sampling=sampling)
+    if dx is not None and inputs.is_path(draft_path):
+        dx.paths = {k: str(v) for k, v in (("target", target_path), ("draft", draft_path), ("data", data_path))
+                    if inputs.is_path(v)}
+        dx.advise(find_rewire(draft_path, dx.trained_wiring, dx.engine_wiring))
+    return dx
 
 
-__all__ = ["Candidate", "Diagnosis", "SERVING", "candidates", "cannot_feed", "config_ids", "diagnose", "diagnose_files",
+__all__ = ["Candidate", "Diagnosis", "SERVING", "candidates", "cannot_feed", "clearly_better", "config_ids", "diagnose",
+           "diagnose_files", "engine_label", "find_rewire", "rank_tied", "rewire_command", "rewire_info",
+           "samples_to_decide",
            "where_ids_go", "who_can_feed"]

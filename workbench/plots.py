@@ -23,9 +23,10 @@ import math
 
 import numpy as np
 
+from workbench.cost import projection
 from workbench.errors import WorkbenchError
 from workbench.files import atomic_write
-from workbench.statistics import TapStats
+from workbench.statistics import TapStats, chain_statistics
 
 WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
 
@@ -71,6 +72,12 @@ def as_results(results) -> dict:
     return out
 
 
+def _common_label(results: dict, estimator: str) -> str:
+    """The results' shared accept-length label (Setting.accept_label), or a note that they differ."""
+    labels = {r.setting.accept_label(estimator) for r in results.values()}
+    return labels.pop() if len(labels) == 1 else f"accept length ({estimator.replace('-', ' ')}, settings differ)"
+
+
 def _colors(n: int):
     import matplotlib
 
@@ -87,20 +94,40 @@ def _errs(values, bounds):
 
 # ------------------------------------------------------------------------------ acceptance
 
-def acceptance_curves(results, *, title: str | None = None):
-    """Conditional α_k and cumulative P(A≥k) per draft position k, one line per wiring, 95% Wilson bars."""
+def acceptance_curves(results, *, title: str | None = None, K: int | None = None):
+    """Conditional α_k and cumulative P(A≥k) per draft position k, one line per wiring, 95% Wilson bars.
+
+    ``K`` (≤ each chain result's K) shows depth K' = K: a chain that accepted A of K accepts min(A, K') of
+    K', so the curves are the first K' points and the accept length in the legend is E[min(A, K')]+1.
+
+        >>> from workbench.statistics import AcceptanceResult
+        >>> r = AcceptanceResult.from_arrays("L1", K=3, sample=[0, 0], t=[0, 1], accepted=[3, 1])
+        >>> fig = acceptance_curves(r, K=2)
+        >>> len(fig.axes[0].lines[0].get_xdata()), fig.axes[1].get_legend().get_texts()[0].get_text()[:28]
+        (2, 'L1  (accept length 2.50, n=2')
+    """
     results = as_results(results)
+    if K is not None:
+        bad = [lb for lb, r in results.items() if not 1 <= int(K) <= r.steps or r.setting.eagle_topk > 1]
+        if bad:
+            raise WorkbenchError(f"acceptance_curves K={K}: expected 1..K of chain results (not {', '.join(bad)})")
     fig, (ax_c, ax_m) = _figure(2)
+    shown = {lb: (r.setting.replace(steps=int(K)) if K is not None and r.setting.shape == "chain" else r.setting)
+             for lb, r in results.items()}
+    labels = {st.accept_label("every-position") for st in shown.values()}
     for (label, r), color in zip(results.items(), _colors(len(results))):
         iv = r.intervals(n_boot=200)
-        k = np.arange(1, r.steps + 1)
-        name = f"{label}  (accept length {r.accept_length:.2f}, n={r.n_chains} chains)"
+        steps = r.steps if K is None else int(K)
+        k = np.arange(1, steps + 1)
+        acc = chain_statistics(np.minimum(r.chains["accepted"], steps), steps)["accept_length"]
+        what = "accept length" if len(labels) == 1 else shown[label].accept_label("every-position")
+        name = f"{label}  ({what} {acc:.2f}, n={r.n_chains} chains)"
         for ax, key in ((ax_c, "conditional"), (ax_m, "cumulative")):
-            vals = np.asarray(getattr(r, key), float)
-            ax.errorbar(k, vals, yerr=_errs(vals, iv[key]), marker="o", capsize=3, color=color, label=name)
+            vals = np.asarray(getattr(r, key), float)[:steps]
+            ax.errorbar(k, vals, yerr=_errs(vals, iv[key][:steps]), marker="o", capsize=3, color=color, label=name)
     ax_c.set_title("Conditional acceptance α_k = P(A≥k | A≥k−1)")
     ax_m.set_title("Cumulative acceptance P(A≥k)")
-    kmax = max(r.steps for r in results.values())
+    kmax = max(r.steps for r in results.values()) if K is None else int(K)
     for ax in (ax_c, ax_m):
         ax.set_xlabel("draft position k (tokens after the bonus token)")
         ax.set_ylabel("acceptance rate (fraction of chains)")
@@ -108,7 +135,8 @@ def acceptance_curves(results, *, title: str | None = None):
         ax.set_xticks(range(1, kmax + 1))
         ax.grid(alpha=0.3)
     ax_m.legend(loc="upper right", fontsize="small")
-    fig.suptitle(title or "Per-position acceptance (chain, greedy; bars: 95% Wilson intervals)")
+    fig.suptitle(title or ("Per-position acceptance (bars: 95% Wilson intervals)"
+                           + (f"; legend: {labels.pop()}" if len(labels) == 1 else "")))
     return fig
 
 
@@ -128,7 +156,7 @@ def accept_length_histogram(results, *, title: str | None = None):
     ax.set_xticks(range(kmax + 1))
     ax.set_xlabel("accepted draft tokens a per chain (bonus token not counted)")
     ax.set_ylabel("share of chains")
-    ax.set_title(title or "Accept-length histogram H[a] (chain, greedy)")
+    ax.set_title(title or f"Accept-length histogram H[a]; legend: {_common_label(results, 'every-position')}")
     _grid_and_legend(ax)
     return fig
 
@@ -158,7 +186,8 @@ def decode_path_comparison(results, *, title: str | None = None):
     ax.set_xlabel("wiring (taps fed to the draft)")
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
     ax.set_ylim(0, max(r.steps for r in results.values()) + 1.3)
-    ax.set_title(title or "Every-position vs decode-path accept length (95% bootstrap over samples)")
+    ax.set_title(title or (f"{_common_label(results, 'every-position')} vs the decode path (95% bootstrap over "
+                           f"samples)"), fontsize="medium")
     _grid_and_legend(ax)
     return fig
 
@@ -183,33 +212,53 @@ def by_source(results, *, title: str | None = None):
     ax.set_xticks(x, [s or "(no source)" for s in sources])
     ax.set_xlabel("data source")
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
-    ax.set_title(title or "Accept length by source (every position, chain, greedy)")
+    ax.set_title(title or f"By source: {_common_label(results, 'every-position')}")
     _grid_and_legend(ax)
     return fig
 
 
 def speedup_projection(results, *, ratio: float | None = None, cost_model=None, title: str | None = None):
-    """Projected speed-up vs draft depth K' = 1..K (``AcceptanceResult.speedup``), best K' marked.
+    """Projected speed-up vs draft depth K' = 1..K with its uncertainty (:func:`workbench.cost.projection`):
+    bars span the 95% accept-length interval and the cost model's timing spread together; ★ marks a K' only
+    when it is clearly best, hollow markers the K' that lie within noise of the best.
 
     The cost model (:mod:`workbench.cost`): ``cost_model`` (a CostModel or its JSON path) or a fixed
-    ``ratio`` (one draft step ÷ one target forward), default each result's own; the legend names it.
+    ``ratio`` (one draft step ÷ one target forward), default each result's own; the title names it.
     """
     results = as_results(results)
-    fig, (ax,) = _figure(1, height=3.6)
+    fig, (ax,) = _figure(1, height=3.8)
+    models = {}
     for (label, r), color in zip(results.items(), _colors(len(results))):
         cm = r.projection_model(ratio, cost_model)
-        rows = r.speedup(cost_model=cm) if cm is not None else r.speedup(ratio)
-        k = [d["k"] for d in rows]
-        s = [d["speedup"] for d in rows]
-        ax.plot(k, s, marker="o", color=color, label=f"{label} ({cm.describe()})")
-        for d in rows:
-            if d["best"]:
-                ax.plot([d["k"]], [d["speedup"]], marker="*", markersize=14, color=color)
+        if cm is None:
+            raise WorkbenchError(f"speedup_projection: no cost model or cost ratio for {label!r} (none was "
+                                 f"measured): pass ratio=, e.g. 0.05, or cost_model=")
+        models[label] = cm.describe()
+        p = projection(r, cm, n_boot=200)
+        k = np.array([d["k"] for d in p["rows"]])
+        s = np.array([d["speedup"] for d in p["rows"]], float)
+        err = _errs(s, [[d["speedup_low"], d["speedup_high"]] for d in p["rows"]])
+        verdict = (f"best K'={p['best']}" if p["best"] is not None else
+                   f"K' within noise: {', '.join(map(str, p['within_noise']))}")
+        ax.errorbar(k, s, yerr=err, marker="o", capsize=3, color=color, label=f"{label}: {verdict}")
+        near = [i for i, d in enumerate(p["rows"]) if d["k"] in p["within_noise"]]
+        if p["best"] is not None:
+            i = [d["k"] for d in p["rows"]].index(p["best"])
+            ax.plot([k[i]], [s[i]], marker="*", markersize=15, color=color)
+        elif near:
+            ax.plot(k[near], s[near], linestyle="none", marker="o", markersize=12, markerfacecolor="none",
+                    markeredgecolor=color)
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="no speculation (1×)")
     ax.set_xlabel("draft depth K' (draft tokens per verify step)")
     ax.set_ylabel("projected speed-up (× target-only decoding)")
     ax.set_xticks(range(1, max(r.steps for r in results.values()) + 1))
-    ax.set_title(title or "Speed-up projection: tokens per step · verify(1) ÷ (K'·draft + verify(K'+1)); ★ best K'")
+    same = len(set(models.values())) == 1
+    if not same:
+        for line, (label, desc) in zip(ax.get_legend_handles_labels()[0], models.items()):
+            line.set_label(f"{line.get_label()} ({desc})")
+    ax.set_title(title or ("Speed-up projection: tokens/step · verify(1) ÷ (K'·draft + verify(K'+1)); bars: 95% "
+                           "accept-length interval and timing spread; ★ clearly best K', ○ within noise"
+                           + (f"\n{next(iter(models.values()))}" if same else "")), fontsize="medium")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return fig
@@ -297,8 +346,21 @@ def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: s
             ax_c.scatter(idx, idx, marker="s", s=110 + 90 * g, facecolors="none", edgecolors=[color],
                          linewidths=2)
         ax_n.legend(fontsize="small", loc="best")
-    fig.suptitle(title or "Tap feature statistics: the embedding has a different scale and direction than layer outputs")
+    fig.suptitle(title or _tap_stats_title(stats))
     return fig
+
+
+def _tap_stats_title(stats: TapStats) -> str:
+    """What the data shows about the embedding against the layer outputs (no conclusion written in advance)."""
+    taps = stats.taps
+    layers = [i for i, t in enumerate(taps) if t.startswith("L")]
+    if "embed" not in taps or not layers:
+        return f"Tap feature statistics ({len(taps)} taps, {stats.n_tokens} tokens)"
+    e = taps.index("embed")
+    ratio = float(np.median(stats.norms["embed"])) / float(np.median([np.median(stats.norms[taps[i]]) for i in layers]))
+    cos = float(np.mean([stats.cosine[e, i] for i in layers]))
+    return (f"Tap feature statistics: the embedding's median norm is {ratio:.2g}× the layer outputs' (median over "
+            f"layers); its mean cosine with them is {cos:.2f}")
 
 
 # ------------------------------------------------------------------------------ tokens
@@ -428,7 +490,7 @@ def rewire_bars(result, *, title: str | None = None):
     ax.set_ylabel("accept length E[A]+1")
     ax.set_ylim(0, int(result.K) + 1.3)
     rec = result.recovered
-    ax.set_title(title or (f"Rewire {A} → {B}: recovered {rec:.0%} of the accept-length gap"
+    ax.set_title(title or (f"Rewire {A} → {B}: recovered {rec:.1%} of the accept-length gap"   # = rewire.summary()
                            if not math.isnan(rec) else f"Rewire {A} → {B}: no gap to recover"))
     ax.grid(axis="y", alpha=0.3)
     return fig
@@ -513,7 +575,7 @@ def live_comparison(cmp):
     ax.set_ylabel("accept length (mean A + 1)")
     ax.set_ylim(0.9, cmp.K + 1.1)
     ax.set_title(f"live vs offline, K={cmp.K}: {cmp.verdict_code}" + (f" ({cmp.matched})" if cmp.matched else ""))
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside the axes: never clipped
     ax.grid(alpha=0.3)
     return fig
 
@@ -537,7 +599,7 @@ def live_histograms(cmp):
     ax.set_ylabel("share of verify steps")
     ax.set_title("accept histogram" + ("" if cmp.live_histogram is not None else
                                        " (the server reports no histogram: offline only)"))
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,12 @@ def setup_notebook(*, dpi: int = 100) -> None:
         import matplotlib
 
         matplotlib.rcParams["figure.dpi"] = dpi
+    try:
+        import pandas as pd
+
+        pd.set_option("display.max_colwidth", None)   # a table never ends a cell in "…" (issue 22)
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pass
     if in_report():
         plain_progress_bars()
         from transformers.utils import logging as hf_logging
@@ -125,6 +132,41 @@ def plain_progress_bars() -> None:
             mod.tqdm = PlainTqdm
 
 
+
+
+class Table:
+    """A table that never cuts meaning (:func:`table`): every cell in full, long text wrapped, a key per column."""
+
+    def __init__(self, frame, key: dict, title: str | None = None):
+        self.frame, self.key, self.title = frame, dict(key), title
+
+    def _repr_html_(self) -> str:
+        body = self.frame.to_html(escape=True, na_rep="—", index=False, float_format=lambda x: f"{x:.3g}")
+        keys = "".join(f"<li><b>{html.escape(str(c))}</b>: {html.escape(self.key[c])}</li>" for c in self.frame.columns)
+        head = f"<p><b>{html.escape(self.title)}</b></p>" if self.title else ""
+        return (f'<div class="wb-table">{head}<style>.wb-table td, .wb-table th {{white-space: normal; '
+                f'overflow-wrap: anywhere; max-width: 40em; text-align: left}}</style>{body}'
+                f'<details open><summary>columns</summary><ul style="font-size:smaller">{keys}</ul></details></div>')
+
+    def __repr__(self) -> str:
+        lines = ([self.title] if self.title else []) + [self.frame.to_string(index=False, na_rep="—"), "columns:"]
+        for c in self.frame.columns:
+            lines += textwrap.wrap(f"{c}: {self.key[c]}", width=100, initial_indent="  ", subsequent_indent="    ")
+        return "\n".join(lines)
+
+
+def table(frame, key: dict, *, title: str | None = None) -> Table:
+    """A DataFrame shown in full with a key explaining every column; a column without one is an error.
+
+        >>> import pandas as pd
+        >>> t = table(pd.DataFrame({"a": [1], "why": ["x" * 80]}), {"a": "a count", "why": "the reason, in full"})
+        >>> "x" * 80 in t._repr_html_() and "…" not in t._repr_html_(), repr(t).splitlines()[-1]
+        (True, '  why: the reason, in full')
+    """
+    missing = [str(c) for c in frame.columns if c not in key]
+    if missing:
+        raise WorkbenchError(f"table: no explanation for column(s) {', '.join(missing)}: every column needs one")
+    return Table(frame, key, title)
 
 
 def record_headline(name: str, values: dict, *, out=None) -> Path | None:

@@ -121,6 +121,25 @@ class Setting:
             return f"chain K={self.steps}"
         return f"tree {self.steps}×{self.eagle_topk} N={self.num_draft_tokens}"
 
+    def accept_label(self, estimator: str | None = None, *, what: str = "accept length") -> str:
+        """THE name of an accept-length number, everywhere it is shown (report index, manifest, CLI, JSON,
+        figure titles): the estimator (``estimator``, default the setting's), the drafting shape, the
+        sampling and whether the bonus token is counted.
+
+            >>> Setting(steps=4).accept_label("decode-path")
+            'accept length (decode path, chain K=4, greedy, bonus counted)'
+            >>> Setting(steps=5, eagle_topk=4, num_draft_tokens=8, bonus=False).accept_label()
+            'accept length (every position, tree 5×4 N=8, greedy, bonus not counted)'
+            >>> Setting(steps=3, temperature=0.7).accept_label(what="E[A]+1")
+            'E[A]+1 (every position, chain K=3, temperature 0.7, bonus counted)'
+        """
+        est = self.estimator if estimator is None else estimator
+        if est not in ESTIMATORS:
+            raise WorkbenchError(f"estimator={est!r}: expected one of {', '.join(ESTIMATORS)}")
+        sampling = "greedy" if self.greedy else f"temperature {self.temperature:g}"
+        bonus = "bonus counted" if self.bonus else "bonus not counted"
+        return f"{what} ({est.replace('-', ' ')}, {self.label}, {sampling}, {bonus})"
+
     def describe(self) -> str:
         """One line for summaries."""
         if self.shape == "chain":

@@ -561,6 +561,8 @@ class AcceptanceResult(Rendered):
                "steps": self.steps, "setting": self.setting.to_dict(), "tree": self.setting.tree,
                "convention": convention(self.setting) + "; accept_length = E[A]+1 (bonus counted), "
                                           "accept_length_no_bonus = E[A]"}
+        out["accept_length_label"] = self.setting.accept_label("every-position")
+        out["decode_path_accept_length_label"] = self.setting.accept_label("decode-path")
         out.update(self.statistics(intervals=True))
         if self.per_depth is not None:
             out["per_depth"] = self.per_depth.to_dict()
@@ -573,6 +575,11 @@ class AcceptanceResult(Rendered):
                 out["cost_ratio"] = float(cm.ratio)
             out["cost_model"] = cm.to_dict()
             out["speedup"] = jsonable(self.speedup(cost_model=cm))
+            from workbench.cost import projection
+
+            p = projection(self, cm, n_boot=200)
+            out["speedup_uncertainty"] = jsonable({"best": p["best"], "within_noise": p["within_noise"],
+                                                   "text": p["text"], "rows": p["rows"]})
         if path is not None:
             write_json(path, out, indent=2)
         return out
@@ -604,10 +611,10 @@ class AcceptanceResult(Rendered):
             f"wiring {self.spec}",
             f"setting: {self.setting.describe()}",
             f"samples {s['n_samples']}  chains {s['n_chains']}  decode-path verify steps {dp['n_verify_steps']}",
-            f"accept length (E[A]+1, bonus counted): {_f(s['accept_length'])} "
+            f"{self.setting.accept_label('every-position')}: {_f(s['accept_length'])} "
             f"[95% {_f(iv['accept_length'][0])}–{_f(iv['accept_length'][1])}]   "
             f"without bonus (E[A]): {_f(s['accept_length_no_bonus'])}",
-            f"decode-path accept length: {_f(dp['accept_length'])} "
+            f"{self.setting.accept_label('decode-path')}: {_f(dp['accept_length'])} "
             f"[95% {_f(iv['decode_path_accept_length'][0])}–{_f(iv['decode_path_accept_length'][1])}]",
             f"conditional α_k: {fmt(s['conditional'])}",
             f"cumulative P(A>=k): {fmt(s['cumulative'])}",
@@ -631,9 +638,12 @@ class AcceptanceResult(Rendered):
                              f"{_f(st['accept_length'])} decode-path {_f(st['decode_path']['accept_length'])}")
         cm = self.projection_model()
         if cm is not None:
-            sp = self.speedup(cost_model=cm)
+            from workbench.cost import projection
+
+            p = projection(self, cm, n_boot=200)
             lines.append("projected speed-up: " + ", ".join(
-                f"K={d['k']}: {d['speedup']:.2f}" + ("*" if d["best"] else "") for d in sp) + f"  ({cm.describe()})")
+                f"K={d['k']}: {d['speedup']:.2f} [{d['speedup_low']:.2f}–{d['speedup_high']:.2f}]"
+                + ("*" if d["k"] == p["best"] else "") for d in p["rows"]) + f"; {p['text']}  ({cm.describe()})")
         return "\n".join(lines)
 
 

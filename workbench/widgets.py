@@ -33,7 +33,9 @@ def _display(*objs) -> None:
 def _static(results: dict, rows: list[dict], tokenizer, spec: str, sample_pos: int, K: int) -> list:
     """The static views of one selection: acceptance curves of ``spec`` and one sample's coloured tokens."""
     r = results[spec]
-    out = [plots.acceptance_curves({spec: r}, title=f"Acceptance of wiring {spec} (K={r.steps})")]
+    label = r.setting.replace(steps=int(K)).accept_label("every-position") if r.setting.shape == "chain" else \
+        r.setting.accept_label("every-position")
+    out = [plots.acceptance_curves({spec: r}, K=K, title=f"Acceptance of wiring {spec} (K={K}); legend: {label}")]
     if rows:
         out.append(plots.sample_tokens_html(r, rows[sample_pos], tokenizer, K=K))
     return out
