@@ -86,7 +86,8 @@ def test_each_temperature_is_simulate_on_its_own_file(loaded, sweep):
     # sampling lowers the accept length on the demo (greedy data vs T = 1 data; the draft is weak but not random)
     assert rows[1.0]["decode-path accept length"] < rows[0.0]["decode-path accept length"]
     table = sweep.table()
-    assert list(table["temperature"]) == list(TEMPERATURES) and "per-depth 95%" in table
+    assert list(table.frame["temperature"]) == list(TEMPERATURES) and "per-depth 95%" in table.frame
+    assert "val-T0.7.jsonl" in table._repr_html_() and "Rao–Blackwellised" in repr(table)
     assert "T=0.7" in sweep.summary() and sweep.to_dict()["rows"][2]["temperature"] == 0.7
 
 

@@ -144,13 +144,28 @@ class TemperatureSweep:
         return out
 
     def table(self):
-        """A pandas DataFrame of :meth:`rows` (intervals as text)."""
+        """The rows as a :func:`workbench.report.table` (every column explained; intervals as text)."""
         import pandas as pd
 
+        from workbench.report import table
+
         f = lambda iv: "{:.3f}–{:.3f}".format(*iv)  # noqa: E731
-        return pd.DataFrame([{**{k: v for k, v in r.items() if k != "P(A>=k) per depth"},
-                              "decode-path 95%": f(r["decode-path 95%"]), "per-depth 95%": f(r["per-depth 95%"]),
-                              "P(A>=1)": r["P(A>=k) per depth"][0]} for r in self.rows()])
+        frame = pd.DataFrame([{**{k: v for k, v in r.items() if k != "P(A>=k) per depth"},
+                               "decode-path 95%": f(r["decode-path 95%"]), "per-depth 95%": f(r["per-depth 95%"]),
+                               "P(A>=1)": r["P(A>=k) per depth"][0]} for r in self.rows()])
+        label = self.setting.accept_label("decode-path", what="E[A]+1")
+        key = {"temperature": "T the drafts are verified at (0: greedy)",
+               "data": "the file the row is measured on: data sampled from the target at T (T = 0: its greedy output)",
+               "verify steps": "decode-path verify steps counted (a server's steps along that data)",
+               "decode-path accept length": f"tokens per verify step, {label}: the drafts matched against the "
+                                            f"data's own tokens (exact in distribution for SGLang's lossless rule)",
+               "decode-path 95%": "95% percentile bootstrap over samples",
+               "per-depth accept length": "the same number, Rao–Blackwellised (served mass of the matched node's "
+                                          "children from the one target pass); at T = 0 the count itself",
+               "per-depth 95%": "95% percentile bootstrap over samples",
+               "every-position accept length": "E[A]+1 over every counted start (not only the decode path)",
+               "P(A>=1)": "probability the first draft token is accepted (per depth, every counted start)"}
+        return table(frame, key, title=f"Accept length against temperature · {self.wiring} · {self.setting.label}")
 
     def summary(self) -> str:
         lines = [f"accept length against temperature · {self.wiring} · {self.setting.label} (decode path on data "
