@@ -62,7 +62,7 @@ def seed_row(manifest: dict) -> dict:
     mm, al = st["draft-mismatched"], st["draft-aligned"]
     return {"seed": manifest["seed"], "mismatched_own": mm["own_taps"], "mismatched_sglang": mm["sglang_taps"],
             "ratio": round(mm["sglang_taps"] / mm["own_taps"], 4), "aligned": al["sglang_taps"],
-            "build_s": tm.get("total"), "build_cpu_s": tm.get("cpu_total"),
+            "build_s": tm.get("total"), "build_cpu_s": tm.get("cpu_total"), "sampled_s": tm.get("sampled"),
             "target_final_loss": manifest.get("target", {}).get("final_loss")}
 
 

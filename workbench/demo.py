@@ -11,8 +11,15 @@ What gets built into ``out`` (every piece with the library's own code paths):
   and docstrings, wrapped in ``PreTrainedTokenizerFast`` (``AutoTokenizer.from_pretrained`` loads it).
 - ``target/``: a ``LlamaForCausalLM`` (N ≥ 8 decoder layers) trained briefly with a plain torch loop,
   saved with ``save_pretrained`` and reloaded through :func:`workbench.capture.load_target`.
+  It carries a fixed "massive" constant in ``L{N-4}`` that the next layer removes (:func:`set_massive`),
+  and its story stretches write into their own blocks of dims (:func:`write_blocks`): SGLang's taps
+  differ from the mismatched draft's training taps by construction (``docs/demo.md``).
 - ``train.jsonl`` / ``val.jsonl``: prompts cut from held-out stdlib files, responses = the target's
-  greedy continuation; sources ``code`` and ``prose``; loss_mask 0 on the prompt, 1 on the response.
+  greedy continuation; sources ``code`` and ``prose``; loss_mask 0 on the prompt, 1 on the response;
+  each row's ``generation`` says how it was made.
+- ``val-foreign.jsonl``: val's prompts with the stdlib text's own continuation (:func:`foreign_rows`);
+  ``val-T0.3.jsonl``, ``val-T0.7.jsonl``, ``val-T1.0.jsonl``: val's prompts with responses sampled
+  from the target through :func:`workbench.regenerate.regenerate` (:func:`sampled_files`).
 - ``draft-mismatched/``: an EAGLE-3 draft trained on ``embed,L1,L{N//2-1}`` whose config says ids
   ``[1, N//2-1, N-4]`` (SGLang serves ``L1,L{N//2-1},L{N-4}``): the classic bug.
 - ``draft-aligned/``: the same recipe trained on ``L1,L{N//2-1},L{N-4}``: the healthy reference.
@@ -45,7 +52,9 @@ from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, write_json
 
 MANIFEST = "manifest.json"
-FORMAT = 2  # bump when the layout of the demo changes: older builds are then rebuilt
+FORMAT = 3  # bump when the layout of the demo changes: older builds are then rebuilt
+FOREIGN = "val-foreign.jsonl"
+SAMPLED_TEMPERATURES = (0.3, 0.7, 1.0)
 
 # A fixed selection of standard-library modules (present as a .py file or a package __init__ in
 # every CPython >= 3.10). Every 4th one (index % 4 == 3) is held out of the target's training text
@@ -98,6 +107,7 @@ class DemoSize:
     write_blocks: bool = False  # layers up to each story tap write only into their own block of dims
     tap_growth: float = 0.0   # > 0: train each story tap's new block to tap_growth x the previous tap's spread
     growth_weight: float = 1.0  # weight of that term in the target's loss
+    massive: float = 0.0      # > 0: a fixed constant (this size per dim, block 3) in L{N-4}, removed by layer N-3
 
 
 SIZES = {
@@ -105,12 +115,13 @@ SIZES = {
                       intermediate_size=64, n_heads=4, target_steps=400, target_seq_len=48,
                       target_batch=16, target_lr=6e-3, n_train=64, n_val=16, prompt_len=12,
                       response_len=16, draft_K=4, draft_epochs=30, draft_lr=3e-3, draft_batch=16,
-                      embed_std=0.005, write_blocks=True, tap_growth=3.0, growth_weight=0.05),
+                      embed_std=0.005, write_blocks=True, tap_growth=3.0, growth_weight=0.05, massive=4.0),
     "default": DemoSize("default", n_modules=len(STDLIB_MODULES), vocab_size=1024, n_layers=16,
-                        hidden_size=48, intermediate_size=144, n_heads=4, target_steps=1000,
+                        hidden_size=48, intermediate_size=144, n_heads=4, target_steps=900,
                         target_seq_len=96, target_batch=16, target_lr=6e-3, n_train=512, n_val=128,
                         prompt_len=24, response_len=32, draft_K=4, draft_epochs=6, draft_lr=3e-3,
-                        draft_batch=16, embed_std=0.005, write_blocks=True, tap_growth=3.0, growth_weight=0.05),
+                        draft_batch=16, embed_std=0.005, write_blocks=True, tap_growth=3.0, growth_weight=0.05,
+                        massive=4.0),
 }
 
 
@@ -351,6 +362,39 @@ def growth_loss(hidden_states, n_layers: int, growth: float):
     return total
 
 
+def massive_vector(n_layers: int, hidden_size: int, size: float):
+    """The fixed constant the demo target writes into ``L{N-4}``: ``+size, -size, ...`` on the last
+    story block of dims (``write_blocks``), zero elsewhere.
+
+        >>> massive_vector(8, 6, 2.0).tolist()
+        [0.0, 0.0, 0.0, 0.0, 2.0, -2.0]
+    """
+    import torch
+
+    blk = write_blocks(n_layers, hidden_size)[demo_taps(n_layers)["layer_ids"][-1]]
+    c = torch.zeros(hidden_size)
+    c[blk.start:blk.stop] = size * (1 - 2 * (torch.arange(blk.stop - blk.start) % 2)).float()
+    return c
+
+
+def set_massive(model, n_layers: int, size: float) -> None:
+    """Zero every bias, then layer N-4's ``down_proj`` bias = the massive vector and layer N-3's
+    ``o_proj`` bias = minus it: ``L{N-4}`` carries a large constant that only layer N-3's attention
+    reads (a "massive activation", as real LLMs have in their residual streams), and every other
+    layer computes as without it. The biases are not trained."""
+    import torch
+
+    c = massive_vector(n_layers, model.config.hidden_size, size)
+    k = demo_taps(n_layers)["layer_ids"][-1]
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.zero_()
+                p.requires_grad_(False)
+        model.model.layers[k].mlp.down_proj.bias.copy_(c)
+        model.model.layers[k + 1].self_attn.o_proj.bias.copy_(-c)
+
+
 def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed: int, path, *,
                  eos_id: int, progress: bool = True) -> dict:
     """Train a ``LlamaForCausalLM`` on random windows of ``token_stream``; save it to ``path``."""
@@ -361,7 +405,8 @@ def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed:
                          intermediate_size=size.intermediate_size, num_hidden_layers=size.n_layers,
                          num_attention_heads=size.n_heads, num_key_value_heads=size.n_heads,
                          max_position_embeddings=MAX_POSITIONS, tie_word_embeddings=False, rms_norm_eps=1e-5,
-                         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id)
+                         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id,
+                         mlp_bias=size.massive > 0, attention_bias=size.massive > 0)
     data = torch.tensor(token_stream, dtype=torch.long)
     L = size.target_seq_len
     if data.numel() < L + 2:
@@ -370,10 +415,13 @@ def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed:
     with _deterministic(seed):
         model = LlamaForCausalLM(config)
         realistic_init(model, size.embed_std, size.resid_std, size.resid_growth)
+        if size.massive > 0:
+            set_massive(model, size.n_layers, size.massive)
         model.train()
         embed = model.get_input_embeddings().weight
         resid = [p for layer in model.model.layers for p in (layer.self_attn.o_proj.weight, layer.mlp.down_proj.weight)]
-        special = {id(embed)} | {id(p) for p in resid}
+        special = {id(embed)} | {id(p) for p in resid} | {id(p) for n, p in model.named_parameters()
+                                                            if n.endswith(".bias")}   # biases: fixed
         groups = [{"params": [embed], "mult": size.embed_lr_mult}, {"params": resid, "mult": size.resid_lr_mult},
                   {"params": [p for p in model.parameters() if id(p) not in special], "mult": 1.0}]
         opt = torch.optim.AdamW(groups, lr=size.target_lr, weight_decay=0.0)
@@ -407,24 +455,30 @@ def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed:
 
 # ----------------------------------------------------------------------------------------- data
 
-def cut_prompts(texts_by_source: dict, tokenizer, n_rows: int, prompt_len: int, seed: int) -> list[tuple]:
-    """``n_rows`` prompts of ``prompt_len`` tokens, alternating sources: ``[(source, ids), ...]``."""
+def cut_prompts(texts_by_source: dict, tokenizer, n_rows: int, prompt_len: int, seed: int,
+                response_len: int = 0) -> list[tuple]:
+    """``n_rows`` prompts of ``prompt_len`` tokens, alternating sources: ``[(source, prompt ids,
+    continuation ids), ...]``; the continuation is the next ``response_len`` tokens of the same text
+    (what the text itself says after the prompt: ``val-foreign.jsonl``'s responses)."""
     rng = random.Random(seed)
     pools = {}
+    span = prompt_len + response_len
     for source in SOURCES:
         windows = []
         for text in texts_by_source[source]:
             ids = _encode(tokenizer, text)
-            windows.extend(ids[i:i + prompt_len] for i in range(0, len(ids) - prompt_len + 1, prompt_len))
+            windows.extend(ids[i:i + span] for i in range(0, len(ids) - span + 1, prompt_len))
         if not windows:
-            raise WorkbenchError(f"no {source} text long enough for {prompt_len}-token prompts in the held-out files")
+            raise WorkbenchError(f"no {source} text long enough for {prompt_len}-token prompts and "
+                                 f"{response_len}-token continuations in the held-out files")
         rng.shuffle(windows)
         pools[source] = windows
     rows = []
     for i in range(n_rows):
         source = SOURCES[i % len(SOURCES)]
         pool = pools[source]
-        rows.append((source, pool[(i // len(SOURCES)) % len(pool)]))
+        w = pool[(i // len(SOURCES)) % len(pool)]
+        rows.append((source, w[:prompt_len], w[prompt_len:]))
     return rows
 
 
@@ -448,15 +502,57 @@ def greedy_continue(model, prompts, n_new: int, batch_size: int = 32):
     return out
 
 
-def make_rows(model, prompts: list[tuple], response_len: int) -> list[dict]:
-    """Rows in the seed schema: prompt + greedy response, loss_mask 0 on the prompt and 1 on the response."""
-    responses = greedy_continue(model, [p for _, p in prompts], response_len)
-    rows = []
-    for (source, prompt), resp in zip(prompts, responses):
-        ids = list(prompt) + list(resp)
-        rows.append({"input_ids": ids, "loss_mask": [0] * len(prompt) + [1] * len(resp), "seq_len": len(ids),
-                     "n_prompt_tokens": len(prompt), "n_response_tokens": len(resp), "source": source})
-    return rows
+def make_rows(model, prompts: list[tuple], response_len: int, generation: dict | None = None) -> list[dict]:
+    """Rows in the seed schema: prompt + greedy response, loss_mask 0 on the prompt and 1 on the
+    response; ``generation`` (how the responses were made, ``data.GENERATION_FIELDS``) is added to each."""
+    responses = greedy_continue(model, [p[1] for p in prompts], response_len)
+    return [_row(source, prompt, resp, generation) for (source, prompt, *_), resp in zip(prompts, responses)]
+
+
+def foreign_rows(prompts: list[tuple]) -> list[dict]:
+    """The same prompts with the text's own continuation as the response (``val-foreign.jsonl``): data
+    the target did not write, marked ``generation: {"by": "corpus", ...}``.
+
+        >>> foreign_rows([("code", [5, 6], [7, 8, 9])])[0]["input_ids"]
+        [5, 6, 7, 8, 9]
+    """
+    gen = {"by": "corpus", "model": "python standard library text (the source's own continuation)"}
+    return [_row(source, prompt, cont, gen) for source, prompt, cont in prompts]
+
+
+def _row(source, prompt, resp, generation) -> dict:
+    ids = list(prompt) + list(resp)
+    row = {"input_ids": ids, "loss_mask": [0] * len(prompt) + [1] * len(resp), "seq_len": len(ids),
+           "n_prompt_tokens": len(prompt), "n_response_tokens": len(resp), "source": source}
+    if generation is not None:
+        row["generation"] = dict(generation)
+    return row
+
+
+def sampled_files(target, out: Path, temperatures, seed: int) -> dict:
+    """``val-T{t}.jsonl`` for each temperature: val.jsonl's prompts, responses sampled from the target
+    (top_p 1, top_k -1, ``seed``) through :func:`workbench.regenerate.regenerate` (HF path, KV cache), so
+    each row's ``generation`` records the settings. Returns ``{file name: seconds}``."""
+    from workbench.regenerate import regenerate
+    from workbench.sampling import Sampling
+
+    out_s = {}
+    for t in temperatures:
+        name = sampled_name(t)
+        t0 = time.perf_counter()
+        regenerate(target, out / "val.jsonl", out / name, sampling=Sampling(float(t), top_p=1.0, top_k=-1, seed=seed),
+                   batch_size=32, progress=False)
+        out_s[name] = round(time.perf_counter() - t0, 2)
+    return out_s
+
+
+def sampled_name(temperature: float) -> str:
+    """``val-T0.7.jsonl`` for 0.7.
+
+        >>> sampled_name(1), sampled_name(0.3)
+        ('val-T1.0.jsonl', 'val-T0.3.jsonl')
+    """
+    return f"val-T{float(temperature):.1f}.jsonl"
 
 
 def write_jsonl(rows: list[dict], path) -> None:
@@ -466,6 +562,21 @@ def write_jsonl(rows: list[dict], path) -> None:
 
 
 # ------------------------------------------------------------------------------------- manifest
+
+def file_notes(response_len: int) -> dict:
+    """What each data file of the demo is (``manifest.json`` ``file_notes``; ``data/README.md`` says the same)."""
+    notes = {"train.jsonl": "prompts from held-out stdlib files; responses = the target's greedy continuation "
+                            f"({response_len} tokens, EOS not stopping it); rows record it in 'generation'",
+             "val.jsonl": "held-out prompts of the same kind, greedy responses: what the story and the "
+                          "notebooks measure on",
+             FOREIGN: "val.jsonl's prompts, responses = the stdlib text's own continuation (same length): "
+                      "data the target did not write (generation.by = 'corpus')"}
+    for t in SAMPLED_TEMPERATURES:
+        notes[sampled_name(t)] = (f"val.jsonl's prompts, responses sampled from the target at temperature {t:g} "
+                                  "(top_p 1, top_k -1, seed = the demo's seed; workbench.regenerate, HF "
+                                  "path, stops at EOS); each row's 'generation' records the settings")
+    return notes
+
 
 def read_manifest(out) -> dict:
     """The manifest of a finished demo in ``out``; WorkbenchError if absent or unreadable."""
@@ -524,6 +635,9 @@ def summary(manifest: dict) -> str:
              f"vocab {t.get('vocab_size')}, final loss {t.get('final_loss')}",
              f"  data: train.jsonl {manifest.get('data', {}).get('n_train')} rows, "
              f"val.jsonl {manifest.get('data', {}).get('n_val')} rows, sources {', '.join(SOURCES)}"]
+    more = [k for k in manifest.get("file_notes", {}) if k not in ("train.jsonl", "val.jsonl")]
+    if more:
+        lines.append(f"  more data on val's prompts: {', '.join(more)} (manifest file_notes; data/README.md)")
     for name, d in manifest.get("drafts", {}).items():
         acc = ", ".join(f"{a:.2f}" for a in d.get("acc_per_step", []))
         lines.append(f"  {name}: trained on {','.join(d.get('trained_taps', []))}, config ids "
@@ -687,15 +801,27 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
 
     t = time.perf_counter()
     target = capture.load_target(tmp / "target", device="cpu")   # from_pretrained, as any user target
+    from workbench.regenerate import settings_of, target_info
+    from workbench.sampling import Sampling
+
+    # how make_rows writes responses: greedy, exactly response_len tokens (an EOS does not stop it)
+    greedy = settings_of("target", target_info(target), Sampling(), cfg.response_len, ignore_eos=True)
+    val_prompts = cut_prompts(text["heldout_val"], tokenizer, cfg.n_val, cfg.prompt_len, seed + 1, cfg.response_len)
     with _deterministic(seed):
         train_rows = make_rows(target.model, cut_prompts(text["heldout_train"], tokenizer, cfg.n_train,
-                                                         cfg.prompt_len, seed), cfg.response_len)
-        val_rows = make_rows(target.model, cut_prompts(text["heldout_val"], tokenizer, cfg.n_val,
-                                                       cfg.prompt_len, seed + 1), cfg.response_len)
+                                                         cfg.prompt_len, seed), cfg.response_len, greedy)
+        val_rows = make_rows(target.model, val_prompts, cfg.response_len, greedy)
     write_jsonl(train_rows, tmp / "train.jsonl")
     write_jsonl(val_rows, tmp / "val.jsonl")
+    write_jsonl(foreign_rows(val_prompts), tmp / FOREIGN)
     timings["data"] = round(time.perf_counter() - t, 2)
-    say(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows ({timings['data']} s)")
+    say(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows, {FOREIGN} ({timings['data']} s)")
+
+    t = time.perf_counter()
+    with _deterministic(seed):
+        sampled_s = sampled_files(target, tmp, SAMPLED_TEMPERATURES, seed)
+    timings["sampled"] = round(time.perf_counter() - t, 2)
+    say(f"sampled: {', '.join(sampled_s)} ({timings['sampled']} s)")
 
     t = time.perf_counter()
     drafts = _train_drafts(target, tmp, cfg, seed, progress)
@@ -715,7 +841,9 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
     timings["cpu_total"] = round(time.process_time() - c0, 2)   # CPU seconds (wall / CPU ≈ machine load)
     return {
         "format": FORMAT, "size": size, "seed": seed, "config": asdict(cfg),
-        "files": ["tokenizer", "target", "train.jsonl", "val.jsonl", "draft-mismatched", "draft-aligned"],
+        "files": ["tokenizer", "target", "train.jsonl", "val.jsonl", FOREIGN,
+                  *[sampled_name(t) for t in SAMPLED_TEMPERATURES], "draft-mismatched", "draft-aligned"],
+        "file_notes": file_notes(cfg.response_len),
         "text": {"stdlib": sysconfig.get_paths()["stdlib"], "files": text["files"], "heldout": text["heldout"]},
         "target": {"n_layers": cfg.n_layers, "hidden_size": cfg.hidden_size, "vocab_size": vocab,
                    "n_params": tinfo["n_params"], "n_tokens": tinfo["n_tokens"], "steps": cfg.target_steps,
