@@ -308,6 +308,10 @@ def test_stand_in_fingerprints_identical_for_every_request_and_variant(world, to
         assert cmp.setting.shape == ("tree" if topk > 1 else "chain") and cmp.mode == "per-request"
         assert cmp.statuses()[SERVED] == ["identical"] * 6, (variant, cmp.summary())
         assert cmp.verdict_code == "match-other" and cmp.matched == SERVED, cmp.verdict
+    # the summary's tables never cut a wiring or its engines (issue 22: tables and legends keep their meaning)
+    for t in cmp.totals()[1:]:
+        engines = "/".join(e for e in t["engines"] if e != "trained")
+        assert not engines or f"[fed by {engines}]" in cmp.summary(), cmp.summary()
 
 
 def test_fast_offline_requests_equal_the_exact_decode_loop(world):

@@ -663,6 +663,8 @@ def story_table(manifest: dict) -> str:
         |---|---|---|
         | `draft-mismatched` (trained on `embed,L1,L3`) | 3.20 | 1.60 (-50%) |
         | `draft-aligned` (trained on `L1,L3,L4`) | 3.40 | 3.40 |
+
+    With the manifest's ``story.metric`` (the Setting's accept-length label), a last line names the numbers.
     """
     st, t = manifest["story"], manifest.get("target", {})
     rows = [f"| demo {manifest.get('size')} (N={t.get('n_layers')}, H={t.get('hidden_size')}, "
@@ -671,6 +673,8 @@ def story_table(manifest: dict) -> str:
         own, served = st[name]["own_taps"], st[name]["sglang_taps"]
         change = f" ({served / own - 1:+.0%})" if name == "draft-mismatched" and own else ""
         rows.append(f"| `{name}` (trained on `{taps}`) | {own:.2f} | {served:.2f}{change} |")
+    if st.get("metric"):
+        rows.append(f"\nnumbers: {st['metric']} on {st.get('data', 'val.jsonl')}")
     return "\n".join(rows)
 
 
@@ -720,13 +724,14 @@ def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
         0.41
     """
     from workbench import acceptance, capture, checkpoint, data
+    from workbench.setting import Setting
 
     out = Path(out)
     target = target if target is not None else capture.load_target(out / "target", device="cpu")
     taps = demo_taps(target.n_layers)
     ds = data.load(out / "val.jsonl")
     story = {"K": int(K), "seed": int(seed), "data": "val.jsonl",
-             "metric": "decode-path accept length (chain, greedy, bonus counted)",
+             "metric": Setting(steps=int(K)).accept_label("decode-path"),
              "trained": ",".join(taps["mismatched"]), "sglang": ",".join(taps["aligned"])}
     for name in ("draft-mismatched", "draft-aligned"):
         d = checkpoint.load_draft(out / name, target)

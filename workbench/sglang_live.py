@@ -761,17 +761,19 @@ class Comparison(Rendered):
                  f"setting: {self.setting.describe()}"]
         if self.adaptive:
             lines.append("the server runs --speculative-adaptive: draft steps change at run time")
-        if self.mode == "per-request":
-            lines.append(f"{'wiring':30s} {'identical':>9s} {'near-tie':>8s} {'differs':>7s}")
-            for d in self.ranking():
-                lines.append(f"{(d['wiring'] + (' (trained)' if d['trained'] else ''))[:30]:30s} "
-                             f"{d['identical']:>9d} {d['tie']:>8d} {d['differs']:>7d}")
-        lines.append(f"{'':46s} {'accept len':>10s}  {'verify steps':>12s}  histogram H[0..K]")
-        for t in self.totals():
-            name = t["what"] + (" (trained)" if t.get("trained") else "") + \
-                (f" [{'/'.join(e for e in t['engines'] if e != 'trained')}]" if t.get("engines") and
-                 any(e != "trained" for e in t["engines"]) else "")
-            lines.append(f"{name[:46]:46s} {f(t['accept_length']):>10s}  {t['verify_steps']:>12d}  {t['histogram']}")
+        if self.mode == "per-request":          # columns as wide as their longest name: nothing is cut
+            ranked = [(d['wiring'] + (' (trained)' if d['trained'] else ''), d) for d in self.ranking()]
+            w = max([len("wiring")] + [len(n) for n, _ in ranked])
+            lines.append(f"{'wiring':{w}s} {'identical':>9s} {'near-tie':>8s} {'differs':>7s}")
+            for n, d in ranked:
+                lines.append(f"{n:{w}s} {d['identical']:>9d} {d['tie']:>8d} {d['differs']:>7d}")
+        named = [(t["what"] + (" (trained)" if t.get("trained") else "") +
+                  (f" [fed by {'/'.join(e for e in t['engines'] if e != 'trained')}]" if t.get("engines") and
+                   any(e != "trained" for e in t["engines"]) else ""), t) for t in self.totals()]
+        w = max(len(n) for n, _ in named)
+        lines.append(f"{'':{w}s} {'accept len':>10s}  {'verify steps':>12s}  histogram H[0..K]")
+        for name, t in named:
+            lines.append(f"{name:{w}s} {f(t['accept_length']):>10s}  {t['verify_steps']:>12d}  {t['histogram']}")
         if self.settings.get("avg_spec_accept_length") is not None:
             lines.append(f"server's avg_spec_accept_length (all requests it served): "
                          f"{self.settings['avg_spec_accept_length']:.3f}")
