@@ -295,3 +295,42 @@ record_headline("03_acceptance", {
     "best shapes (steps, topk, N) by accept length": ", ".join(f"({a}, {b}, {c})"
                                                                for a, b, c in best_by_accept_length(sw, 3)),
 })
+
+# %% [markdown]
+# ## Acceptance at temperature > 0
+# Most deployments sample, and accept lengths fall there. At the default thresholds SGLang's
+# verification is lossless and uses only the target's probabilities, and the tree is drafted exactly
+# as at T = 0. So on data sampled from the target at T, matching the drafts against the data's own
+# tokens (the decode path) gives the server's tokens per verify step exactly in distribution, with no
+# extra target forward; the per-depth (Rao–Blackwellised) estimate is the same number with a smaller
+# interval (at T = 0 it is the count itself). Here: the engine's drafting shape (the tree above) for
+# the wiring the engine feeds, at T = 0, 0.3, 0.7 and 1.0, each on the demo's file sampled at that
+# temperature (`val.jsonl`, `val-T0.3.jsonl`, `val-T0.7.jsonl`, `val-T1.0.jsonl`: the same prompts,
+# responses sampled by `workbench demo` through `workbench regenerate`, top_p 1, no top_k). From a
+# terminal: `workbench accept ... --data val-T0.7.jsonl --temperature 0.7` (docs/sampling.md).
+
+# %%
+from IPython.display import display
+
+from workbench.temperature import TEMPERATURES, by_temperature, demo_files
+
+temp_files, temp_skip = demo_files(target, TEMPERATURES)
+temp_sweep = None
+if temp_skip:
+    print(f"skipped: {temp_skip}")
+else:
+    temp_sweep = by_temperature(tgt, drf, temp_files, served, tree_setting, limit=limit or None)
+    print(temp_sweep.summary())
+    display(temp_sweep.table())
+    display(temp_sweep.plot())
+
+# %% [markdown]
+# ### Per depth: greedy against sampled
+# P(A ≥ k) for each draft depth k: at T = 0 the counts (Wilson bands), at T > 0 the
+# Rao–Blackwellised estimate from the one teacher-forced target pass (bootstrap bands over samples).
+# Sampling lowers every depth, the deeper ones most in proportion: a deep node is reached only when every
+# token above it was sampled onto the tree.
+
+# %%
+if temp_sweep is not None:
+    display(temp_sweep.per_depth_plot())

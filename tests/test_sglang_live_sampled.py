@@ -18,7 +18,7 @@ from test_sglang_live import K, MISMATCHED, PROMPT, RESPONSE, SERVED, _build
 
 from workbench.cli import main
 from workbench.errors import WorkbenchError
-from workbench.fake_sglang import SAMPLING_FIELDS, sampled_generator, serve, target_only_walk
+from workbench.fake_sglang import SAMPLING_FIELDS, sampled_generator, serve
 from workbench.fingerprint import offline_requests
 from workbench.sampling import row_seed
 from workbench.sglang_live import compare
@@ -43,38 +43,8 @@ def warm(tmp_path_factory):
     return {**w, "target": target, "root": root, "rows": rows}
 
 
-# ─────────────────────────────── the verify walk ───────────────────────────────
-
-def test_target_only_walk_is_lossless_and_accepts_the_longest_tree_prefix():
-    """Monte Carlo of the kernel's walk on a hand-made tree: the first emitted token is a sample of p
-    (within 4 standard errors), and A is always the longest prefix of the emitted tokens on a tree path."""
-    # root -> 1 (node 1), root -> 2 (node 2), node 1 -> 3 (node 3); V = 5
-    tokens, parents = [1, 2, 3], [0, 0, 1]
-    probs = torch.tensor([[0.1, 0.4, 0.3, 0.0, 0.2],      # after the root
-                          [0.2, 0.0, 0.0, 0.5, 0.3],      # after node 1
-                          [0.5, 0.5, 0.0, 0.0, 0.0],      # after node 2
-                          [0.0, 0.0, 0.0, 0.0, 1.0]])     # after node 3
-    g = torch.Generator().manual_seed(0)
-    n, first = 4000, torch.zeros(5)
-    for _ in range(n):
-        coins = torch.rand(4, generator=g)
-        path, nxt = target_only_walk(tokens, parents, probs, coins, float(torch.rand(1, generator=g)), steps=2)
-        emitted = [tokens[v - 1] for v in path] + [nxt]
-        first[emitted[0]] += 1
-        # A = the longest prefix of the emitted tokens that is a path in the tree (lossless rule)
-        cur, a = 0, 0
-        for tok in emitted[:2]:
-            child = next((v for v, p in enumerate(parents, 1) if p == cur and tokens[v - 1] == tok), None)
-            if child is None:
-                break
-            cur, a = child, a + 1
-        assert len(path) == a, (emitted, path)
-    freq, p = first / n, probs[0]
-    assert ((freq - p).abs() <= 4 * (p * (1 - p) / n).sqrt() + 1e-9).all(), (freq, p)
-    # a lossy threshold_single accepts a child with p >= threshold whatever the coin
-    assert target_only_walk(tokens, parents, probs, [0.99, 0.99, 0.0, 0.0], 0.0, steps=2,
-                            threshold_single=0.3)[0] == [1, 3]
-
+# ─────────────────────────────── the stand-in's sampled decode ───────────────────────────────
+# (the walk itself: tests/test_verify_walk.py; the stand-in uses verify_walk.sampled_tree_decode)
 
 def test_walk_hook_reproduces_the_greedy_tree_decode(warm):
     """exact_tree_decode's walk= hook: a walk that takes the argmax gives the greedy decode exactly."""

@@ -58,6 +58,29 @@ def test_lossless_walk_emits_samples_of_p():
     assert reach[:3] == pytest.approx([probs[0][t] for t in TOKENS[:3]])
 
 
+def test_lossless_walk_accepts_the_longest_prefix_of_its_output_on_a_tree_path():
+    """Thresholds 1: in every walk A is the longest prefix of the emitted tokens that is a path in the
+    tree (the decode path's premise); a lossy threshold_single accepts a child whatever the coin.
+    (Moved from the stand-in server's own walk, now removed: fake_sglang verifies with sglang_walk.)"""
+    probs = probs_for(5)
+    rng = np.random.default_rng(6)
+    kids = {}
+    for v, p in enumerate(PARENTS, start=1):
+        kids.setdefault(p, []).append(v)
+    for _ in range(3000):
+        u = rng.random(len(TOKENS) + 2)
+        a, path, emitted = sglang_walk(TOKENS, PARENTS, probs, u[:-1], u[-1], steps=STEPS)
+        cur, m = 0, 0
+        for tok in emitted[:STEPS]:
+            child = next((v for v in kids.get(cur, []) if TOKENS[v - 1] == tok), None)
+            if child is None:
+                break
+            cur, m = child, m + 1
+        assert a == m == len(path), (emitted, path)
+    hi = [0.99] * (len(TOKENS) + 1)
+    assert sglang_walk(TOKENS, PARENTS, probs, hi, 0.0, steps=STEPS, threshold_single=0.0)[1] == [1]
+
+
 def test_walk_follows_the_kernel_order_and_residual():
     probs = np.full((len(TOKENS) + 1, V), 1.0 / V)
     # coin 0.3: cumulative 1/6 (token 0) then 2/6 (token 1) -> node 2 accepted, its coin 0.99 rejects 3 and 0

@@ -12,11 +12,12 @@ It generates with the workbench's exact speculative-decoding loops on a target a
 configured wiring, so a server that feeds the draft the wrong taps can be simulated without a GPU:
 greedy requests (temperature 0, or top_k 1) with :func:`workbench.acceptance.exact_decode` (chain)
 or :func:`workbench.tree_verify.exact_tree_decode` (tree); sampled requests with the same
-deterministic drafting and SGLang's target-only verification at T > 0 (:func:`target_only_walk`,
-:func:`sampled_generator`), seeded per request (the request's ``sampling_seed``, else the server's
-``seed``, and the prompt) so runs are reproducible whatever order the requests arrive in. Or with
-any ``generate(prompt_ids, max_new_tokens) -> (output_ids, accepts per verify step)`` callable (one
-that also takes a ``sampling_params`` keyword gets the request's sampling parameters and may sample).
+deterministic drafting and SGLang's target-only verification at T > 0 (:func:`sampled_generator`:
+the library's loop, :func:`workbench.verify_walk.sampled_tree_decode`), seeded per request (the
+request's ``sampling_seed``, else the server's ``seed``, and the prompt) so runs are reproducible
+whatever order the requests arrive in. Or with any ``generate(prompt_ids, max_new_tokens) ->
+(output_ids, accepts per verify step)`` callable (one that also takes a ``sampling_params`` keyword
+gets the request's sampling parameters and may sample).
 It binds 127.0.0.1 only, on a free port, and stops when the ``with`` block ends.
 
 ``sampling_fields``: the ``sampling_params`` names it accepts (default: SGLang's current
@@ -209,63 +210,6 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
 
 # ─────────────────────────────── sampling (temperature > 0) ───────────────────────────────
 
-def target_only_walk(tokens, parents, probs, coins, final_coin: float, steps: int, *,
-                     threshold_single: float = 1.0, threshold_acc: float = 1.0) -> tuple[list[int], int]:
-    """SGLang's verification of one tree at T > 0: (accepted verified indices, the next token).
-
-        >>> import torch
-        >>> probs = torch.tensor([[0.0, 0.5, 0.3, 0.2],    # after the root: children 1 (token 1), 2 (token 2)
-        ...                       [0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
-        >>> target_only_walk([1, 2], [0, 0], probs, coins=[0.7, 0.0, 0.0], final_coin=0.5, steps=2)
-        ([2], 0)
-        >>> target_only_walk([1, 2], [0, 0], probs, coins=[0.9, 0.0, 0.0], final_coin=0.5, steps=2)  # both rejected
-        ([], 3)
-
-    As ``sgl-kernel/csrc/speculative/speculative_sampling.cuh`` ``TreeSpeculativeSamplingTargetOnly``
-    (called from ``speculative/eagle_info.py`` ``EagleVerifyInput.verify`` when the batch is not all
-    greedy): one coin per parent (``coins[v]`` for node v, 0 = root); its children are tried in tree
-    (ascending verified) order with a running sum of their target probabilities ``probs[v, token]``;
-    a child is accepted when ``coin <= sum / threshold_acc`` or ``p(child) >= threshold_single``, the
-    walk descends into it (fresh sum, its coin) and stops at ``steps`` accepted or when no child is
-    accepted. The next token is drawn with ``final_coin`` from p at the last accepted node minus the
-    rejected children's mass (none subtracted at full depth), by inverting its cumulative sum in
-    vocabulary order. With both thresholds 1 every emitted token is an exact sample of p, so A is the
-    longest prefix of the emitted tokens that is a path in the tree.
-
-    TODO(merge): issue 21's step-by-step walk (``workbench/verify_walk.py``, helper H21) implements
-    the same kernel; make the two one when both are on main.
-    """
-    import torch
-
-    tokens = [int(x) for x in tokens]
-    children: dict[int, list[int]] = {}
-    for v, par in enumerate(parents, start=1):
-        children.setdefault(int(par), []).append(v)
-    thr_acc = max(float(threshold_acc), 1e-9)                # the kernel caps threshold_acc at 1e-9
-    cur, path, rejected = 0, [], []
-    for _ in range(int(steps)):
-        acc, nxt, rejected = 0.0, None, []
-        for c in children.get(cur, []):
-            p = float(probs[cur, tokens[c - 1]])
-            acc += p
-            if float(coins[cur]) <= acc / thr_acc or p >= threshold_single:
-                nxt = c
-                break
-            rejected.append(tokens[c - 1])
-        if nxt is None:
-            break
-        path.append(nxt)
-        cur = nxt
-    resid = probs[cur].float().clone()
-    if len(path) < int(steps) and rejected:
-        resid[rejected] = 0.0                                 # relu(p - draft_probs), draft_probs = p there
-    cdf = torch.cumsum(resid, 0)
-    pos = int(torch.searchsorted(cdf, torch.tensor([float(final_coin) * float(cdf[-1])]), right=True)[0])
-    if pos >= len(resid) or resid[pos] <= 0:                 # u at the very top: the last token with mass
-        pos = int(torch.nonzero(resid > 0).flatten()[-1])
-    return path, pos
-
-
 def sampling_of(params: dict):
     """:class:`workbench.sampling.Sampling` of a request's ``sampling_params`` (SGLang's defaults for
     missing fields: temperature 1.0, top_p 1.0, top_k -1, no seed)."""
@@ -278,49 +222,42 @@ def sampling_of(params: dict):
                     seed=params.get("sampling_seed"))
 
 
-def request_seed(seed: int, prompt_ids) -> int:
-    """The seed of one request: ``(seed, prompt)``, so the order requests arrive in does not matter.
+def prompt_key(prompt_ids) -> int:
+    """A stable integer of a prompt: the stand-in's "row" of a request (its coins are seeded from
+    ``(seed, prompt_key(prompt))``), so the order requests arrive in does not matter.
 
-        >>> request_seed(0, [1, 2]) == request_seed(0, [1, 2]) != request_seed(1, [1, 2])
+        >>> prompt_key([1, 2]) == prompt_key([1, 2]) != prompt_key([2, 1])
         True
     """
     import hashlib
 
-    from workbench.sampling import row_seed
-
-    key = int.from_bytes(hashlib.sha256(",".join(map(str, prompt_ids)).encode()).digest()[:8], "little")
-    return row_seed(int(seed), key)
+    return int.from_bytes(hashlib.sha256(",".join(map(str, prompt_ids)).encode()).digest()[:8], "little")
 
 
 def sampled_generator(target, draft, wiring, K: int, topk: int = 1, num_draft_tokens: int | None = None, *,
                       seed: int = 0):
     """``generate(prompt_ids, max_new_tokens, sampling_params=None, steps=K)``: greedy requests as
-    :func:`exact_generator`; sampled ones with SGLang's drafting (the same tree as greedy,
-    :func:`workbench.tree_verify.exact_tree_decode`, a chain when ``topk`` is 1) and
-    :func:`target_only_walk` on p = :func:`workbench.sampling.served_probs` (temperature, top-k,
-    top-p); the token after the prefill is drawn with :func:`workbench.sampling.draw`. Coins come from
-    one generator per request (:func:`request_seed` of the request's ``sampling_seed``, else ``seed``)."""
-    import torch
-
-    from workbench.sampling import draw, served_probs
+    :func:`exact_generator`; sampled ones with :func:`workbench.verify_walk.sampled_tree_decode`, the
+    library's SGLang loop at T > 0: the same tree as greedy (a chain when ``topk`` is 1), the
+    kernel's walk (:func:`workbench.verify_walk.sglang_walk`) on SGLang's verify distribution
+    (:func:`workbench.sampled.verify_probs`: top-k, then top-p of that), and the token after the
+    prefill from the ordinary sampler's joint rule (:func:`workbench.sampling.draw`), as SGLang's
+    ``forward_target_extend`` samples it with the target worker's sampler. Coins are seeded per
+    request from ``(sampling_seed or seed, prompt_key(prompt))``."""
+    from workbench.sampled import apply_sampling
+    from workbench.setting import Setting
+    from workbench.verify_walk import sampled_tree_decode
 
     greedy = exact_generator(target, draft, wiring, K, topk, num_draft_tokens)
+    rope = getattr(draft, "rotary_offset", 0)
 
     def generate(prompt, n, sampling_params=None, steps=K):
         s = sampling_of(sampling_params or {})
         if s.greedy:
             return greedy(prompt, n, steps=steps)
-        g = torch.Generator().manual_seed(request_seed(seed if s.seed is None else s.seed, prompt))
-
-        def walk(tokens, parents, logits):
-            if not tokens:                                   # the prefill's token: the ordinary sampler
-                return [], int(draw(logits[-1:].float().cpu(), s, torch.rand(1, generator=g))[0])
-            coins = torch.rand(len(tokens) + 1, generator=g)
-            final = float(torch.rand(1, generator=g))
-            return target_only_walk(tokens, parents, served_probs(logits.float().cpu(), s), coins, final, steps)
-
-        return exact_tree_decode(target, draft, prompt, wiring, steps, topk, num_draft_tokens if topk > 1 else None,
-                                 n, rope_shift=getattr(draft, "rotary_offset", 0), walk=walk)
+        shape = Setting(steps=int(steps), eagle_topk=int(topk), num_draft_tokens=num_draft_tokens if topk > 1 else None)
+        return sampled_tree_decode(target, draft, prompt, wiring, apply_sampling(shape, s), n,
+                                   seed=seed if s.seed is None else s.seed, row=prompt_key(prompt), rope_shift=rope)
     return generate
 
 

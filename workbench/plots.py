@@ -630,3 +630,75 @@ def live_requests(cmp):
               loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
+
+
+# ------------------------------------------------------------------------------ temperature > 0
+
+def _sweep_rows(sweep) -> list[dict]:
+    if not (hasattr(sweep, "rows") and hasattr(sweep, "per_depth") and hasattr(sweep, "results")):
+        raise WorkbenchError(f"expected a workbench.temperature.TemperatureSweep, got {type(sweep).__name__}")
+    rows = sweep.rows()
+    if not rows:
+        raise WorkbenchError("nothing to plot: the temperature sweep has no results")
+    return rows
+
+
+def accept_vs_temperature(sweep, *, title: str | None = None):
+    """Accept length (E[A]+1) against temperature: the decode path (counts) and the per-depth
+    (Rao–Blackwellised) estimate of the same number, 95% bootstrap bars over samples.
+
+        >>> # fig = plots.accept_vs_temperature(temperature.by_temperature(tgt, drf, files, "L1,L3,L4", setting))
+    """
+    rows = _sweep_rows(sweep)
+    fig, (ax,) = _figure(1, height=3.6)
+    T = np.asarray([r["temperature"] for r in rows], float)
+    off = 0.006 * (T.max() - T.min() or 1.0)
+    for key, iv, color, dx, name in (
+            ("decode-path accept length", "decode-path 95%", "#f58518", -off, "decode path (counts: what a server verifies)"),
+            ("per-depth accept length", "per-depth 95%", "#4c78a8", off, "per depth (Rao–Blackwellised; = counts at T = 0)")):
+        v = np.asarray([r[key] for r in rows], float)
+        ax.errorbar(T + dx, v, yerr=_errs(v, [r[iv] for r in rows]), marker="o", capsize=4, color=color, label=name)
+    for t, r in zip(T, rows):
+        v = r["decode-path accept length"]
+        if not math.isnan(v):
+            ax.annotate(f"{v:.2f}", (t, v), ha="center", va="bottom", fontsize="small", xytext=(0, 6),
+                        textcoords="offset points")
+    ax.set_xticks(T, [f"{t:g}" for t in T])
+    ax.set_xlabel("temperature T (each point on data sampled from the target at T; T = 0: greedy)")
+    ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
+    ax.set_ylim(bottom=min(1.0, ax.get_ylim()[0]))
+    ax.set_title(title or f"Accept length against temperature · {sweep.wiring} · {sweep.setting.label} "
+                          f"(95% bootstrap over samples)")
+    _grid_and_legend(ax)
+    return fig
+
+
+def per_depth_compare(sweep, *, title: str | None = None):
+    """P(A≥k) per draft depth k, greedy against each sampled temperature: counts with Wilson bands at
+    T = 0, the Rao–Blackwellised estimate with bootstrap bands at T > 0 (every counted start).
+
+        >>> # fig = plots.per_depth_compare(sweep)      # sweep: a workbench.temperature.TemperatureSweep
+    """
+    _sweep_rows(sweep)
+    curves = sweep.per_depth()
+    fig, (ax,) = _figure(1, height=3.6)
+    import matplotlib
+
+    cmap = matplotlib.colormaps["coolwarm"]
+    tmax = max(curves) or 1.0
+    kmax = 1
+    for t, (cum, lo, hi) in curves.items():
+        k = np.arange(1, len(cum) + 1)
+        kmax = max(kmax, len(cum))
+        color = "black" if t == 0 else cmap(0.55 + 0.45 * t / tmax)
+        how = "greedy, counts" if t == 0 else "sampled, per depth (Rao–Blackwellised)"
+        ax.plot(k, cum, marker="o", color=color, label=f"T = {t:g} ({how})")
+        ax.fill_between(k, lo, hi, color=color, alpha=0.15, linewidth=0)
+    ax.set_xticks(range(1, kmax + 1))
+    ax.set_xlabel("draft depth k (tokens after the bonus token)")
+    ax.set_ylabel("P(A≥k)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title or f"Per-depth acceptance, greedy vs sampled · {sweep.wiring} · {sweep.setting.label} "
+                          f"(bands: 95%)")
+    _grid_and_legend(ax)
+    return fig

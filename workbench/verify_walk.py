@@ -193,7 +193,8 @@ def sampled_tree_decode(target, draft, prompt_ids, wiring, setting, max_new_toke
     rng = np.random.default_rng(row_seed(int(seed), int(row)))
 
     def walk(tokens, parents, logits):
-        if not tokens:                                   # the prefill's token: the plain sampler
+        if not tokens:                                   # the prefill's token: the plain (joint) sampler, as SGLang
+            # eagle_worker.py forward_target_extend samples it with the target worker's Sampler
             return [], int(draw(logits[-1:].float().cpu(), s, torch.tensor([rng.random()]))[0])
         probs = verify_probs(logits.float(), s).double().cpu().numpy()    # after the root, node 1, ...
         u = rng.random(len(tokens) + 2)
