@@ -175,3 +175,20 @@ def test_script_token_is_text_on_every_page(report_dir):
     # the decoded sample (01) and the coloured tokens (03) show the token text as text
     for name in ("01_dataset", "03_acceptance"):
         assert SCRIPT in _visible_text((report_dir / f"{name}.html").read_text()), name
+
+
+@pytest.mark.slow
+def test_notebook_03_shows_the_foreign_data_and_its_regenerated_twin(tmp_path_factory, smoke_demo):
+    """Issue 20: notebook 03 shows val-foreign.jsonl's agreement and how the estimates move once the data is
+    the target's own (val.jsonl: the same prompts regenerated), for every candidate wiring."""
+    generated_report(tmp_path_factory, Path(smoke_demo))
+    page = next(p for p in _CACHE["report"].pages if p.name == "03_acceptance")
+    assert page.status == "ok", page.error
+    nb = nbformat.read(str(page.notebook), as_version=4)
+    start = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+                 and c.source.startswith("### Data the target did not write"))
+    outputs = nb.cells[start + 1].outputs
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert text.startswith("val-foreign.jsonl: greedy agreement 0."), text     # far from the target's own output
+    html = "".join(o.data["text/html"] for o in outputs if o.output_type == "display_data" and "text/html" in o.data)
+    assert "regenerated decode path" in html and "foreign every position" in html and "…" not in html
