@@ -298,43 +298,61 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int | None = None, limi
     (the node-by-node reference tree, one target forward over the tree with an ancestor mask, the
     greedy walk); A then counts accepted tree nodes, 0..steps.
     """
-    from tqdm.auto import tqdm
-
     w = as_wirings(wiring, target.n_layers)[0]
     setting = resolve_setting(K, setting).replace(estimator="decode-path")
     setting.check_simulable()
-    K = setting.steps
-    rows = inputs.rows(dataset, limit or None)
+
+    def decode(prompt_ids, row, max_new_tokens):
+        if setting.shape == "tree":
+            return exact_tree_decode(target, draft, prompt_ids, w, setting.steps, setting.eagle_topk,
+                                     setting.num_draft_tokens, max_new_tokens)[1]
+        return exact_decode(target, draft, prompt_ids, w, setting.steps, max_new_tokens)[1]
+
+    return loop_simulate(dataset, w, setting, decode, limit=limit, progress=progress, desc="exact",
+                         who="exact_simulate")
+
+
+def loop_simulate(dataset, wiring, setting: Setting, decode, *, limit: int | None = None, progress: bool = True,
+                  desc: str = "loop", who: str = "loop_simulate") -> "AcceptanceResult":
+    """Decode-path :class:`AcceptanceResult` of a real speculative loop run on each row's prompt: the counting
+    that :func:`exact_simulate` and ``verify_walk.sampled_simulate`` share.
+
+        >>> # r = loop_simulate(ds, w, Setting(steps=4, estimator="decode-path"),
+        >>> #                   lambda prompt, row, n: exact_decode(target, draft, prompt, w, 4, n)[1])
+
+    ``decode(prompt_ids, row, max_new_tokens) -> A per verify step`` generates the row's
+    ``n_response_tokens``; the verify steps whose drafted positions fit (t + S + 1 <= T - 1) are kept,
+    starting at the last prompt position and jumping A + 1 each step.
+    """
+    from tqdm.auto import tqdm
+
+    w, S = wiring, setting.steps
     parts = []
-    for i, row in enumerate(tqdm(rows, desc="exact", unit="sample", disable=not progress)):
+    for i, row in enumerate(tqdm(inputs.rows(dataset, limit or None), desc=desc, unit="sample",
+                                 disable=not progress)):
         ids = list(row["input_ids"])
         n_prompt = int(row.get("n_prompt_tokens", 0) or 0)
         where = row.get("_where", f"row {row.get('_row', i)}")
         if not 1 <= n_prompt < len(ids):
             raise WorkbenchError(f"{where}: n_prompt_tokens={n_prompt}: expected 1..{len(ids) - 1} (a prompt and a response)")
-        T = len(ids)
-        if setting.shape == "tree":
-            _, accepts = exact_tree_decode(target, draft, ids[:n_prompt], w, K, setting.eagle_topk,
-                                           setting.num_draft_tokens, T - n_prompt)
-        else:
-            _, accepts = exact_decode(target, draft, ids[:n_prompt], w, K, T - n_prompt)
+        T, r = len(ids), int(row.get("_row", i))
         t, ts, As = n_prompt - 1, [], []
-        for a in accepts:
-            if t + K + 1 > T - 1:
+        for a in decode(ids[:n_prompt], r, T - n_prompt):
+            if t + S + 1 > T - 1:
                 break
             ts.append(t)
             As.append(a)
             t += a + 1
         src = str(row.get("source", "") or "")
-        r = AcceptanceResult.from_arrays(w.spec, K, sample=[int(row.get("_row", i))] * len(ts), t=ts, accepted=As,
-                                         source=[src] * len(ts), on_path=[True] * len(ts), taps=w.taps,
-                                         setting=setting)
-        r.samples.update(sample=np.asarray([int(row.get("_row", i))]), source=np.asarray([src], dtype=object),
-                         n_prompt_tokens=np.asarray([n_prompt]), n_response_tokens=np.asarray([-1]),
-                         n_coverable=np.asarray([-1]))
-        parts.append(r)
+        res = AcceptanceResult.from_arrays(w.spec, S, sample=[r] * len(ts), t=ts, accepted=As,
+                                           source=[src] * len(ts), on_path=[True] * len(ts), taps=w.taps,
+                                           setting=setting)
+        res.samples.update(sample=np.asarray([r]), source=np.asarray([src], dtype=object),
+                           n_prompt_tokens=np.asarray([n_prompt]), n_response_tokens=np.asarray([-1]),
+                           n_coverable=np.asarray([-1]))
+        parts.append(res)
     if not parts:
-        raise WorkbenchError("exact_simulate: the dataset has no rows")
+        raise WorkbenchError(f"{who}: the dataset has no rows")
     return AcceptanceResult.concat(parts)
 
 

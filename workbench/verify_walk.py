@@ -219,40 +219,18 @@ def sampled_simulate(target, draft, dataset, wiring, setting, *, limit: int | No
     counting of ``acceptance.exact_simulate``. The server's accept length on these prompts, measured;
     compare it with ``acceptance.simulate`` on data sampled at the same settings (tests/test_sampled_loop.py).
     """
-    from tqdm.auto import tqdm
-
-    from workbench import inputs
-    from workbench.statistics import AcceptanceResult
+    from workbench.acceptance import loop_simulate
     from workbench.wiring import as_wirings
 
     w = as_wirings(wiring, target.n_layers)[0]
     setting = setting.replace(estimator="decode-path")
-    S = setting.steps
-    parts = []
-    for i, row in enumerate(tqdm(inputs.rows(dataset, limit or None), desc="sampled loop", unit="sample",
-                                 disable=not progress)):
-        ids = list(row["input_ids"])
-        n_prompt = int(row.get("n_prompt_tokens", 0) or 0)
-        where = row.get("_where", f"row {row.get('_row', i)}")
-        if not 1 <= n_prompt < len(ids):
-            raise WorkbenchError(f"{where}: n_prompt_tokens={n_prompt}: expected 1..{len(ids) - 1} (a prompt and a response)")
-        T, r = len(ids), int(row.get("_row", i))
-        _, accepts = sampled_tree_decode(target, draft, ids[:n_prompt], w, setting, T - n_prompt, seed=seed, row=r,
-                                         threshold_single=threshold_single, threshold_acc=threshold_acc)
-        t, ts, As = n_prompt - 1, [], []
-        for a in accepts:
-            if t + S + 1 > T - 1:
-                break
-            ts.append(t)
-            As.append(a)
-            t += a + 1
-        src = str(row.get("source", "") or "")
-        res = AcceptanceResult.from_arrays(w.spec, S, sample=[r] * len(ts), t=ts, accepted=As, source=[src] * len(ts),
-                                           on_path=[True] * len(ts), taps=w.taps, setting=setting)
-        parts.append(res)
-    if not parts:
-        raise WorkbenchError("sampled_simulate: the dataset has no rows")
-    return AcceptanceResult.concat(parts)
+
+    def decode(prompt_ids, row, max_new_tokens):
+        return sampled_tree_decode(target, draft, prompt_ids, w, setting, max_new_tokens, seed=seed, row=row,
+                                   threshold_single=threshold_single, threshold_acc=threshold_acc)[1]
+
+    return loop_simulate(dataset, w, setting, decode, limit=limit, progress=progress, desc="sampled loop",
+                         who="sampled_simulate")
 
 
 __all__ = ["sglang_walk", "reach_probabilities", "expected_accept", "monte_carlo", "sampled_tree_decode",
