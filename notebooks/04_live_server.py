@@ -44,6 +44,9 @@ topk = 1             # stand-in only: --speculative-eagle-topk (> 1: SGLang's tr
 num_draft_tokens = 0 # stand-in only, tree: --speculative-num-draft-tokens (0: steps + 1)
 server_wiring = ""   # stand-in only: taps it feeds the draft (empty: what SGLang would feed)
 variant = "new"      # stand-in only: meta_info fields, old | new | renamed | newest | aggregate
+temperature = 0.0    # sampling temperature sent with every request (0: greedy); > 0 compares against the server's own samples
+top_p = 1.0          # nucleus cut sent with every request (1: off)
+top_k = -1           # sampling top-k sent with every request (-1: off; not the tree's eagle_topk)
 concurrency = 4      # requests in flight at most
 timeout = 120.0      # seconds per request
 device = "cpu"       # cpu, cuda, cuda:N for the offline side
@@ -73,7 +76,8 @@ else:  # the loopback stand-in: real speculative decoding on CPU, with the wirin
                    num_draft_tokens=num_draft_tokens or None)
 with server as url:
     where = url if server_url else f"loopback stand-in (wiring {url.state.wiring}, variant {variant})"
-    cmp = compare(url, tgt, drf, ds, limit=limit or None, concurrency=concurrency, timeout=timeout)
+    cmp = compare(url, tgt, drf, ds, limit=limit or None, concurrency=concurrency, timeout=timeout,
+                  temperature=temperature, top_p=top_p, top_k=top_k)
 print("server:", where)
 print(cmp.summary())
 

@@ -192,3 +192,17 @@ def test_notebook_03_shows_the_foreign_data_and_its_regenerated_twin(tmp_path_fa
     assert text.startswith("val-foreign.jsonl: greedy agreement 0."), text     # far from the target's own output
     html = "".join(o.data["text/html"] for o in outputs if o.output_type == "display_data" and "text/html" in o.data)
     assert "regenerated decode path" in html and "foreign every position" in html and "…" not in html
+
+
+@pytest.mark.slow
+def test_notebook_04_compares_a_sampling_stand_in_at_temperature(tmp_path, smoke_demo):
+    """Notebook 04's sampling parameters reach the live comparison: at T = 0.7 the stand-in samples, the
+    comparison's setting says so, and the served wiring still reproduces every request."""
+    rep = run_report(tmp_path / "out", notebooks=["04_live_server"], progress=False,
+                     parameters={"demo": str(smoke_demo), "size": "smoke", "limit": 8, "temperature": 0.7})
+    page = rep.pages[0]
+    assert (page.status, page.error) == ("ok", "")
+    nb = nbformat.read(str(page.notebook), as_version=4)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                   if o.output_type == "stream")
+    assert "temperature 0.7" in text and "8/8 requests identical under L1,L3,L4" in text, text
