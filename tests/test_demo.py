@@ -242,7 +242,7 @@ def test_smoke_manifest_story_numbers_are_the_measured_ones(smoke_demo):
     assert ts["norm"]["embed"] < ts["norm"]["L1"] / 2            # small embedding, as in real LLMs
     assert ts["norm"]["L1"] < ts["norm"]["L3"] < ts["norm"]["L4"]   # the stream grows with depth (tap_growth)
     assert set(ts["slots"]) == set(ts["slots_centered"]) == {"embed->L1", "L1->L3", "L3->L4"}
-    assert "story (val.jsonl, K=4, decode-path accept length, bonus counted)" in demo.summary(m)
+    assert "story: accept length (decode path, chain K=4, greedy, bonus counted) on val.jsonl" in demo.summary(m)
 
 
 def test_smoke_mismatched_draft_keeps_at_most_70_percent_on_sglangs_taps(smoke_demo):

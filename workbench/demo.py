@@ -645,8 +645,8 @@ def summary(manifest: dict) -> str:
                      f"final loss {d.get('final_loss')}, train acc per step [{acc}]")
     if manifest.get("story"):
         st = manifest["story"]
-        lines += [f"  story ({st.get('data')}, K={st.get('K')}, decode-path accept length, bonus counted):", "",
-                  story_table(manifest)]
+        label = st.get("metric") or f"accept length (decode path, chain K={st.get('K')}, greedy, bonus counted)"
+        lines += [f"  story: {label} on {st.get('data')}", "", story_table(manifest)]
     return "\n".join(lines)
 
 
@@ -663,8 +663,6 @@ def story_table(manifest: dict) -> str:
         |---|---|---|
         | `draft-mismatched` (trained on `embed,L1,L3`) | 3.20 | 1.60 (-50%) |
         | `draft-aligned` (trained on `L1,L3,L4`) | 3.40 | 3.40 |
-
-    With the manifest's ``story.metric`` (the Setting's accept-length label), a last line names the numbers.
     """
     st, t = manifest["story"], manifest.get("target", {})
     rows = [f"| demo {manifest.get('size')} (N={t.get('n_layers')}, H={t.get('hidden_size')}, "
@@ -673,8 +671,6 @@ def story_table(manifest: dict) -> str:
         own, served = st[name]["own_taps"], st[name]["sglang_taps"]
         change = f" ({served / own - 1:+.0%})" if name == "draft-mismatched" and own else ""
         rows.append(f"| `{name}` (trained on `{taps}`) | {own:.2f} | {served:.2f}{change} |")
-    if st.get("metric"):
-        rows.append(f"\nnumbers: {st['metric']} on {st.get('data', 'val.jsonl')}")
     return "\n".join(rows)
 
 
