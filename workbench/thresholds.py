@@ -82,21 +82,19 @@ def trees_mask(L: int, starts, parents_list, depths_list):
     """
     import torch
 
+    from workbench.tree_verify import ancestor_mask
+
     n = sum(len(p) for p in parents_list)
     m = torch.zeros(L + n, L + n, dtype=torch.bool)
     m[:L, :L] = torch.tril(torch.ones(L, L, dtype=torch.bool))
     pos = list(range(L))
     off = L
     for t, parents, depths in zip(starts, parents_list, depths_list):
-        for v in range(1, len(parents) + 1):
-            r = off + v - 1
-            m[r, : t + 2] = True
-            a = v
-            while a > 0:
-                m[r, off + a - 1] = True
-                a = int(parents[a - 1])
-            pos.append(t + 1 + int(depths[v - 1]))
-        off += len(parents)
+        k = len(parents)                  # each tree's nodes: the row up to its root, then tree_verify's ancestors
+        m[off:off + k, : t + 2] = True
+        m[off:off + k, off:off + k] = ancestor_mask(parents, t + 2)[t + 2:, t + 2:]
+        pos += [t + 1 + int(d) for d in depths]
+        off += k
     return m, pos
 
 
