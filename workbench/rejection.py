@@ -114,7 +114,7 @@ def rejection_chains(target, draft, dataset, wiring, setting, *, limit: int | No
     from workbench import capture
     from workbench.inputs import rows as as_rows
     from workbench.sampled import as_sampling
-    from workbench.statistics import accepted_counts
+    from workbench.statistics import counted_starts
     from workbench.wiring import as_wirings
 
     if setting.shape != "chain":
@@ -134,8 +134,7 @@ def rejection_chains(target, draft, dataset, wiring, setting, *, limit: int | No
                                  max_memory=max_memory, sampling=s):
         feats = batch.concat(w_.taps).to(device=ddev, dtype=ddtype)
         w, beta = rejection_batch(draft, feats, batch, lm_head, s, K, max_memory=max_memory)
-        counted = accepted_counts(torch.zeros(*batch.input_ids.shape, K, dtype=torch.long), batch.next_token.cpu(),
-                                  batch.loss_mask.cpu(), batch.lengths.cpu(), K) >= 0
+        counted = counted_starts(batch.loss_mask.cpu(), batch.lengths.cpu(), K)
         cum = torch.cumprod(w, -1).cpu()
         reach = torch.cat([torch.ones_like(cum[..., :1]), cum[..., :-1]], -1)
         lv = (reach * beta.cpu()).sum(-1)

@@ -107,13 +107,29 @@ def accepted_counts(tokens, next_token, loss_mask, lengths, K: int):
     match = (tokens == shifted).long()
     A = match.cumprod(dim=-1).sum(dim=-1)                                  # leading matches
 
-    # counted: t+K+1 <= len-1 and loss_mask[t+2 .. t+K+1] all 1
+    return torch.where(counted_starts(loss_mask, lengths, K), A, torch.full_like(A, -1))
+
+
+def counted_starts(loss_mask, lengths, K: int):
+    """Bool [B, T]: the chains that are counted, whatever they drafted: t+K+1 <= len-1 and
+    ``loss_mask[t+2 .. t+K+1]`` all 1 (the rule of :func:`accepted_counts`; the lossy-threshold and
+    rejection-sampling estimators count the same starts).
+
+        >>> import torch
+        >>> counted_starts(torch.tensor([[0, 0, 1, 1, 1, 1]]), torch.tensor([6]), K=2).tolist()
+        [[True, True, True, False, False, False]]
+    """
+    import torch
+
+    loss_mask, lengths = torch.as_tensor(loss_mask), torch.as_tensor(lengths)
+    B, T = loss_mask.shape
+    dev = loss_mask.device
+    lengths = lengths.to(dev)
     lm = torch.cat([(loss_mask != 0).long(), torch.zeros(B, K + 2, dtype=torch.long, device=dev)], dim=1)
     csum = torch.cat([torch.zeros(B, 1, dtype=torch.long, device=dev), lm.cumsum(dim=1)], dim=1)
     t = torch.arange(T, device=dev)
     window = csum[:, t + K + 2] - csum[:, t + 2]                            # sum of lm[t+2 .. t+K+1]
-    counted = (window == K) & (t[None, :] + K + 1 <= lengths[:, None] - 1)
-    return torch.where(counted, A, torch.full_like(A, -1))
+    return (window == K) & (t[None, :] + K + 1 <= lengths[:, None] - 1)
 
 
 def decode_path(A_row, n_prompt_tokens: int, K: int) -> list[tuple[int, int]]:

@@ -114,7 +114,7 @@ def threshold_expectation(target, draft, dataset, wiring, setting, *, threshold_
     from workbench.draft import run_chains
     from workbench.inputs import rows as as_rows
     from workbench.sampled import as_sampling, chain_as_tree, verify_probs
-    from workbench.statistics import accepted_counts
+    from workbench.statistics import counted_starts
     from workbench.tree import draft_trees
     from workbench.tree_verify import tree_forward
     from workbench.verify_walk import expected_accept
@@ -140,9 +140,7 @@ def threshold_expectation(target, draft, dataset, wiring, setting, *, threshold_
                 tok, par, dep = tr.tokens, tr.parents, tr.depths
             else:
                 tok, par, dep = chain_as_tree(run_chains(draft, feats, ids, att, S, max_memory=max_memory).tokens)
-        # counted starts: the chain counting rule (any tokens: only the mask matters)
-        counted = accepted_counts(torch.zeros_like(tok[..., :1]).expand(-1, -1, S), batch.next_token,
-                                  batch.loss_mask, batch.lengths, S).cpu() >= 0
+        counted = counted_starts(batch.loss_mask, batch.lengths, S).cpu()     # the chain counting rule
         t0 = time.perf_counter()
         for b, row in enumerate(batch.rows):
             L = int(batch.lengths[b])
