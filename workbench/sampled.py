@@ -53,6 +53,7 @@ import numpy as np
 from workbench.errors import WorkbenchError
 from workbench.files import jsonable
 from workbench.sampling import Sampling
+from workbench.statistics import bootstrap_ratio
 
 # ------------------------------------------------------------------------------------------------
 # The verify distribution: reference and the fast per-row statistics
@@ -303,25 +304,6 @@ def child_mass(tokens, parents, depths, on, hidden, stats, lm_head, s: Sampling,
 # ------------------------------------------------------------------------------------------------
 
 PER_DEPTH_COLUMNS = ("sample", "t", "matched", "on_path")
-
-
-def bootstrap_ratio(sample, values, *, mask=None, seed: int = 0, n_boot: int = 1000) -> list[float]:
-    """95% percentile bootstrap over SAMPLES of the mean of ``values`` (one per start), ``mask`` selecting starts.
-
-        >>> bootstrap_ratio([0, 0, 1, 1], [1.0, 1.0, 3.0, 3.0], n_boot=200)
-        [1.0, 3.0]
-    """
-    sample, values = np.asarray(sample), np.asarray(values, np.float64)
-    mask = np.ones(len(values), bool) if mask is None else np.asarray(mask, bool)
-    if not mask.any():
-        return [math.nan, math.nan]
-    ids, inv = np.unique(sample, return_inverse=True)
-    w = np.random.default_rng(seed).multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)), size=n_boot)
-    sums = np.bincount(inv[mask], weights=values[mask], minlength=len(ids))
-    cnts = np.bincount(inv[mask], minlength=len(ids)).astype(float)
-    num, den = w @ sums, w @ cnts
-    r = num[den > 0] / den[den > 0]
-    return [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))] if len(r) else [math.nan, math.nan]
 
 
 class StartTable:

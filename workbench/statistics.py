@@ -132,6 +132,26 @@ def counted_starts(loss_mask, lengths, K: int):
     return (window == K) & (t[None, :] + K + 1 <= lengths[:, None] - 1)
 
 
+def bootstrap_ratio(sample, values, *, mask=None, seed: int = 0, n_boot: int = 1000) -> list[float]:
+    """95% percentile bootstrap over SAMPLES of the mean of ``values`` (one per start or chain), ``mask``
+    selecting starts: the one interval of every accept length (AcceptanceResult, PerDepth, thresholds, rejection).
+
+        >>> bootstrap_ratio([0, 0, 1, 1], [1.0, 1.0, 3.0, 3.0], n_boot=200)
+        [1.0, 3.0]
+    """
+    sample, values = np.asarray(sample), np.asarray(values, np.float64)
+    mask = np.ones(len(values), bool) if mask is None else np.asarray(mask, bool)
+    if not mask.any():
+        return [math.nan, math.nan]
+    ids, inv = np.unique(sample, return_inverse=True)
+    w = np.random.default_rng(seed).multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)), size=n_boot)
+    sums = np.bincount(inv[mask], weights=values[mask], minlength=len(ids))
+    cnts = np.bincount(inv[mask], minlength=len(ids)).astype(float)
+    num, den = w @ sums, w @ cnts
+    r = num[den > 0] / den[den > 0]
+    return [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))] if len(r) else [math.nan, math.nan]
+
+
 def decode_path(A_row, n_prompt_tokens: int, K: int) -> list[tuple[int, int]]:
     """The verify steps a server would make on a target-greedy sample: list of (t, A(t)).
 
@@ -484,17 +504,9 @@ class AcceptanceResult(Rendered):
 
     def _bootstrap_mean(self, mask, n_boot: int = 1000) -> tuple[float, float]:
         """95% percentile bootstrap of mean(A)+1 over chains selected by ``mask``, resampling SAMPLES."""
-        A = self.chains["accepted"][mask]
-        if not len(A):
-            return (math.nan, math.nan)
-        ids, inv = np.unique(self.chains["sample"][mask], return_inverse=True)
-        sums = np.bincount(inv, weights=A + 1.0, minlength=len(ids))
-        cnts = np.bincount(inv, minlength=len(ids)).astype(float)
-        rng = np.random.default_rng(self.seed)
-        w = rng.multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)), size=n_boot).astype(float)
-        num, den = w @ sums, w @ cnts
-        means = num[den > 0] / den[den > 0]
-        return (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
+        mask = np.asarray(mask, bool)
+        return tuple(bootstrap_ratio(self.chains["sample"][mask], self.chains["accepted"][mask] + 1.0, seed=self.seed,
+                                     n_boot=n_boot))
 
     def intervals(self, n_boot: int = 1000) -> dict:
         """95% intervals: Wilson for α_k and P(A>=k) (per chain), bootstrap over samples (seeded) for
