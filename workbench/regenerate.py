@@ -55,8 +55,8 @@ from workbench.agreement import greedy_matches_reference
 from workbench.chunks import head_chunks
 from workbench.errors import WorkbenchError
 from workbench.files import is_path, write_json
-from workbench.sampling import Sampling, draw, row_generator, row_seed
-from workbench.sglang_live import Client
+from workbench.sampling import Sampling, draw, row_generator
+from workbench.sglang_live import Client, sampling_params
 
 SKIP_REASONS = {"no_prompt": "no prompt (loss_mask starts with 1)",
                 "prompt_too_long": "prompt fills the target's max positions",
@@ -364,11 +364,9 @@ def generate_server(client, jobs: list[Job], *, eos_ids=frozenset(), ignore_eos:
     with ``--enable-deterministic-inference``). Tokens after the first EOS are cut, like the HF path.
     """
     def one(job: Job) -> Generated:
-        sp = sampling.sglang_params()
+        sp = sampling_params(sampling, job.row)          # the live comparison's parameters, row seed included
         if ignore_eos:
             sp["ignore_eos"] = True
-        if sampling.seed is not None and not sampling.greedy:
-            sp["sampling_seed"] = row_seed(sampling.seed, job.row)
         toks, meta = client.generate(job.prompt, job.max_new, where=job.where, sampling=sp)
         toks = [int(x) for x in toks][: job.max_new]
         if vocab_size is not None:
