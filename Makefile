@@ -19,8 +19,10 @@ venv: $(STAMP)
 demo: $(STAMP) hooks lab-settings
 	$(VENV)/bin/workbench demo
 
-## The whole test suite (installs Debian's chromium for the report browser test when missing).
+## The import floors (import-linter, pyproject.toml), then the whole test suite (installs Debian's chromium for the
+## report browser test when missing).
 test: $(STAMP) chromium hooks lab-settings
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q --basetemp=.pytest-tmp
 
 ## Git strips notebook outputs at commit time: nbstripout as the clean filter that .gitattributes names for

@@ -1,4 +1,4 @@
-"""Benchmarks of workbench.acceptance (issue 5); every ratio is measured in this one run.
+"""Benchmarks of workbench.simulate.acceptance (issue 5); every ratio is measured in this one run.
 
     $ .venv/bin/python -m bench.acceptance                      # CPU, tiny model, ~1-3 min
     $ .venv/bin/python -m bench.acceptance --device cuda --hidden 512 --layers 16 --json bench.json
@@ -30,13 +30,13 @@ def build(args, device):
     """Tiny random Llama target, target-greedy rows of length T, a briefly trained draft."""
     import transformers
 
-    from workbench import capture, draft as dmod, train
+    from workbench.model import capture, draft as dmod, train
 
     torch.manual_seed(args.seed)
     cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=2 * args.hidden,
                                    num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=4,
                                    max_position_embeddings=max(1024, args.T), initializer_range=0.1)
-    from workbench.devices import default_dtype
+    from workbench.core.devices import default_dtype
 
     model = transformers.LlamaForCausalLM(cfg).to(device=device, dtype=default_dtype(device))
     target = capture.target_from_model(model)
@@ -74,7 +74,8 @@ def bench_a(args, target, draft, rows, spec):
 
 def fast_vs_exact(target, draft, rows, spec, K: int) -> dict:
     """One run of (a): seconds of ``simulate`` and ``exact_simulate`` on ``rows``, and whether the A values agree."""
-    from workbench.acceptance import exact_simulate, simulate
+    from workbench.simulate.acceptance import simulate
+    from workbench.simulate.exact import exact_simulate
 
     sync(target.device)
     t0 = time.perf_counter()
@@ -98,7 +99,7 @@ def fast_vs_exact(target, draft, rows, spec, K: int) -> dict:
 
 
 def bench_b(args, target, draft, rows, spec):
-    from workbench.acceptance import simulate
+    from workbench.simulate.acceptance import simulate
 
     simulate(target, draft, rows[:4], [spec], K=args.K, batch_size=4, progress=False)       # warm-up
     out = pipeline_vs_bare(target, draft, rows, spec, args.K)
@@ -109,9 +110,9 @@ def bench_b(args, target, draft, rows, spec):
 
 def pipeline_vs_bare(target, draft, rows, spec, K: int, bs: int = 4) -> dict:
     """One run of (b): ``simulate`` vs a bare target forward + K bare one-step draft forwards per batch."""
-    from workbench import capture
-    from workbench.acceptance import simulate
-    from workbench.draft import run_chains
+    from workbench.model import capture
+    from workbench.simulate.acceptance import simulate
+    from workbench.model.draft import run_chains
 
     sync(target.device)
     t0 = time.perf_counter()
@@ -141,8 +142,9 @@ def pipeline_vs_bare(target, draft, rows, spec, K: int, bs: int = 4) -> dict:
 def _child_mem(args):
     """In a fresh process: load target, draft and rows, simulate on the first N rows --mem-repeats times,
     report the process's peak memory during each run (CPU: RSS incl. the loaded models; CUDA: max allocated)."""
-    from workbench import capture, checkpoint, data
-    from workbench.acceptance import simulate
+    from workbench import rows as data
+    from workbench.model import capture, checkpoint
+    from workbench.simulate.acceptance import simulate
 
     device = args.device
     target = capture.load_target(args.target_path or os.path.join(args.artifacts, "target"), device=device)
@@ -210,7 +212,7 @@ def memory_scaling(target_path, draft_path, spec, *, vocab: int, device: str = "
 
 
 def bench_c(args, target, draft, spec):
-    from workbench.checkpoint import save_draft
+    from workbench.model.checkpoint import save_draft
 
     n_small = args.mem_samples
     with tempfile.TemporaryDirectory() as tmp:
@@ -233,7 +235,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
             samples: int = 8, hidden: int = 64, layers: int = 4, vocab: int = 256, prompt: int = 16,
             train_epochs: int = 8, mem_samples: int = 8, mem_T: int = 256, threads: int = 1,
             seed: int = 0) -> list[dict]:
-    """Figures (a), (b), (c) as dicts for ``bench.run`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
+    """Figures (a), (b), (c) as dicts for ``bench.run`` (schema: ``workbench.report.benchmark``), ``repeats`` runs each.
 
         >>> # figs = measure("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl", "L1,L3,L4")
         >>> # [f["key"] for f in figs]     # ['fast_vs_exact', 'pipeline_vs_bare', 'memory_scaling']
@@ -244,9 +246,10 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
     """
     import statistics
 
-    from workbench import capture, checkpoint, data
-    from workbench.acceptance import simulate
-    from workbench.devices import resolve_device
+    from workbench import rows as data
+    from workbench.model import capture, checkpoint
+    from workbench.simulate.acceptance import simulate
+    from workbench.core.devices import resolve_device
 
     device = resolve_device(device)
     torch.set_num_threads(threads)
@@ -343,7 +346,7 @@ def main(argv=None):
     if "c" in args.only:
         out["c"] = bench_c(args, target, draft, spec)
     if args.json:
-        from workbench.files import write_json
+        from workbench.core.files import write_json
 
         write_json(args.json, out, indent=2)
     return 0

@@ -23,8 +23,8 @@ import time
 import torch
 
 from bench.common import ROOT, peak_rss, sync
-from workbench.capture import count_forwards, extract, load_target, target_from_model, union_taps
-from workbench.devices import resolve_device
+from workbench.model.capture import count_forwards, extract, load_target, target_from_model, union_taps
+from workbench.core.devices import resolve_device
 
 
 def tiny_target(device: str, layers: int = 16, hidden: int = 256, vocab: int = 4096):
@@ -146,7 +146,7 @@ def measure_memory(args) -> dict:
 def measure(target_path=None, *, label: str | None = None, device: str = "cpu", repeats: int = 5,
             layers: int = 16, hidden: int = 256, vocab: int = 4096, batch: int = 4, seq: int = 64,
             mem_batch: int = 8, mem_seq: int = 512, threads: int = 1) -> list[dict]:
-    """Figures (a), (b), (c) as dicts for ``bench.run`` (schema: ``workbench.benchmark``), ``repeats`` runs each.
+    """Figures (a), (b), (c) as dicts for ``bench.run`` (schema: ``workbench.report.benchmark``), ``repeats`` runs each.
 
         >>> # figs = measure("data/demo/target", label="demo", repeats=5)
         >>> # figs[0]["key"], figs[0]["values"]          # 'capture_overhead', [1.04, 1.07, ...]

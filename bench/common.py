@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def find_demo(demo=None) -> Path:
     """The demo to measure: ``demo`` when given, else data/demo when built, else the smoke demo (built once)."""
-    from workbench.demo import ensure_demo, read_manifest
+    from workbench.demo.build import ensure_demo, read_manifest
 
     if demo:
         read_manifest(demo)                              # WorkbenchError naming the folder when it is not a demo

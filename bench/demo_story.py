@@ -29,9 +29,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 
-from workbench import benchmark
-from workbench.errors import WorkbenchError
-from workbench.files import write_json
+from workbench.report import benchmark
+from workbench.core.errors import WorkbenchError
+from workbench.core.files import write_json
 
 OUT = BENCH / "demo_story.json"
 GOALS = {"default": {"ratio": "<= 0.65", "aligned": ">= 3.0", "build_s": "<= 360"},
@@ -67,7 +67,7 @@ def seed_row(manifest: dict) -> dict:
 
 
 def figures(size: str, rows: list[dict]) -> list[dict]:
-    """Bench-table figures (``workbench.benchmark`` schema) for one size: judged by the worst seed."""
+    """Bench-table figures (``workbench.report.benchmark`` schema) for one size: judged by the worst seed."""
     goals = GOALS.get(size, GOALS["default"])
     label = f"demo {size}, seeds {','.join(str(r['seed']) for r in rows)}"
     ratios, aligned = [r["ratio"] for r in rows], [r["aligned"] for r in rows]
@@ -119,7 +119,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=str(OUT), help=f"summary JSON (default {OUT.relative_to(ROOT)})")
     p.add_argument("--force", action="store_true", help="rebuild seeds already built")
     args = p.parse_args(argv)
-    from workbench.demo import SIZES, build_demo, read_manifest
+    from workbench.demo.build import build_demo, read_manifest
+    from workbench.demo.recipe import SIZES
 
     try:
         if args.size not in SIZES:

@@ -1,4 +1,4 @@
-"""Benchmark of workbench.distributed (issue 9): wall time of `workbench accept` under torchrun with
+"""Benchmark of workbench.simulate.distributed (issue 9): wall time of `workbench accept` under torchrun with
 N processes vs one process on the demo, and a check that both write the same JSON.
 
     $ .venv/bin/python -m bench.distributed                          # data/demo or the smoke demo, 2 vs 1
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
           f"{statistics.median(d[f'{args.nproc}_processes_s']):.1f} s -> wall-time ratio {fig['ratio']:.2f} "
           f"(same JSON; {os.cpu_count()} CPU cores)")
     if args.json:
-        from workbench.files import write_json
+        from workbench.core.files import write_json
 
         write_json(args.json, fig, indent=2)
     return 0

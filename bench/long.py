@@ -57,8 +57,8 @@ def build(folder: Path, size: dict) -> None:
     import torch
     import transformers
 
-    from workbench.checkpoint import save_draft
-    from workbench.draft import Eagle3Draft, new_draft_config
+    from workbench.model.checkpoint import save_draft
+    from workbench.model.draft import Eagle3Draft, new_draft_config
 
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(vocab_size=size["vocab"], hidden_size=size["hidden"],
@@ -88,8 +88,9 @@ def child(args) -> dict:
 
     import torch
 
-    from workbench import acceptance, capture
-    from workbench import checkpoint as dmod
+    from workbench.simulate import acceptance
+    from workbench.model import capture
+    from workbench.model import checkpoint as dmod
 
     torch.set_num_threads(args.threads)
     folder = Path(args.folder)
@@ -269,7 +270,7 @@ def main(argv=None) -> int:
         print(f"{f['key']:32s} {f['target'][-60:]:60s} median {statistics.median(vals):10.3f} {f['unit']:6s} "
               f"goal {f.get('goal')}  {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in f.get('detail', {}).items()})}")
     if args.json:
-        from workbench.files import write_json
+        from workbench.core.files import write_json
 
         write_json(args.json, figs)
     return 0

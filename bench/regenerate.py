@@ -15,7 +15,7 @@ Same prompts (lengths spread over ``--prompt-len``), same batch size, greedy, ``
 (c) the tokens of both paths agree (``requires``: identical token lists).
 
 Prints the figures; asserts nothing about time. ``measure()`` returns dicts in the schema of
-``workbench.benchmark``, for ``bench/run.py`` (register it there as a section ``regenerate``).
+``workbench.report.benchmark``, for ``bench/run.py`` (register it there as a section ``regenerate``).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ import time
 import torch
 
 from bench.common import sync as _sync
-from workbench.devices import resolve_device
-from workbench.files import write_json
+from workbench.core.devices import resolve_device
+from workbench.core.files import write_json
 
 
 def synthetic_target(device: str, layers: int = 8, hidden: int = 256, vocab: int = 4096, seed: int = 0):
     import transformers
 
-    from workbench.capture import target_from_model
+    from workbench.model.capture import target_from_model
 
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
@@ -76,9 +76,9 @@ def hf_generate(target, prompts, max_new: int, batch_size: int) -> list[list[int
 def measure(target_path=None, *, label: str | None = None, device: str = "cpu", repeats: int = 5, prompts: int = 32,
             prompt_len: tuple = (16, 64), max_new: int = 32, batch_size: int = 8, layers: int = 8, hidden: int = 256,
             vocab: int = 4096, threads: int | None = None, seed: int = 0) -> list[dict]:
-    """Figures (a), (b), (c) as dicts (schema: ``workbench.benchmark``), ``repeats`` paired runs each."""
-    from workbench import capture
-    from workbench.regenerate import Job, generate_hf
+    """Figures (a), (b), (c) as dicts (schema: ``workbench.report.benchmark``), ``repeats`` paired runs each."""
+    from workbench.model import capture
+    from workbench.live.regenerate import Job, generate_hf
 
     device = resolve_device(device)
     if threads:

@@ -17,9 +17,9 @@ import os
 import sys
 import tempfile
 
-from workbench.demo import ensure_demo
-from workbench.files import write_json
-from workbench.rewire import rewire
+from workbench.demo.build import ensure_demo
+from workbench.core.files import write_json
+from workbench.analysis.rewire import rewire
 
 
 def main(argv=None) -> int:

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from bench.common import ROOT, find_demo
-from workbench import benchmark
-from workbench.errors import WorkbenchError
+from workbench.report import benchmark
+from workbench.core.errors import WorkbenchError
 
 PACKAGE = __package__ or "bench"        # where the benchmark modules are found (tests point it elsewhere)
 BENCH = ROOT / "bench"
@@ -89,9 +89,10 @@ def pipeline_throughput(demo: Path, *, device: str, repeats: int, K: int = 4, ba
     statistics) on the demo's val.jsonl, judged as a share of a bare target forward's tokens per second."""
     import torch
 
-    from workbench import capture, data
-    from workbench.acceptance import accept
-    from workbench.demo import read_manifest
+    from workbench import rows as data
+    from workbench.model import capture
+    from workbench.simulate.acceptance import accept
+    from workbench.demo.build import read_manifest
 
     spec = ",".join(read_manifest(demo)["taps"]["aligned"])
     val = demo / "val.jsonl"
@@ -150,7 +151,7 @@ def _call_measure(mod, name: str, **offered):
 def run(args) -> int:
     import torch
 
-    from workbench.devices import resolve_device
+    from workbench.core.devices import resolve_device
 
     device = resolve_device(args.device)
     cfg = QUICK if args.quick else FULL
@@ -198,7 +199,7 @@ def run(args) -> int:
 
     demo_label = None
     if demo is not None:
-        from workbench.demo import read_manifest
+        from workbench.demo.build import read_manifest
 
         man = read_manifest(demo)
         t = man.get("target", {})

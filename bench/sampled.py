@@ -12,7 +12,7 @@ greedy run on the same data, and the number of target forwards.
     vocabulary is then visible (a random synthetic target is flat: its nucleus needs the full sort).
 
 Prints the figures; asserts nothing about time. ``measure()`` returns dicts in the schema of
-``workbench.benchmark`` for ``bench/run.py``.
+``workbench.report.benchmark`` for ``bench/run.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 import torch
 
 from bench.common import sync
-from workbench.files import write_json
+from workbench.core.files import write_json
 
 # hidden 512: a vocabulary/hidden ratio of 16 (Llama 3 8B: 128256/4096 = 31); the extra cost at T > 0 is one exp per
 # logit, so its share of the run falls as the hidden grows (8k vocabulary: ~1.2x at hidden 128, ~1.04x at 512)
@@ -39,9 +39,9 @@ def synthetic(vocab: int, layers: int, hidden: int, samples: int, T: int, device
     """A random Llama target of ``vocab`` tokens, an untrained EAGLE-3 draft for it, random rows (cost only)."""
     import transformers
 
-    from workbench import capture
-    from workbench.devices import default_dtype
-    from workbench.draft import Eagle3Draft, new_draft_config
+    from workbench.model import capture
+    from workbench.core.devices import default_dtype
+    from workbench.model.draft import Eagle3Draft, new_draft_config
 
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
@@ -59,9 +59,9 @@ def synthetic(vocab: int, layers: int, hidden: int, samples: int, T: int, device
 
 def paired(target, draft, rows, spec, K: int, hot, repeats: int, device: str) -> dict:
     """Median times of greedy and ``hot`` (a Setting at T > 0) simulate runs, paired per repeat, + forwards."""
-    from workbench import capture
-    from workbench.acceptance import simulate
-    from workbench.setting import Setting
+    from workbench.model import capture
+    from workbench.simulate.acceptance import simulate
+    from workbench.core.setting import Setting
 
     def run(setting):
         t0 = time.perf_counter()
@@ -87,8 +87,8 @@ def paired(target, draft, rows, spec, K: int, hot, repeats: int, device: str) ->
 
 def measure(*, demo=None, device: str = "cpu", repeats: int = 5, quick: bool = False, threads: int = 1) -> list[dict]:
     """The rows of the benchmark table (bench/run.py ``--only sampled``)."""
-    from workbench import inputs
-    from workbench.setting import Setting
+    from workbench.load import inputs
+    from workbench.core.setting import Setting
 
     size = QUICK if quick else FULL
     K = size["K"]
@@ -96,7 +96,7 @@ def measure(*, demo=None, device: str = "cpu", repeats: int = 5, quick: bool = F
     temp = Setting(steps=K, temperature=0.7)
     cases = []
     if demo is not None:
-        from workbench.demo import read_manifest
+        from workbench.demo.build import read_manifest
 
         target, draft, ds = inputs.load(str(demo / "target"), str(demo / "draft-aligned"), str(demo / "val.jsonl"))
         man = read_manifest(demo)
@@ -132,8 +132,8 @@ def measure(*, demo=None, device: str = "cpu", repeats: int = 5, quick: bool = F
 
 
 def main(argv=None) -> int:
-    from workbench import benchmark
-    from workbench.devices import resolve_device
+    from workbench.report import benchmark
+    from workbench.core.devices import resolve_device
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")

@@ -33,9 +33,9 @@ QUICK = {"layers": 16, "hidden": 32, "vocab": 128, "T": 32, "samples": 2, "promp
 
 def tree_vs_chain(target, draft, rows, spec, *, steps: int, topk: int, N: int, repeats: int) -> dict:
     """Paired timings of ``draft_trees`` (S, k, N) and ``run_chains`` (K = S) on one batch of features."""
-    from workbench import capture
-    from workbench.draft import run_chains
-    from workbench.tree import draft_trees
+    from workbench.model import capture
+    from workbench.model.draft import run_chains
+    from workbench.model.tree import draft_trees
 
     b = next(capture.extract(target, rows, [spec], batch_size=len(rows), progress=False))
     feats = b.concat(spec.split(",")).to(device=draft.device, dtype=draft.dtype)
@@ -63,10 +63,10 @@ def tree_vs_chain(target, draft, rows, spec, *, steps: int, topk: int, N: int, r
 
 
 def advisor_grid(demo: Path, *, device: str = "cpu") -> dict:
-    """One timed run of the default sweep (workbench.tune) on the demo's aligned draft and val.jsonl."""
-    from workbench import inputs
-    from workbench.demo import read_manifest
-    from workbench.tune import shapes, sweep
+    """One timed run of the default sweep (workbench.analysis.tune) on the demo's aligned draft and val.jsonl."""
+    from workbench.load import inputs
+    from workbench.demo.build import read_manifest
+    from workbench.analysis.tune import shapes, sweep
 
     spec = ",".join(read_manifest(demo)["taps"]["aligned"])
     tgt, d, ds = inputs.load(str(demo / "target"), str(demo / "draft-aligned"), str(demo / "val.jsonl"),
@@ -83,7 +83,7 @@ def advisor_grid(demo: Path, *, device: str = "cpu") -> dict:
 def measure(*, demo=None, device: str = "cpu", repeats: int = 5, quick: bool = False, threads: int = 1) -> list[dict]:
     """The rows of the benchmark table (bench/run.py ``--only tree``)."""
     from bench.acceptance import build, memory_scaling
-    from workbench.checkpoint import save_draft
+    from workbench.model.checkpoint import save_draft
 
     size = QUICK if quick else FULL
     args = SimpleNamespace(seed=0, device=device, K=size["steps"], **{k: size[k] for k in

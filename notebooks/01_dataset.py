@@ -37,9 +37,9 @@ regenerate_limit = 64  # foreign rows to regenerate and compare before/after (0:
 from workbench.report import record_headline, setup_notebook
 
 setup_notebook()
-from workbench import data as wb_data
+from workbench import rows as wb_data
 from workbench.demo import fill_paths
-from workbench import plots, widgets
+from workbench.report import plots, widgets
 import pandas as pd
 from IPython.display import display
 
@@ -91,7 +91,7 @@ widgets.sample_explorer(ds, sample=sample)
 # settings instead.
 
 # %%
-from workbench import agreement, inputs
+from workbench.load import agreement, inputs
 
 tgt = inputs.target(target, device=device, progress=False)
 agree = agreement.measure(tgt, ds)
@@ -112,7 +112,7 @@ plots.agreement_by_sample(agree)
 # %%
 import os
 
-from workbench.inputs import resolve
+from workbench.load import resolve
 
 demo_dir = resolve(demo) if demo else ""
 foreign = foreign or (os.path.join(demo_dir, "val-foreign.jsonl") if demo_dir else "")
@@ -132,14 +132,14 @@ else:
 
 # %%
 # Regenerate the foreign file: keep each prompt, replace its response with the target's greedy continuation
-# (workbench.regenerate, a KV cache; the first `regenerate_limit` rows, seconds on the smoke demo), then compare
+# (workbench.live.regenerate, a KV cache; the first `regenerate_limit` rows, seconds on the smoke demo), then compare
 # the acceptance of the demo's draft on those rows before and after: every-position and decode-path accept length.
 regenerated = None
 if foreign:
     import tempfile
 
-    from workbench import acceptance
-    from workbench.regenerate import regenerate
+    from workbench.simulate import acceptance
+    from workbench.live.regenerate import regenerate
 
     regenerated = os.path.join(tempfile.mkdtemp(prefix="wb-regen-"), "foreign-regenerated.jsonl")
     n_regen = regenerate_limit or None

@@ -39,9 +39,14 @@ from workbench.report import table as report_table
 setup_notebook()
 import pandas as pd
 
-from workbench import capture, engines, inputs, plots, statistics, wiring
+from workbench import engines
+from workbench.model import capture
+from workbench.load import inputs
+from workbench.report import plots
+from workbench.stats import tap_statistics
+from workbench.engines import wiring
 from workbench.demo import fill_paths
-from workbench.draft import describe_draft
+from workbench.model import describe_draft
 
 target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
 tgt, drf, ds = inputs.load(target, draft, data, device=device)
@@ -89,7 +94,7 @@ for note in table.notes:
 # %%
 n = tgt.n_layers
 all_taps = ["embed"] + [f"L{k}" for k in range(n)] + ["final"]
-stats = statistics.tap_statistics(capture.extract(tgt, ds, all_taps, limit=limit or None), all_taps)
+stats = tap_statistics(capture.extract(tgt, ds, all_taps, limit=limit or None), all_taps)
 trained = wiring.trained_wiring_from_config(drf.raw_config, n)
 served = next(r for r in table if r.engine == engines.get(engine).name)
 highlight = {f"{engine} feeds": list(served.taps)}

@@ -45,7 +45,12 @@ from workbench.report import record_headline, setup_notebook
 setup_notebook()
 import pandas as pd
 
-from workbench import acceptance, inputs, plots, sglang_live, widgets, wiring
+from workbench.simulate import acceptance
+from workbench.load import inputs
+from workbench.report import plots, widgets
+from workbench.live import sglang_live
+from workbench import engines
+from workbench.engines import wiring
 from workbench.demo import fill_paths
 
 target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
@@ -58,7 +63,7 @@ tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=False)
 # the trained taps and what every engine record (engine and version) feeds this draft as configured
 trained = wiring.trained_wiring_from_config(drf.raw_config, tgt.n_layers)
 extra = [w.strip() for w in wirings.split(";") if w.strip()] if wirings else []
-found = sglang_live.candidates(tgt.config, drf.raw_config, trained, extra)
+found = engines.serving_candidates(tgt.config, drf.raw_config, trained, extra)
 candidates = [c.spec for c in found if not extra or "given" in c.engines]
 print("trained on:", trained.spec if trained is not None else "unknown (not in the draft config)")
 for c in found:
@@ -153,7 +158,7 @@ plots.by_source(results)
 # %%
 from IPython.display import Markdown, display
 
-from workbench.diagnose import rank_tied
+from workbench.analysis import rank_tied
 from workbench.report import table as report_table
 
 setting = results[candidates[0]].setting
@@ -185,7 +190,7 @@ report_table(ranking, {
 # and what to change when it is not. The same as `workbench diagnose`.
 
 # %%
-from workbench.diagnose import diagnose
+from workbench.analysis.diagnose import diagnose
 
 dx = diagnose(tgt, drf, ds, engine=engine, K=steps, limit=limit or None, progress=False)
 print(dx.summary())
@@ -199,7 +204,7 @@ print(dx.summary())
 # Accept lengths on the evaluation data above.
 
 # %%
-from workbench.rewire import rewire
+from workbench.analysis.rewire import rewire
 
 train_data = train_data or (f"{demo}/train.jsonl" if target == f"{demo}/target" else "")
 rw = None
@@ -231,14 +236,14 @@ display(Markdown(dx.narrative()))
 # %% [markdown]
 # ## Speed-up projection
 # Tokens per verify step with K' drafted = E[min(A, K')]+1, divided by the cost of one verify step
-# (1 target forward over K'+1 tokens + K' draft steps). The cost model (`workbench.cost`) is measured
+# (1 target forward over K'+1 tokens + K' draft steps). The cost model (`workbench.stats.cost`) is measured
 # once for this draft and target (repeated probes: median and spread; `ratio` > 0 fixes it instead)
 # and is the same for every wiring. Bars: the accept length's 95% interval and the timing spread
 # together. A best K' is named only when it is clearly best; otherwise the K' within noise. On a CPU
 # the costs are indicative only: they do not choose GPU flags.
 
 # %%
-from workbench import cost
+from workbench.stats import cost
 
 cm = cost.CostModel.fixed(ratio, source="the ratio parameter") if ratio else \
     cost.measure(tgt, drf, verify_probes=tuple(range(1, steps + 2)), lane_probes=(1,), repeats=7)
@@ -283,9 +288,9 @@ headline = {                           # recorded at the end, with the tree sect
 
 # %%
 from workbench import engines
-from workbench.flags import target_architecture
-from workbench.setting import Setting
-from workbench.tune import sweep
+from workbench.engines import target_architecture
+from workbench.core import Setting
+from workbench.analysis import sweep
 
 arch = target_architecture(tgt)
 try:
@@ -322,7 +327,7 @@ plots.tree_sweep(sw)
 # otherwise the best shapes by accept length (with a CPU cost model, CPU timings do not choose GPU flags).
 
 # %%
-from workbench.tune import best_by_accept_length
+from workbench.analysis import best_by_accept_length
 
 record_headline("03_acceptance", {
     **headline,
@@ -348,7 +353,7 @@ record_headline("03_acceptance", {
 # %%
 from IPython.display import display
 
-from workbench.temperature import TEMPERATURES, by_temperature, demo_files
+from workbench.report import TEMPERATURES, by_temperature, demo_files
 
 temp_files, temp_skip = demo_files(target, TEMPERATURES)
 temp_sweep = None

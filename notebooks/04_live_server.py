@@ -26,7 +26,7 @@
 # the server really feeds the draft; otherwise the verdict is "undecided" and says how many more
 # requests would decide. Servers without per-request fields get the weaker aggregate comparison.
 #
-# Without `server_url` this notebook starts a loopback stand-in server (`workbench.fake_sglang`)
+# Without `server_url` this notebook starts a loopback stand-in server (`workbench.live.fake_sglang`)
 # that decodes with the workbench's exact speculative loop (the real tree when `topk` > 1) and
 # feeds the draft what SGLang would (`L1,L7,L12` on the default demo; `server_wiring` to override),
 # so the page renders without a GPU.
@@ -57,10 +57,11 @@ from workbench.report import record_headline, setup_notebook
 setup_notebook()
 import contextlib
 
-from workbench import inputs, plots
+from workbench.load import inputs
+from workbench.report import plots
 from workbench.demo import fill_paths
-from workbench.fake_sglang import serve
-from workbench.sglang_live import compare
+from workbench.live import serve
+from workbench.live import compare
 
 target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
 tgt, drf, ds = inputs.load(target, draft, data, device=device)

@@ -22,9 +22,9 @@ import pytest
 import torch
 import transformers
 
-from workbench.capture import target_from_model
-from workbench.checkpoint import save_draft
-from workbench.draft import Eagle3Draft, new_draft_config
+from workbench.model.capture import target_from_model
+from workbench.model.checkpoint import save_draft
+from workbench.model.draft import Eagle3Draft, new_draft_config
 
 # The tiny Llama most tests use (vocab 32, hidden 32, 4 layers, GQA 4/2); a test changes what it needs.
 LLAMA = dict(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
@@ -40,7 +40,7 @@ FAMILIES = {   # name: (config class, model class, what the family needs besides
 @pytest.fixture(scope="session")
 def smoke_demo(tmp_path_factory):
     """Path of a finished ``workbench demo --size smoke`` build (tokenizer, target, data, drafts)."""
-    from workbench.demo import build_demo
+    from workbench.demo.build import build_demo
 
     return build_demo(tmp_path_factory.mktemp("demo") / "demo", size="smoke", seed=0, progress=False)
 

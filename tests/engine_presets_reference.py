@@ -5,7 +5,7 @@ vLLM of before the embed/last-layer change. tests/test_engines.py compares the r
 the versions agree. Not used by the package.
 """
 
-from workbench.taps import Resolution, draft_layer_ids, hf_to_tap, num_layers, tap_to_hf
+from workbench.engines.taps import Resolution, draft_layer_ids, hf_to_tap, num_layers, tap_to_hf
 
 _KEY = "eagle_aux_hidden_state_layer_ids"
 

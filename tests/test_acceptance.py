@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.statistics import AcceptanceResult, accepted_counts, decode_path, wilson
-from workbench.errors import WorkbenchError
+from workbench.stats.statistics import AcceptanceResult
+from workbench.stats.counts import accepted_counts, decode_path, wilson
+from workbench.core.errors import WorkbenchError
 
 
 def _reference_counts(tokens, next_token, loss_mask, lengths, K):

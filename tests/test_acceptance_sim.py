@@ -8,10 +8,11 @@ import pytest
 import torch
 from conftest import greedy_rows, save_world, tiny_draft, tiny_target
 
-from workbench import capture, draft as dmod, train
-from workbench.acceptance import exact_decode, exact_simulate, simulate
-from workbench.statistics import AcceptanceResult
-from workbench.errors import WorkbenchError
+from workbench.model import capture, draft as dmod, train
+from workbench.simulate.acceptance import simulate
+from workbench.simulate.exact import exact_decode, exact_simulate
+from workbench.stats.statistics import AcceptanceResult
+from workbench.core.errors import WorkbenchError
 
 TRAINED = "L0,L1,L2"
 N_RESP = 28
@@ -166,7 +167,7 @@ def _fields(r: AcceptanceResult) -> dict:
 
 @pytest.mark.parametrize("K", [1, 3])
 def test_eagle_topk_1_through_the_tree_path_is_exactly_the_chain(setup, K):
-    from workbench.setting import Setting
+    from workbench.core.setting import Setting
 
     target, draft, rows = setup
     chain = simulate(target, draft, rows, [TRAINED], K=K, batch_size=4, progress=False, acc_topk=5)[TRAINED]
@@ -186,9 +187,9 @@ def test_eagle_topk_1_through_the_tree_path_is_exactly_the_chain(setup, K):
 
 @pytest.mark.parametrize("S,k,N", [(3, 2, 5), (4, 4, 10)])
 def test_tree_simulate_counts_the_walk_and_its_decode_path_equals_the_exact_tree_loop(setup, S, k, N):
-    from workbench.setting import Setting
-    from workbench.tree import draft_trees
-    from workbench.tree_verify import tree_accepted_counts
+    from workbench.core.setting import Setting
+    from workbench.model.tree import draft_trees
+    from workbench.simulate.tree_verify import tree_accepted_counts
 
     target, draft, rows = setup
     setting = Setting(steps=S, eagle_topk=k, num_draft_tokens=N)
@@ -219,7 +220,7 @@ def test_tree_simulate_counts_the_walk_and_its_decode_path_equals_the_exact_tree
 
 def test_cli_accept_trees_and_shape_flags(setup, tmp_path, capsys):
     from workbench.cli import main
-    from workbench.setting import Setting
+    from workbench.core.setting import Setting
 
     target, draft, rows = setup
     save_world(tmp_path, target, {"draft": draft}, rows, keys=("input_ids", "loss_mask", "source"))

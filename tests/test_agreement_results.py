@@ -9,11 +9,11 @@ import pytest
 import torch
 from conftest import greedy_rows, save_world, tiny_draft, tiny_target
 
-from workbench import acceptance
-from workbench.agreement import (Agreement, AgreementWarning, data_note, greedy_matches_reference,
+from workbench.simulate import acceptance
+from workbench.load.agreement import (Agreement, AgreementWarning, data_note, greedy_matches_reference,
                                  plain_warnings, sampling_note)
 from workbench.cli import main
-from workbench.setting import Setting
+from workbench.core.setting import Setting
 
 K = 2
 SAMPLED = {"by": "target", "temperature": 0.7, "top_p": 0.9, "top_k": -1, "seed": 3}
@@ -158,7 +158,7 @@ def test_cli_accept_and_diagnose_show_the_agreement_and_warn_once(world, tmp_pat
 
 
 def test_tune_result_carries_the_agreement(world, tmp_path, capsys):
-    from workbench.tune import sweep
+    from workbench.analysis.tune import sweep
 
     target, draft, greedy, foreign = world
     with warnings.catch_warnings(record=True):
@@ -179,7 +179,7 @@ def test_tune_result_carries_the_agreement(world, tmp_path, capsys):
 
 
 def test_agreement_merges_exactly_over_shards(world):
-    from workbench import distributed
+    from workbench.simulate import distributed
 
     target, draft, greedy, foreign = world
     rows = greedy + [{**r, "generation": SAMPLED} for r in foreign[:2]] + foreign[2:]
@@ -208,8 +208,9 @@ def test_plain_warnings_prints_agreement_warnings_once_and_passes_others_on(caps
 
 
 def test_agreement_figure_and_measure_on_its_own(world):
-    from workbench import agreement, plots
-    from workbench.capture import count_forwards
+    from workbench.load import agreement
+    from workbench.report import plots
+    from workbench.model.capture import count_forwards
 
     target, draft, greedy, foreign = world
     with count_forwards(target.model) as c:

@@ -1,4 +1,4 @@
-"""workbench.attention: the causal prefix + per-query extra keys, fused (LSE merge) and blockwise,
+"""workbench.model.attention: the causal prefix + per-query extra keys, fused (LSE merge) and blockwise,
 against the dense T×T formula (values and gradients)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench.attention import prefix_attention, reference_attention
-from workbench.errors import WorkbenchError
+from workbench.model.attention import prefix_attention, reference_attention
+from workbench.core.errors import WorkbenchError
 
 
 def qkv(B=2, h=4, hkv=4, T=9, d=8, n_extra=2, dtype=torch.float32, seed=0):

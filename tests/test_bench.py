@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench import benchmark
+from workbench.report import benchmark
 from workbench.cli import main as cli_main
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW_KEYS = {"key", "figure", "target", "unit", "runs", "median", "min", "max", "ratio", "ratio_unit", "goal",

@@ -78,7 +78,7 @@ def test_no_private_name_crosses_a_module_boundary():
 
 def test_the_checker_sees_a_crossing(tmp_path):
     p = tmp_path / "m.py"
-    p.write_text("from workbench.acceptance import _x\nfrom workbench import draft\n"
+    p.write_text("from workbench.simulate.acceptance import _x\nfrom workbench import draft\n"
                  "def f(res):\n    return draft._unroll, res._s(), torch._C\n")
     hits = private_crossings(p)
     assert len(hits) == 3 and "_x" in hits[0] and "draft._unroll" in hits[1] and "res._s" in hits[2]
@@ -93,3 +93,96 @@ def test_help_and_wiring_do_not_import_torch(argv, tmp_path):
             "print('TORCH' if 'torch' in sys.modules else 'LIGHT')\n")
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("LIGHT")
+
+
+# ─────────────────────────────── the floors ───────────────────────────────
+
+def workbench_imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(imported workbench module, line, at module level?) for every import in ``path``, at every depth."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = set()
+    for node in tree.body:                    # module level: the body and its if/try blocks (TYPE_CHECKING, ...)
+        for n in (ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]):
+            top.add(id(n))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("workbench"):
+            for a in node.names:
+                out.append((f"{node.module}.{a.name}", node.lineno, id(node) in top))
+                out.append((node.module, node.lineno, id(node) in top))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("workbench"):
+                    out.append((a.name, node.lineno, id(node) in top))
+    return out
+
+
+def _module_name(p: Path) -> str:
+    name = ".".join(p.relative_to(PKG.parent).with_suffix("").parts)
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+def import_graph() -> dict[str, set[str]]:
+    """workbench module -> the workbench modules it imports, counting imports at every depth."""
+    names = {_module_name(p): p for p in MODULES}
+    graph = {}
+    for name, p in names.items():
+        graph[name] = {m for m, _, _ in workbench_imports(p) if m in names and m != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import loop of ``graph`` (a list of modules, first == last), or None."""
+    state, stack = {}, []
+
+    def visit(v):
+        state[v] = 1
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if state.get(w) == 1:
+                return stack[stack.index(w):] + [w]
+            if w not in state and (found := visit(w)):
+                return found
+        state[v] = 2
+        stack.pop()
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (found := visit(v)):
+            return found
+    return None
+
+
+def test_the_import_graph_has_no_loop_at_any_depth():
+    graph = import_graph()
+    graph.pop("workbench", None)                  # the root only installs the old-path finder (core.compat)
+    graph.pop("workbench.__main__", None)
+    loop = find_cycle(graph)
+    assert loop is None, "import loop: " + " -> ".join(loop)
+
+
+def test_the_loop_finder_finds_a_loop():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_a_lazy_workbench_import_appears_only_in_the_cli():
+    """Inside a function, an import hides a dependency from the reader (and once hid a 12-module loop);
+    only the CLI imports lazily, so that ``--help`` and the light commands never load torch."""
+    found = [f"{p.relative_to(PKG.parent)}:{line}: {m}" for p in MODULES if "cli" not in p.relative_to(PKG).parts
+             for m, line, top in workbench_imports(p) if not top]
+    assert not found, "function-level workbench imports outside workbench/cli:\n" + "\n".join(sorted(set(found)))
+
+
+def test_no_module_passes_800_lines():
+    long = {str(p.relative_to(PKG.parent)): n for p in MODULES if (n := len(p.read_text().splitlines())) > 800}
+    assert not long, f"split these along their ideas: {long}"
+
+
+def test_lint_imports_keeps_the_floors():
+    """The floors of pyproject.toml ([tool.importlinter]): `lint-imports` (also run by `make test`)."""
+    exe = Path(sys.executable).with_name("lint-imports")
+    if not exe.exists():
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
+    out = subprocess.run([str(exe), "--no-cache"], capture_output=True, text=True, cwd=PKG.parent)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]

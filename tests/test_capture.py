@@ -1,4 +1,4 @@
-"""workbench.capture: hook taps match HF hidden states, batching is exact, one forward per batch,
+"""workbench.model.capture: hook taps match HF hidden states, batching is exact, one forward per batch,
 the feature cache resumes, and bad input gives one-line WorkbenchErrors."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import torch
 import transformers
 from conftest import FAMILIES, LLAMA, random_rows, tiny_target
 
-from workbench.capture import (Batch, check_width, count_forwards, extract, find_layers, load_target, tap_hooks,
+from workbench.model.capture import (Batch, check_width, count_forwards, extract, find_layers, load_target, tap_hooks,
                                target_from_model, union_taps)
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 N = 4
 COMMON = dict(LLAMA, vocab_size=96, num_hidden_layers=N, max_position_embeddings=64)
@@ -262,7 +262,7 @@ def test_a_draft_given_as_the_target_is_named_as_such(tmp_path):
     """An EAGLE-3 draft folder passed as the target: one line naming it, not a layer-count error later."""
     from conftest import tiny_draft
 
-    from workbench.checkpoint import save_draft
+    from workbench.model.checkpoint import save_draft
     from workbench.cli import main
 
     folder = tmp_path / "draft"

@@ -1,4 +1,4 @@
-"""workbench.chunks and its users: the head in memory-budgeted chunks equals the unchunked head
+"""workbench.model.chunks and its users: the head in memory-budgeted chunks equals the unchunked head
 (target capture against the HF model's own logits, draft chains against chunk-free runs and the
 sequential reference), budgets parse, models that cannot be split are refused."""
 
@@ -8,10 +8,10 @@ import pytest
 import torch
 import transformers
 
-from workbench import capture
-from workbench.chunks import head_chunks, memory_budget, parse_memory, rows_per_chunk
-from workbench.draft import Eagle3Draft, chain_reference, new_draft_config, run_chains
-from workbench.errors import WorkbenchError
+from workbench.model import capture
+from workbench.model.chunks import head_chunks, memory_budget, parse_memory, rows_per_chunk
+from workbench.model.draft import Eagle3Draft, chain_reference, new_draft_config, run_chains
+from workbench.core.errors import WorkbenchError
 
 
 def test_head_chunks_equal_the_unchunked_head_for_any_budget():

@@ -1,6 +1,8 @@
 """Every command's options: help text on each, defaults in ``--help``, output paths checked before the work."""
 
 import argparse
+import subprocess
+import sys
 import time
 
 import pytest
@@ -58,8 +60,21 @@ def test_output_paths_fail_fast_before_any_model_is_loaded(argv, needle, tmp_pat
 
 
 def test_output_folder_may_be_created(tmp_path):
-    from workbench.files import check_output
+    from workbench.core.files import check_output
 
     check_output(tmp_path / "new" / "deeper", folder=True)   # created later by the command
     check_output(tmp_path / "x.json")
     assert not (tmp_path / "new").exists()
+
+
+def test_an_unwritable_output_folder_fails_before_the_run_even_as_root():
+    """``--json /proc/out.json``: os.access says yes to root there; creating the temporary file says no,
+    so the run stops before loading anything instead of ending in a FileNotFoundError traceback."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.files import check_output
+
+    with pytest.raises(WorkbenchError, match=r"^output /proc/out.json: folder /proc is not writable"):
+        check_output("/proc/out.json")
+    proc = subprocess.run([sys.executable, "-m", "workbench", "accept", "--target", "t", "--draft", "d", "--data",
+                           "x.jsonl", "--json", "/proc/out.json"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "/proc is not writable" in proc.stderr and "Traceback" not in proc.stderr

@@ -11,7 +11,7 @@ from conftest import save_world, tiny_draft, tiny_target
 from test_sampled import sampled_rows
 
 from workbench.cli import main
-from workbench.sampling import Sampling
+from workbench.core.sampling import Sampling
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,4 +1,4 @@
-"""The one cost model behind every speed-up projection (workbench.cost): the fixed ratio keeps the old
+"""The one cost model behind every speed-up projection (workbench.stats.cost): the fixed ratio keeps the old
 formula, measured models round-trip through JSON and name their device, bad files are one-line errors."""
 
 import json
@@ -9,10 +9,10 @@ import pytest
 import torch
 from conftest import tiny_draft, tiny_target
 
-from workbench.cost import CostModel, as_cost_model, measure
-from workbench.errors import WorkbenchError
-from workbench.setting import Setting
-from workbench.statistics import AcceptanceResult
+from workbench.stats.cost import CostModel, as_cost_model, measure
+from workbench.core.errors import WorkbenchError
+from workbench.core.setting import Setting
+from workbench.stats.statistics import AcceptanceResult
 
 
 def test_a_fixed_ratio_is_the_old_chain_formula():
@@ -75,9 +75,9 @@ def test_bad_cost_model_files_are_one_line_errors(tmp_path, text, match):
 def test_projection_names_a_best_depth_only_when_it_is_clearly_best():
     import numpy as np
 
-    from workbench import plots
-    from workbench.cost import projection
-    from workbench.statistics import AcceptanceResult
+    from workbench.report import plots
+    from workbench.stats.cost import projection
+    from workbench.stats.statistics import AcceptanceResult
 
     rng = np.random.default_rng(0)
     n = 400

@@ -1,4 +1,4 @@
-"""workbench.data: loading every source kind, canonical schema, aliases, bad input, summaries, previews."""
+"""workbench.rows.dataset: loading every source kind, canonical schema, aliases, bad input, summaries, previews."""
 
 import doctest
 import gzip
@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 
-from workbench import data
-from workbench.errors import WorkbenchError
+from workbench import rows as data
+from workbench.core.errors import WorkbenchError
 
 WORDS = ["[UNK]", "hello", "world", "<script>", "alert(1)", "</script>", "how", "are", "you", "fine", "&", "ok"]
 

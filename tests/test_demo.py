@@ -6,8 +6,9 @@ import time
 import pytest
 import torch
 
-from workbench import capture, demo
-from workbench.errors import WorkbenchError
+from workbench import demo
+from workbench.model import capture
+from workbench.core.errors import WorkbenchError
 
 SCHEMA = ["input_ids", "loss_mask", "seq_len", "n_prompt_tokens", "n_response_tokens", "source", "generation"]
 
@@ -87,7 +88,7 @@ def test_interrupted_build_leaves_the_old_demo_and_no_half_folder(tmp_path, monk
     def boom(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(demo, "corpus", boom)
+    monkeypatch.setattr(demo.build, "corpus", boom)
     with pytest.raises(KeyboardInterrupt):
         demo.build_demo(out, size="smoke", force=True, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]        # no .demo.building-* left
@@ -158,7 +159,7 @@ def test_smoke_drafts_are_saved_with_sglang_ids_and_their_training_taps(smoke_de
 
 
 def test_smoke_drafts_load_against_the_demo_target(smoke_demo):
-    from workbench import capture, checkpoint
+    from workbench.model import capture, checkpoint
 
     target = capture.load_target(smoke_demo / "target")
     d = checkpoint.load_draft(smoke_demo / "draft-aligned", target)
@@ -190,7 +191,7 @@ def test_cli_reports_a_bad_out_path_as_error_exit_2(tmp_path, capsys):
 def test_a_killed_builds_leftover_folder_is_removed_by_the_next_build(tmp_path, monkeypatch):
     stale = tmp_path / ".demo.building-999999999"          # no such pid
     stale.mkdir()
-    monkeypatch.setattr(demo, "corpus", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop")))
+    monkeypatch.setattr(demo.build, "corpus", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop")))
     with pytest.raises(RuntimeError):
         demo.build_demo(tmp_path / "demo", size="smoke", progress=False)
     assert list(tmp_path.iterdir()) == []
@@ -255,7 +256,8 @@ def test_smoke_mismatched_draft_keeps_at_most_70_percent_on_sglangs_taps(smoke_d
 
 def test_smoke_target_writes_each_story_stretch_into_its_own_block(smoke_demo):
     """By construction: the taps SGLang feeds add, in each slot, directions the trained tap never had."""
-    from workbench import capture, data
+    from workbench import rows as data
+    from workbench.model import capture
 
     m = demo.read_manifest(smoke_demo)
     n, h = m["target"]["n_layers"], m["target"]["hidden_size"]
@@ -283,7 +285,8 @@ def test_smoke_target_writes_each_story_stretch_into_its_own_block(smoke_demo):
 
 def test_smoke_target_carries_the_massive_constant_in_l_n_minus_4_only(smoke_demo):
     """By construction: L{N-4} = the stream + a fixed constant that layer N-3's attention removes exactly."""
-    from workbench import capture, data
+    from workbench import rows as data
+    from workbench.model import capture
 
     m = demo.read_manifest(smoke_demo)
     n, h, size = m["target"]["n_layers"], m["target"]["hidden_size"], m["config"]["massive"]
@@ -319,7 +322,7 @@ def _demo_story_bench():
 
 
 def test_demo_story_bench_summarises_seeds_for_the_bench_table(smoke_demo, tmp_path):
-    from workbench.files import write_json
+    from workbench.core.files import write_json
 
     ds = _demo_story_bench()
     assert ds.parse_seeds("0-2,7") == [0, 1, 2, 7]
@@ -355,7 +358,7 @@ def test_smoke_foreign_file_has_vals_prompts_and_the_texts_own_continuation(smok
         assert f["generation"]["by"] == "corpus"
         differ += f["input_ids"][n:] != v["input_ids"][n:]
     assert differ >= len(val) // 2                                  # the text is not what the target writes
-    from workbench import data
+    from workbench import rows as data
 
     ds = data.load(smoke_demo / demo.FOREIGN)                        # the schema accepts the provenance key
     assert len(ds) == len(val)

@@ -21,7 +21,7 @@ import pytest
 import torch
 from conftest import save_world, tiny_draft, tiny_target
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 V, H, N, P, R = 32, 32, 8, 4, 12
 
@@ -42,7 +42,7 @@ def wired(tmp_path_factory):
     """Folders target/, draft-mismatched/, draft-aligned/ and val.jsonl of the clear task."""
     from safetensors.torch import load_file, save_file
 
-    from workbench import capture, train
+    from workbench.model import capture, train
 
     target = tiny_target(vocab_size=V, hidden_size=H, num_hidden_layers=N, num_key_value_heads=4,
                          max_position_embeddings=64, tie_word_embeddings=False)
@@ -68,8 +68,9 @@ def wired(tmp_path_factory):
 
 
 def _load(wired, name):
-    from workbench import capture, data
-    from workbench import checkpoint
+    from workbench import rows as data
+    from workbench.model import capture
+    from workbench.model import checkpoint
 
     target = capture.load_target(wired / "target")
     return target, checkpoint.load_draft(wired / name, target), data.load(wired / "val.jsonl")
@@ -78,7 +79,7 @@ def _load(wired, name):
 # ---------------------------------------------------------------------------------------- candidates
 
 def test_candidates_cover_presets_trained_shifts_and_embed_variants():
-    from workbench.diagnose import candidates
+    from workbench.engines.candidates import candidates
 
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
            "workbench": {"trained_taps": ["embed", "L1", "L3"]}}
@@ -99,7 +100,7 @@ def test_candidates_cover_presets_trained_shifts_and_embed_variants():
 
 
 def test_feasibility_rules_and_config_ids():
-    from workbench.diagnose import cannot_feed, config_ids
+    from workbench.engines.candidates import cannot_feed, config_ids
 
     assert "last layer" in cannot_feed("sglang", ("L1", "L3", "L7"), 8)
     assert "layer order" in cannot_feed("vllm", ("L3", "L1", "L4"), 8)
@@ -115,7 +116,7 @@ def test_feasibility_rules_and_config_ids():
 # ---------------------------------------------------------------------------------------- diagnosis
 
 def test_mismatched_draft_ranks_trained_wiring_above_sglang_and_says_so(wired):
-    from workbench.diagnose import diagnose
+    from workbench.analysis.diagnose import diagnose
 
     torch.manual_seed(0)
     target, d, ds = _load(wired, "draft-mismatched")
@@ -160,7 +161,7 @@ def test_mismatched_draft_ranks_trained_wiring_above_sglang_and_says_so(wired):
 
 
 def test_aligned_draft_gets_a_healthy_verdict(wired):
-    from workbench.diagnose import diagnose
+    from workbench.analysis.diagnose import diagnose
 
     torch.manual_seed(0)
     target, d, ds = _load(wired, "draft-aligned")
@@ -175,9 +176,10 @@ def test_aligned_draft_gets_a_healthy_verdict(wired):
 
 
 def test_one_target_pass_per_stage_on_the_smoke_demo(smoke_demo):
-    from workbench import capture, data
-    from workbench import checkpoint
-    from workbench.diagnose import diagnose
+    from workbench import rows as data
+    from workbench.model import capture
+    from workbench.model import checkpoint
+    from workbench.analysis.diagnose import diagnose
 
     target = capture.load_target(smoke_demo / "target")
     d = checkpoint.load_draft(smoke_demo / "draft-mismatched", target)
@@ -193,7 +195,7 @@ def test_one_target_pass_per_stage_on_the_smoke_demo(smoke_demo):
 
 
 def test_bad_input_is_a_workbench_error(wired):
-    from workbench.diagnose import diagnose
+    from workbench.analysis.diagnose import diagnose
 
     target, d, ds = _load(wired, "draft-aligned")
     with pytest.raises(WorkbenchError, match="unknown engine 'sglangx'"):
@@ -305,8 +307,9 @@ def _dx(stats: dict, *, engine_wiring, trained, cfg_ids=(1, 3, 4), engine="sglan
     """A Diagnosis over hand-made stage-2 numbers (spec -> (accept length, low, high)) of an 8-layer target."""
     import pandas as pd
 
-    from workbench import wiring as wm
-    from workbench.diagnose import COLUMNS, Diagnosis, candidates, rank_tied
+    from workbench.engines import wiring as wm
+    from workbench.analysis.diagnose import COLUMNS, Diagnosis, rank_tied
+    from workbench.engines.candidates import candidates
 
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": list(cfg_ids)},
            "workbench": {"trained_taps": trained.split(",")}}
@@ -315,7 +318,7 @@ def _dx(stats: dict, *, engine_wiring, trained, cfg_ids=(1, 3, 4), engine="sglan
     st = {s: {"accept_length": a, "accept_length_low": lo, "accept_length_high": hi, "alpha1": 0.5}
           for s, (a, lo, hi) in stats.items()}
     order = rank_tied(list(st), st, trained=trained, engine_wiring=engine_wiring)
-    from workbench.diagnose import clearly_better
+    from workbench.analysis.diagnose import clearly_better
     rows = [{"rank": i + 1, "spec": s, "reasons": by[s].reasons if s in by else [], "feasible": by[s].feasible
              if s in by else True, "alpha1": 0.5, "alpha1_low": 0.4, "alpha1_high": 0.6, **st[s],
              "decode_path_accept_length": st[s]["accept_length"], "n_chains": 100, "stage": 2,
@@ -343,7 +346,7 @@ def test_verdict_suggests_ids_only_when_clearly_better():
 
 
 def test_verdict_order_ids_then_rewire_then_retrain(tmp_path):
-    from workbench.diagnose import find_rewire
+    from workbench.analysis.diagnose import find_rewire
 
     stats = {"embed,L1,L3": (3.1, 2.9, 3.3), "L1,L2,L3": (2.4, 2.1, 2.7), "L1,L3,L4": (2.0, 1.8, 2.2)}
     # a feedable wiring clearly better than the engine's but clearly worse than the trained one: a partial fix,
@@ -373,7 +376,7 @@ def test_verdict_order_ids_then_rewire_then_retrain(tmp_path):
 
 
 def test_reason_strings_name_the_engine_version_and_never_a_default_as_fed():
-    from workbench.diagnose import candidates
+    from workbench.engines.candidates import candidates
 
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
            "workbench": {"trained_taps": ["embed", "L1", "L7"]}}

@@ -1,4 +1,4 @@
-"""workbench.distributed: the sharding rule, exact merge, resumable shard files, and real torchrun runs
+"""workbench.simulate.distributed: the sharding rule, exact merge, resumable shard files, and real torchrun runs
 (2 CPU processes, gloo) that must give byte-identical JSON and per-chain files to one process.
 
 The smoke demo's drafts accept every chain on its data (histogram [0, 0, 0, N]), which would make
@@ -16,10 +16,11 @@ import pytest
 import torch
 from conftest import greedy_rows, save_world, tiny_draft, tiny_target
 
-from workbench import capture, distributed as wd, train
-from workbench.acceptance import simulate
-from workbench.statistics import AcceptanceResult
-from workbench.errors import WorkbenchError
+from workbench.model import capture, train
+from workbench.simulate import distributed as wd
+from workbench.simulate.acceptance import simulate
+from workbench.stats.statistics import AcceptanceResult
+from workbench.core.errors import WorkbenchError
 
 ROOT = Path(__file__).resolve().parents[1]
 TAPS = "L0,L1,L2"
@@ -193,8 +194,8 @@ def test_killed_run_resumes_from_finished_shards(tiny, single, tmp_path):
 
 _GENERIC = '''
 import json, sys
-from workbench import distributed as wd
-from workbench.statistics import AcceptanceResult
+from workbench.simulate import distributed as wd
+from workbench.stats.statistics import AcceptanceResult
 
 def fn(shard):
     sample, t, acc, src = [], [], [], []

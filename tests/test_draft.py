@@ -1,4 +1,4 @@
-"""workbench.draft: the EAGLE-3 forward (facts section 2), parallel chains == sequential chains,
+"""workbench.model.draft: the EAGLE-3 forward (facts section 2), parallel chains == sequential chains,
 checkpoint load/save in the engines' format, and one-line errors for bad checkpoints."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from workbench.cli import main as cli_main
-from workbench.checkpoint import load_draft, save_draft
-from workbench.draft import ChainOutput, Eagle3Draft, chain_reference, describe_draft, new_draft_config, run_chains
-from workbench.errors import WorkbenchError
+from workbench.model.checkpoint import load_draft, save_draft
+from workbench.model.draft import ChainOutput, Eagle3Draft, chain_reference, describe_draft, new_draft_config, run_chains
+from workbench.core.errors import WorkbenchError
 
 V, H = 60, 32
 
@@ -355,7 +355,7 @@ def test_top_level_layer_ids_are_flagged_because_sglang_ignores_them(saved):
 
 def test_save_draft_is_atomic(tmp_path, monkeypatch):
     """A crash while writing leaves no half checkpoint: no folder at all (new) or the old files (existing)."""
-    from workbench import checkpoint
+    from workbench.model import checkpoint
 
     d = make_draft()
     save_draft(d, tmp_path / "dr")

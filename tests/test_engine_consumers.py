@@ -10,11 +10,14 @@ import torch
 from safetensors.torch import save_file
 from test_engines import H, V, _Target, write_speculators
 
-from workbench import diagnose, engines, wiring
-from workbench.checkpoint import load_draft
-from workbench.draft import Eagle3Draft, new_draft_config
-from workbench.errors import WorkbenchError
-from workbench.sglang import lint_command
+from workbench import engines
+from workbench.analysis import diagnose
+from workbench.core.errors import WorkbenchError
+from workbench.engines import candidates as engine_candidates
+from workbench.engines import wiring
+from workbench.engines.sglang_lint import lint_command
+from workbench.model.checkpoint import load_draft
+from workbench.model.draft import Eagle3Draft, new_draft_config
 
 N = 32
 
@@ -81,7 +84,8 @@ def test_sglang_takes_the_targets_lm_head_without_draft_vocab_size():
 
 def test_simulate_with_an_engine_evaluates_what_it_computes(smoke_demo):
     """sglang-2026.04 (rotary offset +1 at steps k>=1) against current sglang, and against set_variant by hand."""
-    from workbench import acceptance, inputs
+    from workbench.load import inputs
+    from workbench.simulate import acceptance
 
     d = smoke_demo
     tgt, drf, ds = inputs.load(d / "target", d / "draft-aligned", d / "val.jsonl", device="cpu", progress=False)
@@ -156,21 +160,21 @@ def test_the_lint_auto_flags_follow_the_record(tmp_path, engine, arch, want):
 
 def test_diagnose_recommendations_are_feasible_for_the_named_engine():
     # current vLLM feeds embed (id 0) and the last layer (id N); SGLang cannot feed embed
-    assert diagnose.cannot_feed("vllm", ("embed", "L3", "L31"), N) is None
-    assert diagnose.config_ids("vllm", ("embed", "L3", "L31"), N) == [0, 4, 32]
-    assert "embedding" in diagnose.cannot_feed("sglang", ("embed", "L3", "L31"), N)
-    assert "embedding" in diagnose.cannot_feed("vllm-legacy", ("embed", "L3", "L31"), N)
-    assert diagnose.who_can_feed(("embed", "L3", "L31"), N) == ["vLLM V1 (current) can feed embed,L3,L31 with ids [0, 4, 32]"]
-    assert diagnose.where_ids_go("vllm").endswith("(top level)")
-    assert diagnose.where_ids_go("sglang").startswith("eagle_config.")
+    assert engine_candidates.cannot_feed("vllm", ("embed", "L3", "L31"), N) is None
+    assert engine_candidates.config_ids("vllm", ("embed", "L3", "L31"), N) == [0, 4, 32]
+    assert "embedding" in engine_candidates.cannot_feed("sglang", ("embed", "L3", "L31"), N)
+    assert "embedding" in engine_candidates.cannot_feed("vllm-legacy", ("embed", "L3", "L31"), N)
+    assert engine_candidates.who_can_feed(("embed", "L3", "L31"), N) == ["vLLM V1 (current) can feed embed,L3,L31 with ids [0, 4, 32]"]
+    assert engine_candidates.where_ids_go("vllm").endswith("(top level)")
+    assert engine_candidates.where_ids_go("sglang").startswith("eagle_config.")
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]},
            "workbench": {"trained_taps": ["embed", "L3", "L31"]}}
-    by = {c.spec: c for c in diagnose.candidates(N, cfg, engine="vllm")}
+    by = {c.spec: c for c in engine_candidates.candidates(N, cfg, engine="vllm")}
     assert by["embed,L3,L31"].feasible and by["embed,L3,L31"].trained
-    by = {c.spec: c for c in diagnose.candidates(N, cfg, engine="sglang")}
+    by = {c.spec: c for c in engine_candidates.candidates(N, cfg, engine="sglang")}
     assert not by["embed,L3,L31"].feasible and "embedding" in by["embed,L3,L31"].why_not
     assert set(by["L1,L15,L28"].engines) >= {"sglang", "sglang-2026.04", "specforge"}
-    assert set(diagnose.SERVING) == {e.name for e in engines.RECORDS.values() if e.serving}
+    assert set(engine_candidates.SERVING) == {e.name for e in engines.RECORDS.values() if e.serving}
 
 
 # ───────────────────────────── the CLI ─────────────────────────────

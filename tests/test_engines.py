@@ -1,4 +1,4 @@
-"""workbench.engines: the engine records (ids ↔ taps, feasibility, options, rotary, embedding/lm_head,
+"""workbench.engines.records: the engine records (ids ↔ taps, feasibility, options, rotary, embedding/lm_head,
 auto flags), the draft variants each engine computes checked against an independent per-token
 reference forward, and a speculators-format checkpoint with real key names."""
 
@@ -12,10 +12,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from workbench import engines, wiring
-from workbench.checkpoint import load_draft
-from workbench.draft import Eagle3Draft, chain_reference, new_draft_config, run_chains
-from workbench.errors import WorkbenchError
+from workbench import engines
+from workbench.engines import wiring
+from workbench.model.checkpoint import load_draft
+from workbench.model.draft import Eagle3Draft, chain_reference, new_draft_config, run_chains
+from workbench.core.errors import WorkbenchError
 from engine_presets_reference import preset_resolve
 
 V, H, N = 60, 32, 32
@@ -180,7 +181,7 @@ def _rope(x, pos, theta):
 
 def reference_chain(sd, cfg, opts, feats, ids, t, K, offset):
     """One greedy chain, one token at a time, written from vLLM llama_eagle3.py / speculators
-    eagle3 core.py + model_definitions.py (not from workbench.draft): returns [K, Vd] logits."""
+    eagle3 core.py + model_definitions.py (not from workbench.model.draft): returns [K, Vd] logits."""
     eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
     nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     d = cfg["hidden_size"] // nh

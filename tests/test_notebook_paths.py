@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from workbench import demo as demo_mod
-from workbench.report import run_report
+from workbench.report.export import run_report
 
 NB_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -23,7 +23,7 @@ def _project(tmp_path) -> Path:
 def test_fill_paths_from_a_subfolder_uses_the_project_root_and_announces_a_build(tmp_path, monkeypatch, capsys):
     project = _project(tmp_path)
     built = []
-    monkeypatch.setattr(demo_mod, "ensure_demo", lambda out, size: built.append((Path(out), size)))
+    monkeypatch.setattr(demo_mod.build, "ensure_demo", lambda out, size: built.append((Path(out), size)))
     monkeypatch.chdir(project / "notebooks")
     paths = demo_mod.fill_paths("data/demo", "smoke", data="", tokenizer="")
     assert built == [(project.resolve() / "data" / "demo", "smoke")]          # not notebooks/data/demo

@@ -13,7 +13,7 @@ import jupytext
 import nbformat
 import pytest
 
-from workbench.report import NOTEBOOKS, run_report
+from workbench.report.export import NOTEBOOKS, run_report
 
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
@@ -26,7 +26,7 @@ def generated_report(tmp_path_factory, demo: Path) -> Path:
     """Run every notebook once per test session (shared with test_browser.py); returns the report folder."""
     if "out" in _CACHE:
         return _CACHE["out"]
-    from workbench.data import load_tokenizer
+    from workbench.rows.dataset import load_tokenizer
 
     folder = tmp_path_factory.mktemp("report")
     rows = [json.loads(line) for line in (demo / "val.jsonl").read_text().splitlines() if line.strip()]
@@ -59,7 +59,7 @@ def foreign_file(demo: Path, out: Path) -> Path:
 
 
 def test_notebook_01_declares_a_target_and_foreign_data():
-    from workbench.report import declared_parameters
+    from workbench.report.export import declared_parameters
 
     params = declared_parameters(NB_DIR / "01_dataset.ipynb")
     assert {"target", "device", "foreign"} <= set(params)

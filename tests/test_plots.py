@@ -5,9 +5,11 @@ import pytest
 import torch
 from types import SimpleNamespace
 
-from workbench import plots, statistics, widgets
-from workbench.statistics import AcceptanceResult
-from workbench.errors import WorkbenchError
+from workbench.report import plots, widgets
+from workbench.stats import statistics
+from workbench.stats.statistics import AcceptanceResult
+from workbench.core.errors import WorkbenchError
+from workbench.stats.tap_stats import tap_statistics
 
 
 def _result(spec, p, n=120, K=3, seed=0):
@@ -81,7 +83,7 @@ def test_tap_statistics_make_the_embedding_stand_out():
         h = h + 0.3 * torch.randn(2, 6, 16)
         feats[f"L{k}"] = h.clone()
     mask = torch.tensor([[1] * 6, [1] * 3 + [0] * 3])
-    stats = statistics.tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)])
+    stats = tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)])
     assert stats.taps == ["embed", "L0", "L1", "L2", "L3"] and stats.n_tokens == 9
     frame = stats.to_frame()
     assert frame.loc["embed", "norm_mean"] < 0.1 * frame.loc["L0", "norm_mean"]
@@ -94,11 +96,11 @@ def test_tap_statistics_make_the_embedding_stand_out():
     cos = np.mean([stats.cosine[0, i] for i in range(1, 5)])
     assert fig.texts[0].get_text() == (f"Tap feature statistics: the embedding's median norm is {ratio:.2g}× the "
                                        f"layer outputs' (median over layers); its mean cosine with them is {cos:.2f}")
-    same = statistics.tap_statistics([SimpleNamespace(features={"L0": feats["L0"], "L1": feats["L1"]},
+    same = tap_statistics([SimpleNamespace(features={"L0": feats["L0"], "L1": feats["L1"]},
                                                       attention_mask=mask)])
     assert "embedding" not in plots.tap_stats_figure(same).texts[0].get_text()
     with pytest.raises(WorkbenchError, match="tap 'L9' was not captured"):
-        statistics.tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)], ["L9"])
+        tap_statistics([SimpleNamespace(features=feats, attention_mask=mask)], ["L9"])
 
 
 def test_tokens_html_escapes_and_colours_by_accepted_count():
@@ -168,7 +170,7 @@ def test_widget_updates_and_report_mode_shows_static_views(results, monkeypatch)
 
 
 def test_rewire_bars_show_before_after_reference_and_the_recovered_share():
-    from workbench.rewire import RewireResult
+    from workbench.analysis.rewire import RewireResult
 
     before, after, ref = _result("L1,L3,L4", 0.2), _result("L1,L3,L4", 0.6, seed=1), _result("embed,L1,L3", 0.8, seed=2)
     res = RewireResult(from_taps=("embed", "L1", "L3"), to_taps=("L1", "L3", "L4"), engine="sglang", resolution="",

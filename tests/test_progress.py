@@ -7,7 +7,7 @@ import torch
 from conftest import random_rows, save_world, tiny_draft, tiny_target
 from transformers.utils import logging as hf_logging
 
-from workbench import capture, train
+from workbench.model import capture, train
 
 V, H, N = 32, 32, 4
 

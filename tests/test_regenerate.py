@@ -13,12 +13,12 @@ import warnings
 import pytest
 import torch
 
-from workbench import data
-from workbench.agreement import Agreement, AgreementWarning, greedy_matches, greedy_matches_reference
+from workbench import rows as data
+from workbench.load.agreement import Agreement, AgreementWarning, greedy_matches, greedy_matches_reference
 from workbench.cli import main
-from workbench.errors import WorkbenchError
-from workbench.regenerate import Job, generate_hf, generate_reference, regenerate, target_info
-from workbench.sampling import Sampling, draw, served_probs
+from workbench.core.errors import WorkbenchError
+from workbench.live.regenerate import Job, generate_hf, generate_reference, regenerate, target_info
+from workbench.core.sampling import Sampling, draw, served_probs
 
 V, N, H = 40, 4, 32
 
@@ -26,7 +26,7 @@ V, N, H = 40, 4, 32
 def tiny_target(eos=None, max_pos=64, seed=0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from workbench.capture import target_from_model
+    from workbench.model.capture import target_from_model
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=N, num_attention_heads=4,
@@ -62,11 +62,11 @@ def jobs_of(prompts, max_new):
 def test_docstring_examples_run():
     import doctest
 
-    import workbench.agreement
-    import workbench.regenerate
-    import workbench.sampling
+    import workbench.load.agreement
+    import workbench.live.regenerate
+    import workbench.core.sampling
 
-    for mod in (workbench.agreement, workbench.sampling, workbench.regenerate):
+    for mod in (workbench.load.agreement, workbench.core.sampling, workbench.live.regenerate):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__
 
@@ -124,7 +124,7 @@ def test_agreement_warns_once_in_plain_words_and_not_for_sampled_data():
 
 
 def test_agreement_from_the_capture_pass_needs_no_extra_forward():
-    from workbench.capture import count_forwards, extract
+    from workbench.model.capture import count_forwards, extract
 
     target = tiny_target()
     prompts = random_prompts(4)
@@ -256,14 +256,14 @@ def test_sampled_generation_is_seeded_reproducible_and_independent_of_batching()
 
 
 def _draft_for(target):
-    from workbench.draft import Eagle3Draft, new_draft_config
+    from workbench.model.draft import Eagle3Draft, new_draft_config
 
     torch.manual_seed(3)
     return Eagle3Draft.from_config(new_draft_config(target.config, layer_ids=[0, 1, 3]), target.embed_weight()).eval()
 
 
 def test_regenerated_greedy_responses_equal_the_exact_speculative_loop(tmp_path):
-    from workbench.acceptance import exact_decode
+    from workbench.simulate.exact import exact_decode
 
     target = tiny_target(eos=5)
     draft = _draft_for(target)
@@ -312,7 +312,7 @@ def test_regenerate_rewrites_rows_consistently_and_summarises(tmp_path):
     text = res.summary()
     assert "agreement before" in text and "own" in text and "dropped token-aligned keys" in text
     # agreement before equals the capture pass's agreement on the old data
-    from workbench.capture import extract
+    from workbench.model.capture import extract
 
     a = Agreement.from_batches(extract(target, rows, ["L1"], progress=False))
     assert by["web"]["agreement_before"] == pytest.approx(a.by_source()["web"]["share"])
@@ -357,7 +357,7 @@ def test_prompt_less_and_bad_rows(tmp_path, capsys):
 # ─────────────────────────────── interruption ───────────────────────────────
 
 def test_interrupted_run_resumes_and_loses_nothing(tmp_path):
-    from workbench.capture import count_forwards
+    from workbench.model.capture import count_forwards
 
     target = tiny_target()
     prompts = random_prompts(9)
@@ -427,7 +427,7 @@ def test_resume_after_sigkill_of_the_cli(tmp_path):
 # ─────────────────────────────── the live server path ───────────────────────────────
 
 def test_server_path_equals_the_hf_path_and_sends_explicit_sampling(tmp_path):
-    from workbench.fake_sglang import exact_generator, serve
+    from workbench.live.fake_sglang import exact_generator, serve
 
     target = tiny_target(eos=5)
     draft = _draft_for(target)
@@ -491,10 +491,10 @@ def test_cli_regenerate(tmp_path, capsys):
 # ─────────────────────────────── on the demo ───────────────────────────────
 
 def test_on_the_smoke_demo_regenerate_gives_back_its_greedy_data_and_the_exact_loops_tokens(smoke_demo, tmp_path):
-    from workbench import capture
-    from workbench.acceptance import exact_decode
-    from workbench.demo import read_manifest
-    from workbench.checkpoint import load_draft
+    from workbench.model import capture
+    from workbench.simulate.exact import exact_decode
+    from workbench.demo.build import read_manifest
+    from workbench.model.checkpoint import load_draft
 
     target = capture.load_target(smoke_demo / "target", progress=False)
     res = regenerate(target, smoke_demo / "val.jsonl", tmp_path / "regen.jsonl", ignore_eos=True, limit=3,

@@ -8,16 +8,16 @@ import nbformat
 import pytest
 
 from workbench.cli import main
-from workbench.errors import WorkbenchError
-from workbench.report import parse_value, record_headline, run_report, select_notebooks
+from workbench.core.errors import WorkbenchError
+from workbench.report.export import parse_value, record_headline, run_report, select_notebooks
 
 SCRIPT = "<script>alert('wb')</script>"
 
 OK_CELLS = [
     ("code", 'token = "hello"\nn = 2', ["parameters"]),
-    ("code", "from workbench.report import setup_notebook, record_headline, in_report\nsetup_notebook()\n"
+    ("code", "from workbench.report.export import setup_notebook, record_headline, in_report\nsetup_notebook()\n"
              "from tqdm.auto import tqdm\nfor _ in tqdm(range(n), desc='work'):\n    pass\nprint('in report:', in_report())", []),
-    ("code", "import torch\nfrom workbench.statistics import AcceptanceResult\nfrom workbench import plots, widgets\n"
+    ("code", "import torch\nfrom workbench.stats.statistics import AcceptanceResult\nfrom workbench import plots, widgets\n"
              "torch.manual_seed(0)\n"
              "r = AcceptanceResult.from_arrays('L1,L3,L4', K=2, sample=[0, 0, 0], t=[0, 1, 2], accepted=[2, 1, 0])\n"
              "plots.acceptance_curves({'L1,L3,L4': r})", []),

@@ -1,4 +1,4 @@
-"""workbench.rewire: streamed ridge vs direct solves, config ids per engine, exact recovery of a
+"""workbench.analysis.rewire: streamed ridge vs direct solves, config ids per engine, exact recovery of a
 permuted wiring, fine-tune scope, refusals, and `workbench rewire` end to end on the smoke demo."""
 
 import json
@@ -8,8 +8,8 @@ import pytest
 import torch
 from conftest import random_rows, tiny_draft, tiny_target
 
-from workbench.errors import WorkbenchError
-from workbench.rewire import (ALPHAS, NormalEquations, config_for_taps, finetune, fit_ridge, recovered_share,
+from workbench.core.errors import WorkbenchError
+from workbench.analysis.rewire import (ALPHAS, NormalEquations, config_for_taps, finetune, fit_ridge, recovered_share,
                               refit_fc, resolve_taps, rewire, with_fc)
 
 
@@ -136,8 +136,8 @@ def test_config_ids_make_each_engine_feed_the_new_taps():
 def test_a_rewired_checkpoint_serves_on_both_engines(taps, tmp_path):
     """The written config.json, loaded through each engine record, feeds the same taps."""
     from workbench import engines
-    from workbench.checkpoint import load_draft, save_draft
-    from workbench.draft import Eagle3Draft, new_draft_config
+    from workbench.model.checkpoint import load_draft, save_draft
+    from workbench.model.draft import Eagle3Draft, new_draft_config
 
     base = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
                              "intermediate_size": 64}, layer_ids=[1, 2, 3])
@@ -155,8 +155,8 @@ def test_a_rewired_checkpoint_serves_on_both_engines(taps, tmp_path):
 def test_save_draft_keeps_each_key_in_its_own_convention(tmp_path):
     """A speculators draft's vLLM-convention ids are not copied under eagle_config (one layer off there)."""
     from workbench import engines
-    from workbench.checkpoint import save_draft
-    from workbench.draft import Eagle3Draft, new_draft_config
+    from workbench.model.checkpoint import save_draft
+    from workbench.model.draft import Eagle3Draft, new_draft_config
 
     cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64})
     cfg[_KEY] = [2, 16, 29]
@@ -180,8 +180,8 @@ def _tiny(hidden=32, layers=6, vocab=64, seed=0):
 
 def test_permuted_wiring_is_recovered_exactly():
     """B = a permutation of A: the refit must find the permuted fc, and the chains must not change."""
-    from workbench.capture import extract
-    from workbench.draft import run_chains
+    from workbench.model.capture import extract
+    from workbench.model.draft import run_chains
 
     target, draft, rows = _tiny(hidden=16)
     A, B = ("L1", "L2", "L3"), ("L3", "L1", "L2")
@@ -242,10 +242,10 @@ def test_refusals_name_the_problem():
 def test_cli_rewire_smoke_demo(smoke_demo, tmp_path, capsys):
     from safetensors import safe_open
 
-    from workbench.capture import load_target
+    from workbench.model.capture import load_target
     from workbench.cli import main
-    from workbench.checkpoint import load_draft
-    from workbench.wiring import resolve
+    from workbench.model.checkpoint import load_draft
+    from workbench.engines.wiring import resolve
 
     d = smoke_demo
     out, js = tmp_path / "rewired", tmp_path / "rewire.json"

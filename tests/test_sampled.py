@@ -1,4 +1,4 @@
-"""Acceptance at T > 0 (workbench.sampled): the fast served probabilities against the full-vocabulary
+"""Acceptance at T > 0 (workbench.simulate.sampled): the fast served probabilities against the full-vocabulary
 reference, the decode path on the data's tokens, the Rao–Blackwellised per-depth table against a reference
 from full logits, no extra target forward, the wrong-data note, rejection-sampling chains."""
 
@@ -9,10 +9,12 @@ import pytest
 import torch
 from conftest import tiny_draft, tiny_target
 
-from workbench import capture, sampled
-from workbench.acceptance import simulate
-from workbench.sampling import Sampling, draw, row_generator, served_probs
-from workbench.setting import Setting
+from workbench.model import capture
+from workbench.model import served
+from workbench.simulate import sampled
+from workbench.simulate.acceptance import simulate
+from workbench.core.sampling import Sampling, draw, row_generator, served_probs
+from workbench.core.setting import Setting
 
 SETTINGS = [Sampling(temperature=0.7), Sampling(temperature=1.0, top_k=5), Sampling(temperature=0.6, top_p=0.9),
             Sampling(temperature=1.3, top_k=7, top_p=0.8), Sampling(temperature=0.0)]
@@ -22,9 +24,9 @@ SETTINGS = [Sampling(temperature=0.7), Sampling(temperature=1.0, top_k=5), Sampl
 def test_fast_served_probabilities_equal_the_full_reference(s):
     torch.manual_seed(0)
     logits = torch.randn(40, 300) * 3
-    ref = sampled.verify_probs(logits, s)
+    ref = served.verify_probs(logits, s)
     assert torch.allclose(ref.sum(-1), torch.ones(40), atol=1e-5)
-    fast = sampled.token_probs(logits, sampled.served_stats(logits, s), s)
+    fast = served.token_probs(logits, served.served_stats(logits, s), s)
     assert torch.allclose(fast, ref, atol=1e-6)
 
 
@@ -32,14 +34,14 @@ def test_top_p_partial_path_and_full_sort_fallback_agree_with_the_reference():
     """Rows whose nucleus closes within the best PARTIAL tokens (peaked) and rows that need the full sort
     (flat) in one call, at a vocabulary above PARTIAL."""
     torch.manual_seed(5)
-    V = sampled.PARTIAL * 3
+    V = served.PARTIAL * 3
     peaked = torch.randn(6, V) * 8
     flat = torch.randn(6, V) * 0.1
     logits = torch.cat([peaked, flat])
     for s in (Sampling(temperature=0.7, top_p=0.95), Sampling(temperature=1.0, top_p=0.5),
               Sampling(temperature=0.9, top_p=0.9, top_k=2000)):
-        ref = sampled.verify_probs(logits, s)
-        fast = sampled.token_probs(logits, sampled.served_stats(logits, s), s)
+        ref = served.verify_probs(logits, s)
+        fast = served.token_probs(logits, served.served_stats(logits, s), s)
         assert torch.allclose(fast, ref, atol=1e-6)
 
 
@@ -47,9 +49,9 @@ def test_sequential_verify_rule_equals_the_joint_sampler_with_one_cut_only():
     torch.manual_seed(1)
     logits = torch.randn(20, 100) * 2
     for s in (Sampling(temperature=0.8, top_k=9), Sampling(temperature=0.8, top_p=0.7), Sampling(temperature=1.1)):
-        assert torch.allclose(sampled.verify_probs(logits, s), served_probs(logits, s), atol=1e-6)
+        assert torch.allclose(served.verify_probs(logits, s), served_probs(logits, s), atol=1e-6)
     both = Sampling(temperature=1.0, top_k=10, top_p=0.5)      # SGLang's verify (sequential) differs from joint
-    assert not torch.allclose(sampled.verify_probs(logits, both), served_probs(logits, both), atol=1e-3)
+    assert not torch.allclose(served.verify_probs(logits, both), served_probs(logits, both), atol=1e-3)
 
 
 def test_head_logits_of_a_linear_head_equal_the_full_head():
@@ -57,7 +59,7 @@ def test_head_logits_of_a_linear_head_equal_the_full_head():
     head = torch.nn.Linear(16, 50, bias=True)
     h, tok = torch.randn(3, 4, 16), torch.randint(0, 50, (3, 4, 5))
     want = head(h).gather(-1, tok)
-    assert torch.allclose(sampled.head_logits(head, h, tok), want, atol=1e-5)
+    assert torch.allclose(served.head_logits(head, h, tok), want, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------- the tiny world
@@ -93,15 +95,15 @@ def world():
 
 def reference_per_depth(target, draft, rows, setting):
     """Per counted start, from the FULL logits (verify_probs) and the same trees: {(row, t): (M, s)}."""
-    from workbench.draft import run_chains
-    from workbench.tree import draft_trees
+    from workbench.model.draft import run_chains
+    from workbench.model.tree import draft_trees
 
     s = sampled.as_sampling(setting)
     out = {}
     batch = next(capture.extract(target, rows, ["L0,L1,L2"], batch_size=len(rows), progress=False))
     with torch.no_grad():
         logits = target.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    probs = sampled.verify_probs(logits.reshape(-1, logits.shape[-1]), s).view(*logits.shape)
+    probs = served.verify_probs(logits.reshape(-1, logits.shape[-1]), s).view(*logits.shape)
     feats = batch.concat(["L0", "L1", "L2"])
     K = setting.steps
     if setting.shape == "tree":
@@ -171,7 +173,7 @@ def test_sampled_simulation_makes_no_extra_target_forward(world):
 
 
 def test_per_depth_survives_shards_and_filters(world, tmp_path):
-    from workbench import distributed
+    from workbench.simulate import distributed
 
     target, draft = world
     rows = sampled_rows(target, 4, 10, Sampling(temperature=0.7))
@@ -222,10 +224,10 @@ def test_threshold_expectation_matches_one_tree_forwards_and_the_per_depth_root_
     """The batched forward over a row and all its trees gives the same p as one ancestor-masked forward per
     tree; with thresholds 1, P(A >= 1) at each start equals the per-depth s_0 (both: the root's children's
     mass under the teacher-forced p); lossy thresholds change the expectation."""
-    from workbench.thresholds import threshold_expectation
-    from workbench.tree import draft_trees
-    from workbench.tree_verify import ancestor_mask, tree_forward
-    from workbench.verify_walk import expected_accept
+    from workbench.simulate.thresholds import threshold_expectation
+    from workbench.model.tree import draft_trees
+    from workbench.simulate.tree_verify import ancestor_mask, tree_forward
+    from workbench.simulate.verify_walk import expected_accept
 
     target, draft = world
     st = Setting(steps=3, eagle_topk=2, num_draft_tokens=5, temperature=0.8)
@@ -246,7 +248,7 @@ def test_threshold_expectation_matches_one_tree_forwards_and_the_per_depth_root_
     x = rows[0]["input_ids"][: t + 2]
     logits, _ = tree_forward(target, [], x + node["tokens"], ancestor_mask(node["parents"], t + 2),
                              list(range(t + 2)) + [t + 1 + d for d in node["depths"]])
-    probs = sampled.verify_probs(logits[t + 1:], sampled.as_sampling(st)).double().numpy()
+    probs = served.verify_probs(logits[t + 1:], sampled.as_sampling(st)).double().numpy()
     want = expected_accept(node["tokens"], node["parents"], probs, steps=3, threshold_single=0.5, threshold_acc=0.6)
     assert res.expected[0] == pytest.approx(want[0], abs=1e-5)
 
@@ -254,8 +256,8 @@ def test_threshold_expectation_matches_one_tree_forwards_and_the_per_depth_root_
 def test_rejection_chains_match_a_full_reference(world):
     """w_j and β_j of the fast path against q from a per-chain draft reference fed the data and p from the full
     logits."""
-    from workbench.draft import unroll
-    from workbench.rejection import rejection_batch, rejection_chains
+    from workbench.model.draft import unroll
+    from workbench.simulate.rejection import rejection_batch, rejection_chains
 
     target, draft = world
     st = Setting(steps=2, temperature=0.9, top_k=10)
@@ -273,8 +275,8 @@ def test_rejection_chains_match_a_full_reference(world):
     b, t = 0, 1
     for k in range(2):
         q = torch.zeros(target.vocab_size)
-        q[draft.to_target(torch.arange(draft.draft_vocab_size))] = sampled.verify_probs(steps[k][b, t][None], s)[0]
-        p = sampled.verify_probs(logits[b, t + 1 + k][None], s)[0]
+        q[draft.to_target(torch.arange(draft.draft_vocab_size))] = served.verify_probs(steps[k][b, t][None], s)[0]
+        p = served.verify_probs(logits[b, t + 1 + k][None], s)[0]
         y = int(x[b, t + 2 + k])
         assert float(w[b, t, k]) == pytest.approx(min(1.0, float(q[y] / p[y])) if p[y] > 0 else 0.0, abs=1e-5)
         assert float(beta[b, t, k]) == pytest.approx(float(torch.minimum(p, q).sum()), abs=1e-5)

@@ -1,18 +1,18 @@
 """End to end at T = 0.7 on the smoke demo: the offline speculative-sampling loop (HF target + draft tree +
 SGLang's verify walk) against the decode-path and per-depth estimates on data sampled from the target
-(``workbench.regenerate`` at the same settings): they agree within bootstrap intervals."""
+(``workbench.live.regenerate`` at the same settings): they agree within bootstrap intervals."""
 
 from __future__ import annotations
 
 import pytest
 
-from workbench import data as wbdata
-from workbench import inputs
-from workbench.acceptance import simulate
-from workbench.regenerate import regenerate
-from workbench.sampling import Sampling
-from workbench.setting import Setting
-from workbench.verify_walk import sampled_simulate
+from workbench import rows as wbdata
+from workbench.load import inputs
+from workbench.simulate.acceptance import simulate
+from workbench.live.regenerate import regenerate
+from workbench.core.sampling import Sampling
+from workbench.core.setting import Setting
+from workbench.simulate.verify_walk import sampled_simulate
 
 WIRING = "L1,L3,L4"          # the demo's aligned draft (demo.demo_taps(8)["aligned"])
 ROWS = 32

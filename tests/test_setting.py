@@ -2,9 +2,9 @@
 
 import pytest
 
-from workbench.statistics import AcceptanceResult
-from workbench.errors import WorkbenchError
-from workbench.setting import SCHEMA_VERSION, Setting, resolve_setting
+from workbench.stats.statistics import AcceptanceResult
+from workbench.core.errors import WorkbenchError
+from workbench.core.setting import SCHEMA_VERSION, Setting, resolve_setting
 
 
 def test_setting_round_trips_and_describes():
@@ -16,7 +16,7 @@ def test_setting_round_trips_and_describes():
     tree.check_simulable()                                  # trees are simulated (issue 18)
     assert Setting(steps=3, eagle_topk=4, num_draft_tokens=8) == tree   # eagle_topk > 1 is a tree by itself
     assert Setting(steps=3, shape="tree").num_draft_tokens == 4         # a tree of branching 1: N = S + 1
-    Setting(temperature=0.7, top_k=20).check_simulable()       # T > 0 is simulated (issue 21: workbench.sampled)
+    Setting(temperature=0.7, top_k=20).check_simulable()       # T > 0 is simulated (issue 21: workbench.simulate.sampled)
     with pytest.raises(WorkbenchError, match="top_k=0"):
         Setting(temperature=0.7, top_k=0).check_simulable()
     Setting().check_simulable()

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from workbench.cli import main
-from workbench.errors import WorkbenchError
-from workbench.sglang import draft_weight_names, lint, lint_command, lint_server_info, parse_command
+from workbench.core.errors import WorkbenchError
+from workbench.engines.sglang_lint import draft_weight_names, lint, lint_command, lint_server_info, parse_command
 
 GOOD = ("python -m sglang.launch_server --model-path {t} --speculative-algorithm EAGLE3 "
         "--speculative-draft-model-path {d} --speculative-num-steps 3 --speculative-eagle-topk 1 "

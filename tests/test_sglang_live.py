@@ -18,9 +18,11 @@ import torch
 from conftest import save_world, tiny_draft, tiny_target
 
 from workbench.cli import main
-from workbench.errors import WorkbenchError
-from workbench.fake_sglang import serve, spec_meta
-from workbench.sglang_live import Client, check_url, compare, parse_meta_info, server_settings
+from workbench.core.errors import WorkbenchError
+from workbench.live.fake_sglang import serve, spec_meta
+from workbench.live.sglang_live import compare, parse_meta_info, server_settings
+from workbench.live.http import check_url
+from workbench.live.sglang_live import Client
 
 K = 3
 PROMPT, RESPONSE = 5, 8
@@ -29,8 +31,8 @@ MISMATCHED = "embed,L1,L3"   # the demo's bug: trained on taps off by one
 
 
 def _build(tmp_path_factory):
-    from workbench import capture
-    from workbench.wiring import Wiring
+    from workbench.model import capture
+    from workbench.engines.wiring import Wiring
 
     V, H, N = 48, 32, 8
     target = tiny_target(vocab_size=V, hidden_size=H, num_hidden_layers=N, num_key_value_heads=4,
@@ -192,7 +194,7 @@ def test_non_speculative_server_is_refused(world):
     with serve(generate=_echo, K=K, variant="none") as url:
         with pytest.raises(WorkbenchError, match="speculative_algorithm is null: .*without speculative decoding"):
             compare(url, world["target"], world["drafts"]["aligned"], world["rows"], progress=False)
-        from workbench.sglang_live import generate_samples
+        from workbench.live.sglang_live import generate_samples
 
         with pytest.raises(WorkbenchError, match="no /generate reply has speculative fields"):
             generate_samples(Client(url), world["rows"][:2])
@@ -256,15 +258,17 @@ def test_cli_unreachable_server_exits_2(world, capsys):
 
 def _synthetic(live_hist, offline: dict, trained="embed,L1,L3", topk=1):
     """A Comparison from a pooled live histogram and {spec: A values on the decode path} (no server)."""
-    from workbench.statistics import AcceptanceResult
-    from workbench.sglang_live import Candidate, Comparison, LiveSample, SpecMeta
+    from workbench.stats.statistics import AcceptanceResult
+    from workbench.live.sglang_live import SpecMeta
+    from workbench.engines.candidates import Candidate
+    from workbench.live.comparison import Comparison, LiveSample
 
     meta = SpecMeta("new", completion_tokens=sum((a + 1) * c for a, c in enumerate(live_hist)),
                     verify_ct=sum(live_hist), histogram=list(live_hist))
     sample = LiveSample(0, "val.jsonl:1", "code", [1, 2], [3] * meta.completion_tokens, meta.completion_tokens, meta, 0.1)
     res = {s: AcceptanceResult.from_arrays(s, K, sample=[0] * len(a), t=list(range(len(a))), accepted=a,
                                            on_path=[True] * len(a)) for s, a in offline.items()}
-    from workbench.wiring import Wiring
+    from workbench.engines.wiring import Wiring
 
     cands = [Candidate(Wiring.parse(s, 8), engines=["trained"] if s == trained else ["sglang"], trained=s == trained)
              for s in offline]
@@ -286,7 +290,7 @@ def test_verdicts_below_every_wiring_no_match_and_undecided():
 
 
 def test_figures_show_live_and_every_wiring():
-    from workbench.plots import live_comparison, live_histograms
+    from workbench.report.plots import live_comparison, live_histograms
 
     c = _synthetic([0, 0, 5, 5], {"embed,L1,L3": [0, 0], "L1,L3,L4": [2, 3]})
     ax = live_comparison(c).axes[0]
@@ -316,7 +320,7 @@ def test_stand_in_fingerprints_identical_for_every_request_and_variant(world, to
 
 def test_fast_offline_requests_equal_the_exact_decode_loop(world):
     """The fast per-request decode (one target pass, parallel chains/trees) against the real loop."""
-    from workbench.fingerprint import exact_requests, offline_requests
+    from workbench.live.fingerprint import exact_requests, offline_requests
 
     target, draft = world["target"], world["drafts"]["mismatched"]
     prompts = [r["input_ids"][:PROMPT] for r in world["rows"][:3]]
@@ -381,8 +385,9 @@ W1, W2 = SERVED, MISMATCHED
 def _two_wirings(statuses_live=True):
     """8 requests; wiring W1 makes pattern P on even and Q on odd requests, W2 the other way round:
     the same pooled aggregate, different requests. The live server is W1."""
-    from workbench.fingerprint import server_steps
-    from workbench.sglang_live import Candidate, Comparison, LiveSample, offline_results
+    from workbench.live.fingerprint import server_steps
+    from workbench.engines.candidates import Candidate
+    from workbench.live.comparison import Comparison, LiveSample, offline_results
 
     P, Q = [3, 3], [1, 1, 1, 1]                                       # both emit 9 tokens
     w1 = [P if i % 2 == 0 else Q for i in range(8)]
@@ -393,7 +398,7 @@ def _two_wirings(statuses_live=True):
         samples.append(LiveSample(i, f"r{i}", "", [1, 2], list(range(9)), 9, meta, 0.0))
     reqs = {W1: [server_steps(a, 9) for a in w1], W2: [server_steps(a, 9) for a in w2]}
     offline = offline_results(reqs, samples, K, None)
-    from workbench.wiring import Wiring
+    from workbench.engines.wiring import Wiring
 
     cands = [Candidate(Wiring.parse(W1, 8), engines=["sglang"]),
              Candidate(Wiring.parse(W2, 8), engines=["trained"], trained=True)]
@@ -411,7 +416,7 @@ def test_near_equal_aggregates_are_separated_request_by_request():
 
 
 def test_undecided_says_how_many_more_requests_would_separate():
-    from workbench.fingerprint import more_to_separate, sign_test
+    from workbench.live.fingerprint import more_to_separate, sign_test
 
     c = _two_wirings()
     c.samples, c.requests = c.samples[:3], {k: v[:3] for k, v in c.requests.items()}
@@ -421,7 +426,7 @@ def test_undecided_says_how_many_more_requests_would_separate():
 
 
 def test_near_tie_disagreement_is_a_tie_not_evidence():
-    from workbench.fingerprint import near_ties, server_steps, status
+    from workbench.live.fingerprint import near_ties, server_steps, status
 
     live = {"verify_ct": 2, "histogram": [0, 0, 0, 2]}
     assert status(live, server_steps([3, 3], 8), "v2") == "identical"
@@ -435,7 +440,7 @@ def test_near_tie_disagreement_is_a_tie_not_evidence():
 
 
 def test_request_figure_shows_each_wiring_per_request():
-    from workbench.plots import live_requests
+    from workbench.report.plots import live_requests
 
     c = _two_wirings()
     ax = live_requests(c).axes[0]

@@ -17,11 +17,11 @@ from conftest import save_world
 from test_sglang_live import K, MISMATCHED, PROMPT, RESPONSE, SERVED, _build
 
 from workbench.cli import main
-from workbench.errors import WorkbenchError
-from workbench.fake_sglang import SAMPLING_FIELDS, sampled_generator, serve
-from workbench.fingerprint import offline_requests
-from workbench.sampling import row_seed
-from workbench.sglang_live import compare
+from workbench.core.errors import WorkbenchError
+from workbench.live.fake_sglang import SAMPLING_FIELDS, sampled_generator, serve
+from workbench.live.fingerprint import offline_requests
+from workbench.core.sampling import row_seed
+from workbench.live.sglang_live import compare
 
 T = 0.7
 
@@ -48,7 +48,7 @@ def warm(tmp_path_factory):
 
 def test_walk_hook_reproduces_the_greedy_tree_decode(warm):
     """exact_tree_decode's walk= hook: a walk that takes the argmax gives the greedy decode exactly."""
-    from workbench.tree_verify import exact_tree_decode, greedy_walk
+    from workbench.simulate.tree_verify import exact_tree_decode, greedy_walk
 
     def argmax_walk(tokens, parents, logits):
         pred = logits.argmax(-1).tolist()
@@ -168,10 +168,10 @@ def test_cli_sampling_options_are_sent_and_recorded(warm, tmp_path, capsys):
 def test_docstring_examples_run():
     import doctest
 
-    import workbench.fake_sglang
-    import workbench.fingerprint
-    import workbench.sglang_live
+    import workbench.live.fake_sglang
+    import workbench.live.fingerprint
+    import workbench.live.sglang_live
 
-    for mod in (workbench.fingerprint, workbench.fake_sglang, workbench.sglang_live):
+    for mod in (workbench.live.fingerprint, workbench.live.fake_sglang, workbench.live.sglang_live):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__

@@ -1,4 +1,4 @@
-"""Accept length against temperature (workbench.temperature, issue 21 item 5): the demo's sampled files,
+"""Accept length against temperature (workbench.report.temperature, issue 21 item 5): the demo's sampled files,
 one result per temperature equal to acceptance.simulate run by hand, the greedy row's per-depth numbers
 being its counts, the figures, and notebook 03's section in the executed report."""
 
@@ -12,10 +12,12 @@ import nbformat
 import numpy as np
 import pytest
 
-from workbench import acceptance, inputs, plots
-from workbench.errors import WorkbenchError
-from workbench.setting import Setting
-from workbench.temperature import TEMPERATURES, TemperatureSweep, by_temperature, demo_files
+from workbench.simulate import acceptance
+from workbench.load import inputs
+from workbench.report import plots
+from workbench.core.errors import WorkbenchError
+from workbench.core.setting import Setting
+from workbench.report.temperature import TEMPERATURES, TemperatureSweep, by_temperature, demo_files
 
 WIRING = "embed,L1,L3"
 
@@ -36,9 +38,9 @@ def sweep(loaded):
 
 
 def test_docstring_examples_run():
-    import workbench.temperature
+    import workbench.report.temperature
 
-    res = doctest.testmod(workbench.temperature)
+    res = doctest.testmod(workbench.report.temperature)
     assert res.attempted > 0 and res.failed == 0
 
 

@@ -1,4 +1,4 @@
-"""workbench.train: training-time-test targets, the trainer on hand-made batches, determinism, vocab maps."""
+"""workbench.model.train: training-time-test targets, the trainer on hand-made batches, determinism, vocab maps."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from workbench.draft import Eagle3Draft, new_draft_config, run_chains, unroll
-from workbench.errors import WorkbenchError
-from workbench.train import build_vocab_map, train_on_batches, ttt_targets
+from workbench.model.draft import Eagle3Draft, new_draft_config, run_chains, unroll
+from workbench.core.errors import WorkbenchError
+from workbench.model.train import build_vocab_map, train_on_batches, ttt_targets
 
 V, H, TAPS = 30, 32, ["L1", "L2", "L3"]
 
@@ -155,7 +155,7 @@ def test_build_vocab_map_like_specforge():
 def test_train_draft_end_to_end_with_capture():
     from conftest import random_rows, tiny_draft, tiny_target
 
-    from workbench.train import train_draft
+    from workbench.model.train import train_draft
 
     target = tiny_target(vocab_size=V, hidden_size=H, num_key_value_heads=4, max_position_embeddings=64)
     rows = [{**r, "seq_len": 10, "n_prompt_tokens": 4, "n_response_tokens": 6, "source": "code", "_row": i,

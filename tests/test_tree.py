@@ -9,16 +9,16 @@ import pytest
 import torch
 import transformers
 
-from workbench import capture, draft as dmod, train
-from workbench.acceptance import exact_decode
-from workbench.statistics import accepted_counts, decode_path
-from workbench.demo import greedy_continue
-from workbench.draft import run_chains
-from workbench.errors import WorkbenchError
-from workbench.tree import (TreeOutput, depth_of, draft_trees, n_candidates, prefix_extra_attention, select_nodes,
+from workbench.model import capture, draft as dmod, train
+from workbench.simulate.exact import exact_decode
+from workbench.stats.counts import accepted_counts, decode_path
+from workbench.demo.samples import greedy_continue
+from workbench.model.draft import run_chains
+from workbench.core.errors import WorkbenchError
+from workbench.model.tree import (TreeOutput, depth_of, draft_trees, n_candidates, prefix_extra_attention, select_nodes,
                             tree_shape)
-from workbench.tree_reference import Node, select_reference, tree_reference
-from workbench.tree_verify import (ancestor_mask, exact_tree_decode, greedy_walk, tree_accepted_counts,
+from workbench.model.tree_reference import Node, select_reference, tree_reference
+from workbench.simulate.tree_verify import (ancestor_mask, exact_tree_decode, greedy_walk, tree_accepted_counts,
                                    tree_walk_lengths)
 
 from test_acceptance_sim import one_thread  # noqa: F401  (autouse: single-threaded tiny ops)
@@ -305,11 +305,11 @@ def test_fast_tree_decode_path_equals_the_exact_tree_loop(setup, S, k, N):
 
 
 def test_docstring_examples_run():
-    import workbench.tree
-    import workbench.tree_reference
-    import workbench.tree_verify
+    import workbench.model.tree
+    import workbench.model.tree_reference
+    import workbench.simulate.tree_verify
 
-    for mod in (workbench.tree, workbench.tree_reference, workbench.tree_verify):
+    for mod in (workbench.model.tree, workbench.model.tree_reference, workbench.simulate.tree_verify):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__
 

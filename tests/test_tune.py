@@ -1,4 +1,4 @@
-"""The flag advisor (workbench.tune): every swept shape equals simulate() of that shape (draft work reused
+"""The flag advisor (workbench.analysis.tune): every swept shape equals simulate() of that shape (draft work reused
 exactly), the ranking and advice follow the cost model, the heat map and `workbench tune` end to end."""
 
 import json
@@ -8,11 +8,12 @@ import pytest
 import torch
 from conftest import greedy_rows, save_world, tiny_draft, tiny_target
 
-from workbench import plots, train
-from workbench.acceptance import simulate
-from workbench.cost import CostModel
-from workbench.setting import Setting
-from workbench.tune import shapes, sweep
+from workbench.report import plots
+from workbench.model import train
+from workbench.simulate.acceptance import simulate
+from workbench.stats.cost import CostModel
+from workbench.core.setting import Setting
+from workbench.analysis.tune import shapes, sweep
 
 TRAINED = "L0,L1,L2"
 

@@ -1,4 +1,4 @@
-"""SGLang's verify walk (workbench.verify_walk) by Monte Carlo on hand-made trees: the exact expectation
+"""SGLang's verify walk (workbench.simulate.verify_walk) by Monte Carlo on hand-made trees: the exact expectation
 (reach probabilities), losslessness at thresholds 1, and the data-based estimators (decode path, per depth)
 agree within 3 standard errors. Fixed seeds; a few thousand walks per case."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.sampled import PerDepth
-from workbench.verify_walk import expected_accept, monte_carlo, reach_probabilities, sglang_walk
+from workbench.simulate.sampled import PerDepth
+from workbench.simulate.verify_walk import expected_accept, monte_carlo, reach_probabilities, sglang_walk
 
 V = 6
 # root -> 0, 1, 2 ; 1 -> 3, 0 ; 2 -> 4 ; (1 -> 3) -> 5 ; (1 -> 0) -> 1      (node ids 1..8, parents first)

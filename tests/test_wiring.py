@@ -5,9 +5,9 @@ import json
 import pytest
 
 from workbench.cli import main
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench import engines
-from workbench.wiring import (ENGINES, Wiring, draft_layer_ids, ids_for, num_layers, resolve, table,
+from workbench.engines.wiring import (ENGINES, Wiring, draft_layer_ids, ids_for, num_layers, resolve, table,
                               trained_wiring_from_config)
 
 N32 = {"num_hidden_layers": 32}
@@ -175,10 +175,10 @@ def test_cli_json_and_table(tmp_path, capsys):
 def test_docstring_examples_run():
     import doctest
 
-    import workbench.sglang
-    import workbench.wiring
+    import workbench.engines.sglang_lint
+    import workbench.engines.wiring
 
-    for mod in (workbench.wiring, workbench.sglang):
+    for mod in (workbench.engines.wiring, workbench.engines.sglang_lint):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__
 

@@ -14,7 +14,7 @@ import argparse
 import importlib
 import sys
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 # One module per command, in the order `workbench --help` lists them.
 COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "tune", "demo", "report", "sglang", "rewire", "bench",
@@ -47,7 +47,7 @@ def parsers(parser):
 
 def check_outputs(args) -> None:
     """Check every output path given in ``args`` (:func:`workbench.files.check_output`) before the work."""
-    from workbench.files import check_output
+    from workbench.core.files import check_output
 
     for dest in OUTPUT_FILES:
         value = getattr(args, dest, None)
@@ -81,7 +81,7 @@ def add_device_arguments(parser) -> None:
 
 
 def add_shape_arguments(parser, what: str = "draft depth") -> None:
-    """--steps/-K, --eagle-topk, --num-draft-tokens and --sglang-args: the drafting shape (workbench.flags)."""
+    """--steps/-K, --eagle-topk, --num-draft-tokens and --sglang-args: the drafting shape (workbench.engines.flags)."""
     parser.add_argument("--steps", "-K", type=int, default=None,
                         help=f"{what}: SGLang's --speculative-num-steps (default 4; docs/trees.md)")
     parser.add_argument("--eagle-topk", type=int, default=None, metavar="k",
@@ -111,8 +111,7 @@ def add_sampling_arguments(parser) -> None:
 
 def with_sampling(setting, args):
     """``setting`` with the sampling of ``--temperature/--top-p/--top-k`` (checked: a one-line error)."""
-    from workbench.sampled import apply_sampling
-    from workbench.sampling import Sampling
+    from workbench.core.sampling import Sampling, apply_sampling
 
     return apply_sampling(setting, Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k))
 
@@ -125,7 +124,7 @@ def engine_and_shape(args):
 
 def resolve_shape(args, engine=None):
     """The DraftingShape of a command's shape flags; prints its notices (one line each)."""
-    from workbench.flags import drafting_shape, target_architecture
+    from workbench.engines.flags import drafting_shape, target_architecture
 
     shape = drafting_shape(args.steps, args.eagle_topk, args.num_draft_tokens, sglang_args=args.sglang_args,
                            engine=engine, target_arch=target_architecture(args.target))
@@ -144,8 +143,8 @@ def add_torchrun_arguments(parser) -> None:
 
 
 def add_engine_arguments(parser, *, default: str | None = None, what: str = "the engine") -> None:
-    """``--engine NAME`` (every record of :mod:`workbench.engines`) and the deprecated ``--sglang-rule``."""
-    from workbench.engines import ENGINE_NAMES
+    """``--engine NAME`` (every record of :mod:`workbench.engines.records`) and the deprecated ``--sglang-rule``."""
+    from workbench.engines.records import ENGINE_NAMES
 
     parser.add_argument("--engine", default=default, type=str.lower, choices=list(ENGINE_NAMES), metavar="NAME",
                         help=f"{what} (one of {', '.join(ENGINE_NAMES)}; `workbench wiring --engines` lists "

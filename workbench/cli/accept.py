@@ -8,13 +8,21 @@
     $ workbench accept ... --data sampled.jsonl --temperature 0.7 --top-p 0.95    # data from regenerate --temperature
     $ workbench accept ... --temperature 0.7 --speculative-accept-threshold-acc 0.5   # SGLang's lossy thresholds
 
-Under torchrun the samples are sharded over the ranks (workbench.distributed), rank 0 writes the same
+Under torchrun the samples are sharded over the ranks (workbench.simulate.distributed), rank 0 writes the same
 JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments, add_run_arguments,
-                           add_sampling_arguments, add_shape_arguments, add_torchrun_arguments, engine_and_shape,
-                           with_sampling)
+from workbench.cli import (
+    add_device_arguments,
+    add_engine_arguments,
+    add_inputs_arguments,
+    add_run_arguments,
+    add_sampling_arguments,
+    add_shape_arguments,
+    add_torchrun_arguments,
+    engine_and_shape,
+    with_sampling,
+)
 
 NAME = "accept"
 HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one wiring"
@@ -66,11 +74,10 @@ def run(args) -> int:
     import functools
     import math
 
-    from workbench import distributed
-    from workbench.acceptance import accept
-    from workbench.agreement import plain_warnings
-    from workbench.devices import parse_dtype
-    from workbench.sampled import accept_served
+    from workbench.core.devices import parse_dtype
+    from workbench.load.agreement import plain_warnings
+    from workbench.simulate import distributed
+    from workbench.simulate.acceptance import accept, accept_served
 
     engine, shape = engine_and_shape(args)
     setting = with_sampling(shape.setting, args)
@@ -100,7 +107,7 @@ def run(args) -> int:
         print("\n".join(m.summary_lines()))
     if args.json:
         if extra:
-            from workbench.files import write_json
+            from workbench.core.files import write_json
 
             js = result.to_json()
             js["served_modes"] = [m.to_dict() for m in extra]

@@ -6,8 +6,8 @@ The same as ``python -m bench.run`` from the checkout root: ``bench`` is the che
 package (installed beside ``workbench`` by ``pip install -e .``), not part of the library.
 """
 
-from workbench import benchmark
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
+from workbench.report import benchmark
 
 NAME = "bench"
 HELP = "run every benchmark in bench/ (demo + deep synthetic target), print one table, write bench/results.json"

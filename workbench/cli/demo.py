@@ -13,7 +13,7 @@ HELP = "the main job: build the built-in demo offline, diagnose both drafts, wri
 
 
 def add_arguments(parser):
-    from workbench.demo import SIZES
+    from workbench.demo.recipe import SIZES
 
     parser.add_argument("--size", choices=sorted(SIZES), default="default",
                         help="smoke: seconds (tests); default: minutes, makes the wiring bug visible")
@@ -32,7 +32,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from workbench import demo
-    from workbench.diagnose import diagnose_files
+    from workbench.analysis.diagnose import diagnose_files
 
     progress = not args.quiet
     out = demo.build_demo(args.out, size=args.size, seed=args.seed, force=args.force, progress=progress)
@@ -51,7 +51,7 @@ def run(args) -> int:
     if args.no_report:
         print(f"\ndiagnoses written to {reports}/diagnosis-*.json")
         return 0
-    from workbench.report import run_report
+    from workbench.report.export import run_report
 
     rep = run_report(reports, parameters={"demo": str(out), "size": args.size}, no_code=True, progress=progress)
     for page in rep.pages:

@@ -6,12 +6,20 @@
 
 Exit 0 when the engine's wiring is (within the 95% intervals) the best, 1 when it is clearly worse
 than the best candidate (a CI gate), 2 on bad input. Under torchrun both stages are sharded over the
-ranks (workbench.distributed), rank 0 prints and writes the same diagnosis as one process, and each
+ranks (workbench.simulate.distributed), rank 0 prints and writes the same diagnosis as one process, and each
 rank keeps its shards in <json>.shards/ so a re-run resumes.
 """
 
-from workbench.cli import (add_device_arguments, add_engine_arguments, add_inputs_arguments, add_run_arguments,
-                           add_sampling_arguments, add_shape_arguments, add_torchrun_arguments, engine_and_shape)
+from workbench.cli import (
+    add_device_arguments,
+    add_engine_arguments,
+    add_inputs_arguments,
+    add_run_arguments,
+    add_sampling_arguments,
+    add_shape_arguments,
+    add_torchrun_arguments,
+    engine_and_shape,
+)
 
 NAME = "diagnose"
 HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict on the engine's wiring"
@@ -34,11 +42,11 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from workbench import distributed as wd
-    from workbench.agreement import plain_warnings
-    from workbench.diagnose import diagnose_files
-    from workbench.devices import parse_dtype
-    from workbench.sampling import Sampling
+    from workbench.analysis.diagnose import diagnose_files
+    from workbench.core.devices import parse_dtype
+    from workbench.core.sampling import Sampling
+    from workbench.load.agreement import plain_warnings
+    from workbench.simulate import distributed as wd
 
     engine, shape = engine_and_shape(args)
     sampling = Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k)

@@ -19,16 +19,16 @@ def add_arguments(parser):
 
 
 def run(args):
-    from workbench import checkpoint
-    from workbench import draft as draft_mod
-    from workbench.devices import parse_dtype, resolve_device
-    from workbench.setting import SCHEMA_VERSION
+    from workbench.core.devices import parse_dtype, resolve_device
+    from workbench.core.setting import SCHEMA_VERSION
+    from workbench.model import checkpoint
+    from workbench.model import draft as draft_mod
 
     device = resolve_device(args.device)
     dtype = parse_dtype(args.dtype, device)
     target = None
     if args.target:
-        from workbench import capture
+        from workbench.model import capture
         target = capture.load_target(args.target, device=device, dtype=dtype,
                                      trust_remote_code=args.trust_remote_code, progress=False)
     d = checkpoint.load_draft(args.path, target, device=device, dtype=dtype)

@@ -27,8 +27,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from workbench import data
-    from workbench.errors import WorkbenchError
+    from workbench import rows as data
+    from workbench.core.errors import WorkbenchError
 
     if args.html and args.preview is None:
         raise WorkbenchError("--html needs --preview ROW (the row to render)")
@@ -51,7 +51,7 @@ def run(args) -> int:
 
 
 def _preview(ds, args):
-    from workbench import data
+    from workbench import rows as data
 
     pv = ds.preview(args.preview)
     if args.html:

@@ -46,10 +46,10 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from workbench.devices import parse_dtype, resolve_device
-    from workbench.files import write_json
-    from workbench.regenerate import regenerate
-    from workbench.sampling import Sampling
+    from workbench.core.devices import parse_dtype, resolve_device
+    from workbench.core.files import write_json
+    from workbench.core.sampling import Sampling
+    from workbench.live.regenerate import regenerate
 
     sampling = Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     device = resolve_device(args.device) if args.url is None else "cpu"

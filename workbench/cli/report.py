@@ -28,8 +28,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from workbench.errors import WorkbenchError
-    from workbench.report import run_report
+    from workbench.core.errors import WorkbenchError
+    from workbench.report.export import run_report
 
     rep = run_report(args.out, notebooks=args.notebooks, parameters=dict(args.parameter), no_code=args.no_code,
                      folder=args.notebook_dir,

@@ -5,7 +5,12 @@
         --out out/draft-rewired --finetune-steps 200 --json rewire.json
 """
 
-from workbench.cli import add_device_arguments, add_engine_arguments, add_inputs_arguments, engine_of
+from workbench.cli import (
+    add_device_arguments,
+    add_engine_arguments,
+    add_inputs_arguments,
+    engine_of,
+)
 
 NAME = "rewire"
 HELP = "make a mis-wired draft work with the engine's taps (closed-form fc refit, optional fine-tune)"
@@ -37,8 +42,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from workbench.devices import parse_dtype, resolve_device
-    from workbench.rewire import rewire
+    from workbench.analysis.rewire import rewire
+    from workbench.core.devices import parse_dtype, resolve_device
 
     device = resolve_device(args.device)
     result = rewire(args.target, args.draft, args.data, taps=args.taps, engine=engine_of(args),

@@ -102,8 +102,8 @@ def run(args) -> int:
 
 
 def _run_lint(args) -> int:
-    from workbench.errors import WorkbenchError
-    from workbench.sglang import lint, parse_command, server_args_from_info
+    from workbench.core.errors import WorkbenchError
+    from workbench.engines.sglang_lint import lint, parse_command, server_args_from_info
 
     src = args.source
     if src == "-":
@@ -135,8 +135,8 @@ def _run_lint(args) -> int:
 
 
 def _run_compare(args) -> int:
-    from workbench.errors import WorkbenchError
-    from workbench.sglang_live import compare
+    from workbench.core.errors import WorkbenchError
+    from workbench.live.sglang_live import compare
 
     if args.limit is not None and args.limit < 1:
         raise WorkbenchError(f"--limit {args.limit}: expected a positive number of samples")

@@ -9,14 +9,19 @@ Grid (default): steps 1..8, eagle_topk 1, 2, 4, 8, num_draft_tokens up to 64 (do
 recommended only from a cost model measured on a GPU; otherwise the best shapes by accept length.
 """
 
-from workbench.cli import add_device_arguments, add_engine_arguments, add_sampling_arguments, engine_of
+from workbench.cli import (
+    add_device_arguments,
+    add_engine_arguments,
+    add_sampling_arguments,
+    engine_of,
+)
 
 NAME = "tune"
 HELP = "sweep SGLang's --speculative-num-steps/-eagle-topk/-num-draft-tokens offline and recommend them"
 
 
 def _ints(text):
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     try:
         out = [int(x) for x in str(text).split(",") if x.strip()]
@@ -56,17 +61,17 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from workbench.agreement import plain_warnings
+    from workbench.load.agreement import plain_warnings
 
     with plain_warnings():                       # the data's low-agreement warning: once, in plain words
         return _run(args)
 
 
 def _run(args) -> int:
-    from workbench.devices import parse_dtype, resolve_device
-    from workbench.errors import WorkbenchError
-    from workbench.sampling import Sampling
-    from workbench.tune import measure_cost_model, tune
+    from workbench.analysis.tune import measure_cost_model, tune
+    from workbench.core.devices import parse_dtype, resolve_device
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.sampling import Sampling
 
     if args.measure_cost_model:
         dev = resolve_device(args.device)
@@ -91,7 +96,7 @@ def _run(args) -> int:
         sw.to_json(args.json)
         print(f"wrote {args.json}")
     if args.plot:
-        from workbench import plots
+        from workbench.report import plots
 
         plots.save(plots.tree_sweep(sw), args.plot)
         print(f"wrote {args.plot}")

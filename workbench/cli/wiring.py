@@ -26,8 +26,8 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from workbench import engines
-    from workbench.errors import WorkbenchError
-    from workbench.wiring import table
+    from workbench.core.errors import WorkbenchError
+    from workbench.engines.wiring import table
 
     if args.engines or args.target is None:
         if args.target is None and not args.engines:

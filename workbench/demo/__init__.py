@@ -1,0 +1,75 @@
+"""The built-in demo: recipe, build, and story.
+
+
+The face is lazy: a name is imported from its module the first time it is used, so importing
+the package costs nothing (light commands stay free of torch).
+"""
+
+import importlib
+
+MODULES = ('build', 'recipe', 'samples', 'story', 'target')
+
+# public name -> the module of this package that defines it
+_WHERE = {
+    'MANIFEST': 'build',
+    'FORMAT': 'build',
+    'read_manifest': 'build',
+    'is_built': 'build',
+    'build_reason': 'build',
+    'build_demo': 'build',
+    'ensure_demo': 'build',
+    'DEMO_PATHS': 'build',
+    'BUILD_TIME': 'build',
+    'fill_paths': 'build',
+    'FOREIGN': 'recipe',
+    'SAMPLED_TEMPERATURES': 'recipe',
+    'STDLIB_MODULES': 'recipe',
+    'SOURCES': 'recipe',
+    'EOS': 'recipe',
+    'MAX_POSITIONS': 'recipe',
+    'DemoSize': 'recipe',
+    'SIZES': 'recipe',
+    'demo_taps': 'recipe',
+    'stdlib_files': 'recipe',
+    'split_source': 'recipe',
+    'corpus': 'recipe',
+    'encode': 'recipe',
+    'file_notes': 'recipe',
+    'cut_prompts': 'samples',
+    'greedy_continue': 'samples',
+    'make_rows': 'samples',
+    'foreign_rows': 'samples',
+    'demo_row': 'samples',
+    'sampled_files': 'samples',
+    'write_jsonl': 'samples',
+    'summary': 'story',
+    'story_table': 'story',
+    'tap_stats': 'story',
+    'response_stats': 'story',
+    'measure_story': 'story',
+    'train_tokenizer': 'target',
+    'deterministic_seed': 'target',
+    'realistic_init': 'target',
+    'write_blocks': 'target',
+    'write_masks': 'target',
+    'apply_masks': 'target',
+    'growth_loss': 'target',
+    'massive_vector': 'target',
+    'set_massive': 'target',
+    'train_target': 'target',
+    'sampled_name': 'samples',
+}
+
+__all__ = sorted(set(MODULES) | set(_WHERE))
+
+
+def __getattr__(name):
+    if name in MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

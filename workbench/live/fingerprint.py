@@ -1,0 +1,331 @@
+"""Per-request fingerprints of a live SGLang server: what each ``/generate`` reply reports about its
+verify steps, and what a server on each candidate wiring would have reported for that same request.
+
+    >>> steps = server_steps([2, 0, 3], n_output=6)        # A per verify step, 6 tokens returned
+    >>> reported({"verify_ct": 3, "accepted_drafts": 5, "histogram": [1, 0, 1, 1]}, steps, "v2")
+    {'verify_ct': 3, 'accepted_drafts': 5, 'histogram': [1, 0, 1, 1]}
+    >>> reported({"verify_ct": 3, "accepted_drafts": 3}, steps, "v1")        # last step cut at the finish
+    {'verify_ct': 3, 'accepted_drafts': 3}
+    >>> sign_test(9, 1)                                                      # exact, two-sided
+    0.021484375
+
+How a server decodes one request (``acceptance.exact_decode``, ``tree_verify.exact_tree_decode``):
+the prefill emits the first output token (``completion_tokens`` counts it, no verify step); each
+verify step at t (root x_{t+1}) accepts A drafts and emits A + 1 tokens; steps go on while fewer
+than ``max_new_tokens`` tokens were emitted, so the last step may run past the end (its extra tokens
+are cut). The histogram and accepted-draft count of the last step: the v2 worker (SGLang's only
+EAGLE worker now) counts the raw A, the v1 worker A after the cut (facts page section 4).
+
+Offline, the request's own row (prompt + the server's output + the target's greedy continuation of
+``steps`` + 1 tokens, so the last verify step can look past the end) goes through ONE target pass;
+the draft drafts every chain (``draft.run_chains``) or tree (``tree.draft_trees``) at once, and
+acceptance is judged against **the server's own output tokens** (the target's argmax on the server is
+what produced them), so target-side float differences cannot move it. The server's decode is then
+walked from t = n_prompt - 1 (:func:`offline_requests`). ``exact_requests`` is the exact reference
+(the real decode loop on the prompt), tested to agree on the stand-in.
+
+Fingerprint of a reply = the per-request fields it carries, among ``verify_ct``
+(``spec_verify_ct``), ``accepted_drafts`` (``spec_accept_token_num`` / ``spec_accepted_drafts`` /
+``spec_num_correct_drafts``) and ``histogram`` (``spec_accept_histogram`` /
+``spec_correct_drafts_histogram``, trailing zeros ignored: SGLang grows it only as far as needed).
+A reply with none of them has no fingerprint (the comparison falls back to the aggregate).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from workbench.core.errors import WorkbenchError
+from workbench.engines.wiring import as_wirings
+from workbench.model import capture
+from workbench.model.draft import run_chains
+from workbench.model.tree import draft_trees, tree_shape
+from workbench.simulate.exact import exact_decode
+from workbench.simulate.tree_verify import exact_tree_decode, tree_accepted_counts
+from workbench.stats.counts import accepted_counts
+
+FIELDS = ("verify_ct", "accepted_drafts", "histogram")
+COUNTING = ("v2", "v1")
+
+
+# ─────────────────────────────── the server's own counting ───────────────────────────────
+
+@dataclass
+class ServerSteps:
+    """One request's verify steps as a server made them: raw A per step and the tokens it returned.
+
+    ``last_max``: at temperature > 0 the last verify step may look past the returned output (tokens
+    the server sampled and cut), so the output only bounds its raw A: ``accepts[-1] <= A <= last_max``.
+    None: every A is known (greedy: the target's own continuation fills in what was cut).
+
+        >>> st = server_steps([2, 1], n_output=5, last_max=3)      # the last step kept 1 token, all of them drafts
+        >>> st.counted("v1"), st.possible("v2")
+        ([2, 1], [[2, 1], [2, 2], [2, 3]])
+    """
+
+    accepts: list[int]
+    n_output: int
+    fragile: list[bool] = field(default_factory=list)    # per step: it compared at a near-tie position
+    last_max: int | None = None
+
+    def counted(self, counting: str, accepts=None) -> list[int]:
+        """A per step as the histogram counts it: raw (v2) or cut at the finish (v1)."""
+        if counting not in COUNTING:
+            raise WorkbenchError(f"counting {counting!r}: expected one of {', '.join(COUNTING)}")
+        out, emitted = [], 1
+        for a in self.accepts if accepts is None else accepts:
+            out.append(a if counting == "v2" else max(0, min(a, self.n_output - emitted)))   # drafts kept
+            emitted += a + 1
+        return out
+
+    def possible(self, counting: str) -> list[list[int]]:
+        """Every counted A list the server may have made (one unless the last step is open and counted raw)."""
+        if self.last_max is None or not self.accepts:
+            return [self.counted(counting)]
+        out = []
+        for a in range(self.accepts[-1], self.last_max + 1):
+            c = self.counted(counting, self.accepts[:-1] + [a])
+            if c not in out:
+                out.append(c)
+        return out
+
+    def resolved(self, live_fields: dict, counting: str) -> "ServerSteps":
+        """A copy with the open last step fixed to the smallest raw A the live fields agree with (else
+        its lower bound): what the offline totals use."""
+        if self.last_max is None or not self.accepts:
+            return self
+        for a in range(self.accepts[-1], self.last_max + 1):
+            cand = ServerSteps(self.accepts[:-1] + [a], self.n_output, list(self.fragile))
+            if live_fields and _same(live_fields, reported(live_fields, cand, counting)):
+                return cand
+        return ServerSteps(list(self.accepts), self.n_output, list(self.fragile))
+
+
+def server_steps(accepts, n_output: int, fragile=None, last_max: int | None = None) -> ServerSteps:
+    """:class:`ServerSteps` from A per verify step (list) and the number of tokens returned."""
+    return ServerSteps([int(a) for a in accepts], int(n_output), list(fragile or [False] * len(accepts)),
+                       None if last_max is None else int(last_max))
+
+
+def walk(A_row, n_prompt: int, n_output: int, steps: int) -> list[tuple[int, int]]:
+    """The server's verify steps on a row: [(t, A(t))] from t = n_prompt - 1 until ``n_output`` tokens.
+
+        >>> walk([-1, 2, 0, 0, 1, 0, 0, 0], n_prompt=2, n_output=5, steps=2)
+        [(1, 2), (4, 1)]
+    """
+    A_row = [int(a) for a in (A_row.tolist() if hasattr(A_row, "tolist") else A_row)]
+    out, t, emitted = [], int(n_prompt) - 1, 1
+    while emitted < n_output:
+        if not 0 <= t < len(A_row) or A_row[t] < 0:
+            raise WorkbenchError(f"fingerprint walk: no counted verify step at t={t} (row of {len(A_row)}, "
+                                 f"prompt {n_prompt}, output {n_output}, steps {steps}): the row is too short")
+        out.append((t, A_row[t]))
+        emitted += A_row[t] + 1
+        t += A_row[t] + 1
+    return out
+
+
+def fields_of(meta) -> dict:
+    """The fingerprint fields a reply carries (a :class:`~workbench.sglang_live.SpecMeta`)."""
+    out = {}
+    if meta.verify_ct is not None:
+        out["verify_ct"] = int(meta.verify_ct)
+    if meta.accepted_drafts is not None:
+        out["accepted_drafts"] = int(meta.accepted_drafts)
+    if meta.histogram is not None:
+        out["histogram"] = _trim(meta.histogram)
+    return out
+
+
+def _trim(h) -> list[int]:
+    h = [int(x) for x in h]
+    while h and h[-1] == 0:
+        h.pop()
+    return h
+
+
+def reported(live_fields: dict, steps: ServerSteps, counting: str, counted: list[int] | None = None) -> dict:
+    """What a server that made ``steps`` reports in the fields ``live_fields`` has (same keys); an open
+    last step (:attr:`ServerSteps.last_max`) at its lower bound unless ``counted`` gives the A list."""
+    a = steps.counted(counting) if counted is None else counted
+    full = {"verify_ct": len(a), "accepted_drafts": int(sum(a)),
+            "histogram": _trim([a.count(k) for k in range(max(a) + 1)] if a else [])}
+    return {k: full[k] for k in FIELDS if k in live_fields}
+
+
+def _same(live_fields: dict, rep: dict) -> bool:
+    return rep == {k: (_trim(v) if k == "histogram" else v) for k, v in live_fields.items()}
+
+
+def status(live_fields: dict, steps: ServerSteps, counting: str) -> str:
+    """"identical", "tie" (differs, but the offline decode compared at a near-tie) or "differs";
+    "n/a" without fields. An open last step (temperature > 0) is identical when any raw A it may
+    have had reproduces the fields."""
+    if not live_fields:
+        return "n/a"
+    if any(_same(live_fields, reported(live_fields, steps, counting, c)) for c in steps.possible(counting)):
+        return "identical"
+    return "tie" if any(steps.fragile) else "differs"
+
+
+# ─────────────────────────────── statistics of the verdict ───────────────────────────────
+
+def sign_test(wins: int, losses: int) -> float:
+    """Exact two-sided sign test: P(a split at least this uneven | each side 1/2)."""
+    n = int(wins) + int(losses)
+    if n == 0:
+        return 1.0
+    k = max(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k, n + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def more_to_separate(wins: int, losses: int, n_requests: int, alpha: float = 0.05, cap: int = 100_000) -> int | None:
+    """How many more requests would separate two wirings if the requests seen so far are typical
+    (same share telling them apart, same split); None when they never would (no request told them
+    apart yet, or an even split).
+
+        >>> more_to_separate(3, 0, 16)      # 3 of 16 tell them apart, all one way: 6 such requests are needed
+        14
+    """
+    n_inf = wins + losses
+    if n_inf == 0 or wins == losses or n_requests < 1:
+        return None
+    rate, share = n_inf / n_requests, max(wins, losses) / n_inf
+    for extra in range(1, cap + 1):
+        m = int(round((n_requests + extra) * rate))
+        w = int(round(m * share))
+        if m > n_inf and sign_test(w, m - w) < alpha:
+            return extra
+    return None
+
+
+# ─────────────────────────────── the offline side ───────────────────────────────
+
+def near_ties(logits, tokens, dtype_name: str = "bfloat16"):
+    """Positions p (0-based, predicting token p+1) where the target's top two logits lie within one
+    step of the served dtype at that magnitude, or where the offline argmax is not the server's token.
+
+        >>> import torch
+        >>> sorted(near_ties(torch.tensor([[5.0, 5.01, 0.0], [9.0, 1.0, 0.0], [0.0, 0.0, 3.0]]), [0, 1, 0, 2]))
+        [0]
+    """
+    import torch
+
+    try:
+        eps = torch.finfo(getattr(torch, str(dtype_name).replace("torch.", ""))).eps
+    except (AttributeError, TypeError):
+        raise WorkbenchError(f"served dtype {dtype_name!r}: expected a torch float dtype such as bfloat16") from None
+    top = logits.float().topk(2, dim=-1).values
+    gap = top[:, 0] - top[:, 1]
+    tie = gap <= eps * top[:, 0].abs().clamp_min(1.0)
+    nxt = torch.as_tensor(list(tokens)[1:], dtype=torch.long)
+    n = min(len(nxt), logits.shape[0])
+    flip = torch.zeros_like(tie)
+    flip[:n] = logits[:n].argmax(-1).cpu() != nxt[:n]
+    return {int(p) for p in torch.nonzero(tie.cpu() | flip.cpu()).flatten().tolist()}
+
+
+def continuation(target, ids: list[int], n: int):
+    """(the target's greedy next ``n`` tokens after ``ids``, logits of the first pass [len(ids), V])."""
+    import torch
+
+    seq = list(ids)
+    first = None
+    with torch.no_grad():
+        for _ in range(n):
+            logits = target.model(input_ids=torch.tensor([seq], device=target.device), use_cache=False).logits[0]
+            if first is None:
+                first = logits.float().cpu()
+            seq.append(int(logits[-1].argmax()))
+    return seq[len(ids):], first
+
+
+def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int = 1, num_draft_tokens=None,
+                     served_dtype: str = "bfloat16", batch_size: int = 8, rope_shift: int | None = None,
+                     sampled: bool = False, progress: bool = False) -> dict:
+    """{spec: [ServerSteps per request]}: each request's decode as a server on that wiring makes it.
+
+    ``requests``: list of (prompt_ids, output_ids) (the server's own output). Chain when ``topk`` is 1,
+    SGLang's tree otherwise (``steps``, ``topk``, ``num_draft_tokens``). ``rope_shift``: the tree's rotary
+    offset (default the draft's ``rotary_offset``, as chains use it; 1 = servers before SGLang PR #25015).
+
+    ``sampled``: the server sampled (temperature > 0, SGLang's lossless target-only verification).
+    A is still the longest prefix of the server's own continuation that is a path in the (same,
+    deterministic) tree, so steps are matched against the returned tokens exactly as at T = 0; only
+    what lies past the output is unknown: no greedy continuation is run, the last step's A is bounded
+    by the output (``ServerSteps.last_max``), and no near-ties are marked (the target's logits do not
+    decide A, the server's sampled tokens do).
+    """
+    import torch
+
+
+    shape = tree_shape(steps, topk, num_draft_tokens)
+    S = shape.steps
+    rope_shift = int(getattr(draft, "rotary_offset", 0) if rope_shift is None else rope_shift)
+    wl = as_wirings(wirings, target.n_layers)
+    for w in wl:
+        capture.check_width(w.taps, target, draft.fc_width, where="the draft's fc")
+    rows, ties, ends = [], [], {}
+    for i, (prompt, output) in enumerate(requests):
+        ids = [int(x) for x in prompt] + [int(x) for x in output]
+        if sampled:                   # filler only: positions past the output are never matched (next token -1)
+            cont, _ = [ids[-1]] * (S + 1), ties.append(set())
+            ends[i] = len(ids)
+        else:
+            cont, logits = continuation(target, ids, S + 1)
+            ties.append(near_ties(logits, ids, served_dtype))
+        full = ids + cont
+        rows.append({"input_ids": full, "loss_mask": [0] * len(prompt) + [1] * (len(full) - len(prompt)),
+                     "n_prompt_tokens": len(prompt), "n_response_tokens": len(full) - len(prompt), "_row": i})
+    A_rows: dict = {w.spec: {} for w in wl}
+    ddev, ddtype = draft.device, draft.dtype
+    for batch in capture.extract(target, rows, [w.spec for w in wl], batch_size=batch_size, progress=progress):
+        ids, att = batch.input_ids.to(ddev), batch.attention_mask.to(ddev)
+        nt = torch.cat([batch.input_ids[:, 1:], batch.input_ids[:, :1] * 0 - 1], 1)     # the row's own next tokens
+        for b, L in enumerate(batch.lengths.tolist()):
+            nt[b, L - 1] = batch.next_token[b, L - 1]
+            if sampled:
+                nt[b, ends[int(batch.rows[b])] - 1:] = -1          # g_{p+1} past the server's output: unknown
+        nt = nt.to(ddev)
+        lm, ln = batch.loss_mask.to(ddev), batch.lengths.to(ddev)
+        for w in wl:
+            feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
+            with torch.no_grad():
+                if shape.topk == 1:
+                    A = accepted_counts(run_chains(draft, feats, ids, att, S).tokens, nt, lm, ln, S)
+                else:
+                    trees = draft_trees(draft, feats, ids, att, S, shape.topk, shape.num_draft_tokens,
+                                        rope_shift=rope_shift)
+                    A = tree_accepted_counts(trees, nt, lm, ln)
+            for b, r in enumerate(batch.rows):
+                A_rows[w.spec][int(r)] = A[b].cpu()
+    out = {}
+    for w in wl:
+        per = []
+        for i, (prompt, output) in enumerate(requests):
+            path = walk(A_rows[w.spec][i], len(prompt), len(output), S)
+            fragile = [any(p in ties[i] for p in range(t + 1, t + min(a + 1, S) + 1)) for t, a in path]
+            accepts = [a for _, a in path]
+            open_last = None
+            if sampled and accepts:       # the last step matched every output token left to it: it may go on
+                left = len(output) - 1 - sum(a + 1 for a in accepts[:-1])
+                open_last = S if accepts[-1] == left < S else None
+            per.append(server_steps(accepts, len(output), fragile, open_last))
+        out[w.spec] = per
+    return out
+
+
+def exact_requests(target, draft, prompts, wiring, *, steps: int, topk: int = 1, num_draft_tokens=None,
+                   max_new_tokens) -> list[tuple[list[int], ServerSteps]]:
+    """The exact reference: the real decode loop on each prompt; [(output ids, ServerSteps)]."""
+
+    out = []
+    for prompt, n in zip(prompts, max_new_tokens):
+        if int(topk) == 1:
+            gen, acc = exact_decode(target, draft, prompt, wiring, steps, n)
+        else:
+            gen, acc = exact_tree_decode(target, draft, prompt, wiring, steps, topk, num_draft_tokens, n)
+        out.append((gen, server_steps(acc, len(gen))))
+    return out

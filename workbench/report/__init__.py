@@ -1,0 +1,89 @@
+"""Figures and reports: every plot (no pyplot), widgets, notebook export to HTML, temperature sweeps, and benchmark tables.
+
+
+The face is lazy: a name is imported from its module the first time it is used, so importing
+the package costs nothing (light commands stay free of torch).
+"""
+
+import importlib
+
+MODULES = ('benchmark', 'export', 'plots', 'temperature', 'widgets')
+
+# public name -> the module of this package that defines it
+_WHERE = {
+    'ENV_MODE': 'export',
+    'ENV_OUT': 'export',
+    'NOTEBOOKS': 'export',
+    'in_report': 'export',
+    'setup_notebook': 'export',
+    'plain_progress_bars': 'export',
+    'Table': 'export',
+    'table': 'export',
+    'record_headline': 'export',
+    'Page': 'export',
+    'Report': 'export',
+    'notebook_dir': 'export',
+    'select_notebooks': 'export',
+    'parse_value': 'export',
+    'declared_parameters': 'export',
+    'clean_for_export': 'export',
+    'export_html': 'export',
+    'run_report': 'export',
+    'write_index': 'export',
+    'SCHEMA': 'benchmark',
+    'SECTIONS': 'benchmark',
+    'OPT_IN': 'benchmark',
+    'TARGETS': 'benchmark',
+    'Figure': 'benchmark',
+    'add_arguments': 'benchmark',
+    'goal_met': 'benchmark',
+    'summarize': 'benchmark',
+    'not_run': 'benchmark',
+    'machine': 'benchmark',
+    'markdown_table': 'benchmark',
+    'results': 'benchmark',
+    'write_results': 'benchmark',
+    'WIDTH': 'plots',
+    'save': 'plots',
+    'as_results': 'plots',
+    'acceptance_curves': 'plots',
+    'accept_length_histogram': 'plots',
+    'decode_path_comparison': 'plots',
+    'by_source': 'plots',
+    'speedup_projection': 'plots',
+    'tree_sweep': 'plots',
+    'tap_stats_figure': 'plots',
+    'TokenHTML': 'plots',
+    'tokens_html': 'plots',
+    'sample_accepted': 'plots',
+    'sample_tokens_html': 'plots',
+    'rewire_bars': 'plots',
+    'lengths_by_source': 'plots',
+    'agreement_by_sample': 'plots',
+    'live_comparison': 'plots',
+    'live_histograms': 'plots',
+    'STATUS_COLORS': 'plots',
+    'live_requests': 'plots',
+    'accept_vs_temperature': 'plots',
+    'per_depth_compare': 'plots',
+    'TEMPERATURES': 'temperature',
+    'demo_files': 'temperature',
+    'by_temperature': 'temperature',
+    'TemperatureSweep': 'temperature',
+    'acceptance_explorer': 'widgets',
+    'sample_explorer': 'widgets',
+}
+
+__all__ = sorted(set(MODULES) | set(_WHERE))
+
+
+def __getattr__(name):
+    if name in MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__
