@@ -220,7 +220,7 @@ def draft_weight_names(draft_dir) -> list[str] | None:
     return None
 
 
-def _is_eagle3_draft(cfg: dict) -> bool | None:
+def is_eagle3_draft(cfg: dict) -> bool | None:
     archs = [str(a) for a in cfg.get("architectures") or []]
     if any("eagle3" in a.lower() for a in archs):
         return True
@@ -285,7 +285,7 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
         add("unknown-algorithm", "warning", f"--speculative-algorithm {algo_raw}: not one this lint knows "
             "(EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM)", "", "check the value against your SGLang version")
 
-    eagle3_draft = _is_eagle3_draft(dcfg) if dcfg is not None else None
+    eagle3_draft = is_eagle3_draft(dcfg) if dcfg is not None else None
     if eagle3_draft is None and algo == "EAGLE" and "eagle3" in str(a.get("speculative_draft_model_path", "")).lower():
         eagle3_draft = True
         by_name = " (judged by its path name; pass --draft to confirm)"
