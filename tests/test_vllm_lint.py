@@ -9,7 +9,7 @@ import pytest
 from workbench import engines, vllm_lint
 from workbench.cli import main
 from workbench.errors import WorkbenchError
-from workbench.vllm_lint import lint, lint_command, parse_command, read_source
+from workbench.vllm_lint import lint_command, parse_command, read_source
 
 N = 32
 
@@ -117,6 +117,19 @@ def test_nested_ids_beat_dflash_ids_as_in_the_0_32_source():
     both = {"dflash_config": {"target_layer_ids": [1, 15, 28]},
             "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}}
     assert engines.wiring_for("vllm", both, N).spec == "L0,L2,L4"
+
+
+def test_gpu_runs_the_v2_runner_which_ignores_nested_ids(dirs):
+    """0.32 picks the V2 model runner when Triton is there (GPUs); it reads no eagle_config ids."""
+    t, d = dirs
+    cfg(d, eagle_aux_hidden_state_layer_ids=None, eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 4, 32]})
+    assert lint_command(cmd(t, d)).ok                                     # CPU: V1 reads the nested ids
+    res = lint_command(cmd(t, d), device="gpu")
+    assert res.settings["model runner"].startswith("V2") and res.wiring.spec == "L1,L15,L28"
+    assert "nested-ids-ignored" in codes(res, "warning") and "wiring-mismatch" in codes(res, "error")
+    assert "[0, 4, 32]" in problem(res, "wiring-mismatch").fix
+    res = lint_command("VLLM_USE_V2_MODEL_RUNNER=0 " + cmd(t, d), device="gpu")
+    assert res.settings["model runner"].startswith("V1") and res.ok
 
 
 def test_default_taken_silently_warns(dirs):

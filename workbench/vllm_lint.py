@@ -47,10 +47,17 @@ import shlex
 from workbench import engines
 from workbench.errors import WorkbenchError
 from workbench.files import is_path
-from workbench.sglang import LintResult, Problem, draft_weight_names, is_eagle3_draft
-from workbench.wiring import Wiring, load_config, num_layers, trained_wiring_from_config
+from workbench.sglang import (
+    LintResult,
+    Problem,
+    check_target_hidden_size,
+    draft_weight_names,
+    is_eagle3_draft,
+    resolve_inputs,
+)
+from workbench.wiring import Wiring, load_config, trained_wiring_from_config
 
-ENGINE = "vllm"
+ENGINE = "vllm"   # the engine record; the V2 runner differs only in not reading eagle_config ids (_v2_view)
 # SpeculativeConfig's fields in 0.32 (config/speculative.py); anything else is refused (extra="forbid")
 SPEC_KEYS = (
     "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size",
@@ -288,7 +295,6 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
     if device not in ("auto", "cpu", "gpu"):
         raise WorkbenchError(f"device {device!r}: expected auto, cpu or gpu")
     a = dict(server_args)
-    rec = engines.get(ENGINE)
     P: list[Problem] = []
 
     def add(code, sev, msg, why="", fix=""):
@@ -326,17 +332,8 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
                 "draft_sample_method": spec.get("draft_sample_method", "greedy"),
                 "rejection_sample_method": spec.get("rejection_sample_method", "standard")}
 
-    # ---- draft and target configs (the command's own paths when they exist here) ----
-    for name, path in (("draft", spec.get("model")), ("target", a.get("model"))):
-        if (draft if name == "draft" else target) is None and _local_config(path) is not None:
-            if name == "draft":
-                draft = path
-            else:
-                target = path
-            add(f"{name}-from-command", "info", f"checked the {name} at {path} (from the command)")
-    dcfg = load_config(draft, "draft config") if draft is not None else None
-    tcfg = load_config(target, "target config") if target is not None else None
-    n = num_layers(tcfg) if tcfg is not None else None
+    draft, target, dcfg, tcfg, n = resolve_inputs(add, draft, target, {
+        "draft": (spec.get("model"), 'the speculative config\'s "model"'), "target": (a.get("model"), "the command")})
     names = draft_weight_names(draft) if is_path(draft) and os.path.isdir(draft) else None
 
     if not had_config:
@@ -493,7 +490,9 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
         return LintResult(settings, P, source)
     if method not in (None, "eagle3") or eagle3_draft is False:
         return LintResult(settings, P, source)
-    wiring, trained = _lint_draft(add, dcfg, tcfg, n, names, trained_wiring)
+    runner, why_runner = _runner(a, dev, spec)
+    settings["model runner"] = f"{runner} ({why_runner})"
+    wiring, trained = _lint_draft(add, dcfg, tcfg, n, names, trained_wiring, v2=runner == "V2")
     return LintResult(settings, P, source, wiring, trained)
 
 
@@ -503,8 +502,34 @@ def _local_config(path) -> dict | None:
     return None
 
 
-def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring):
-    """Vocabulary, Eagle-3.1 options and wiring of an EAGLE-3 draft as vLLM loads it."""
+def _runner(args: dict, dev: str, spec: dict) -> tuple[str, str]:
+    """("V1" | "V2", why): ``VllmConfig.use_v2_model_runner`` (config/vllm.py): VLLM_USE_V2_MODEL_RUNNER
+    when set; else V1 without Triton (the CPU build) or with EAGLE parallel drafting; else V2."""
+    env = str((args.get("_env") or {}).get("VLLM_USE_V2_MODEL_RUNNER", "")).lower()
+    if env in ("0", "false"):
+        return "V1", "VLLM_USE_V2_MODEL_RUNNER=0"
+    if env in ("1", "true"):
+        return "V2", "VLLM_USE_V2_MODEL_RUNNER=1"
+    if dev == "cpu":
+        return "V1", "no Triton on CPU"
+    if spec.get("parallel_drafting"):
+        return "V1", "V2 does not support EAGLE parallel drafting"
+    return "V2", "the default with Triton"
+
+
+def _v2_view(dcfg: dict) -> dict:
+    """The draft config as 0.32's V2 runner reads its ids (``v1/worker/gpu/spec_decode/eagle/eagle3_utils.py``
+    ``get_eagle3_aux_layers_from_config``): top level, then dflash (+1), never
+    ``eagle_config.eagle_aux_hidden_state_layer_ids``. The model code that captures the taps
+    (``interfaces.py`` ``EagleModelMixin``) is the V1 one, so the rest of the ``vllm`` record holds."""
+    eagle = dict(dcfg["eagle_config"]) if isinstance(dcfg.get("eagle_config"), dict) else {}
+    eagle.pop("eagle_aux_hidden_state_layer_ids", None)
+    return {**dcfg, "eagle_config": eagle}
+
+
+def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = False):
+    """Vocabulary, Eagle-3.1 options and wiring of an EAGLE-3 draft as vLLM loads it (``v2``: the V2 model
+    runner reads the ids)."""
     layer = _layer_config(dcfg)
     # ---- vocabulary: draft_id_to_target_id exists only for a reduced vocabulary ----
     dvs = dcfg.get("draft_vocab_size") or layer.get("vocab_size")
@@ -516,7 +541,7 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring):
             add("d2t-unchecked", "info", f"draft vocab {dvs}, {whose} vocab {vs}: d2t not checked "
                 "(no draft weights found)", "", "")
         else:
-            d2t = any(x == "d2t" or x.endswith(".d2t") or x.endswith("draft_id_to_target_id") for x in names)
+            d2t = any(x == "d2t" or x.endswith((".d2t", "draft_id_to_target_id")) for x in names)
             if dvs == vs and d2t:
                 add("d2t-full-vocab", "error", f"draft_vocab_size {dvs} = {whose} vocab_size but the checkpoint "
                     "ships d2t/t2d", "vLLM has draft_id_to_target_id only for a reduced vocabulary "
@@ -529,13 +554,7 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring):
                     "draft_id_to_target_id stays zeros: draft ids are taken as target ids, nearly every drafted "
                     "token is a different word and gets rejected",
                     "save the draft with its d2t tensor (SpecForge format)")
-    if tcfg is not None:
-        th = tcfg.get("hidden_size") or (tcfg.get("text_config") or {}).get("hidden_size")
-        dth = dcfg.get("target_hidden_size") or layer.get("hidden_size")
-        if isinstance(th, int) and isinstance(dth, int) and th != dth:
-            add("target-hidden-size", "error", f"draft expects target hidden size {dth}, the target has {th}",
-                "fc's input width (3·H_target) does not match: load fails or features are garbage",
-                "use the draft trained for this target")
+    check_target_hidden_size(add, dcfg, tcfg)
     eagle = dcfg.get("eagle_config") if isinstance(dcfg.get("eagle_config"), dict) else {}
     if eagle.get("use_aux_hidden_state") is False:
         add("aux-hidden-state-off", "error", "eagle_config.use_aux_hidden_state is false",
@@ -578,14 +597,22 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring):
         return None, None
     # ---- wiring: vLLM's reading of the ids, and SGLang's reading of the same file ----
     found = engines.config_ids(dcfg)
-    wiring = engines.wiring_for(ENGINE, dcfg, tcfg)
+    wiring = engines.wiring_for(ENGINE, _v2_view(dcfg) if v2 else dcfg, tcfg)
+    rec = engines.get(ENGINE)
     if not any(found.values()):
         add("default-ids", "warning", f"no layer ids in the draft config: vLLM silently takes its default "
-            f"(2, N//2, N-3) = {engines.get(ENGINE).default_ids(n)} → {wiring.spec}",
+            f"(2, N//2, N-3) = {rec.default_ids(n)} → {wiring.spec}",
             "nothing says which taps the draft was trained on; a draft trained on others collapses "
             "(vLLM PR #50170: accept length 1.04 vs 2.77)",
             'write the trained ids as top-level "eagle_aux_hidden_state_layer_ids" (`workbench rewire` '
             "writes both engines' keys)")
+    if v2 and found["top"] is None and found["nested"] is not None:
+        add("nested-ids-ignored", "warning", f"eagle_config ids {found['nested']} are ignored by the V2 model "
+            f"runner: it feeds the default {wiring.spec}", "0.32's V2 runner (v1/worker/gpu/spec_decode/eagle/"
+            "eagle3_utils.py get_eagle3_aux_layers_from_config) reads the top-level key, never "
+            "eagle_config.eagle_aux_hidden_state_layer_ids; V2 is the default on GPUs (config/vllm.py "
+            "use_v2_model_runner)", 'write the ids as top-level "eagle_aux_hidden_state_layer_ids" (or start '
+            "the server with VLLM_USE_V2_MODEL_RUNNER=0)")
     if found["top"] is not None and found["nested"] is not None:
         sg = engines.wiring_for("sglang", dcfg, tcfg)
         if sg.taps != wiring.taps:
@@ -598,7 +625,7 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring):
     if not wiring.feasible:
         add("wiring-infeasible", "error", "; ".join(wiring.warnings),
             "vLLM captures the wrong number of states or fails", "fix the ids: three ascending ids in 0..N "
-            f"({engines.id_meaning(engines.get(ENGINE))}; default {engines.get(ENGINE).default_ids(n)} for N={n})")
+            f"({engines.id_meaning(rec)}; default {rec.default_ids(n)} for N={n})")
     trained, assumed = None, ""
     if trained_wiring is not None:
         trained = Wiring.parse(trained_wiring, n)
@@ -633,5 +660,13 @@ def lint_command(text: str, **kw) -> LintResult:
     return lint(args, source=source, **kw)
 
 
-__all__ = ["lint", "lint_command", "parse_command", "parse_spec_config", "read_source", "head_dim",
-           "trained_depth", "closest_key"]
+__all__ = [
+    "closest_key",
+    "head_dim",
+    "lint",
+    "lint_command",
+    "parse_command",
+    "parse_spec_config",
+    "read_source",
+    "trained_depth",
+]
