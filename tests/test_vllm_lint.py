@@ -272,3 +272,20 @@ def test_cli_exit_codes_and_json(dirs, capsys):
 def test_docstring_examples_run():
     res = doctest.testmod(vllm_lint)
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_a_speculators_checkpoint_as_model(dirs, tmp_path):
+    """`vllm serve SPECULATORS_DIR`: the verifier is the target, speculative_tokens the depth, and vLLM's
+    conversion computes with norm_before_residual True (speculators trained with False by default)."""
+    t, _ = dirs
+    s = tmp_path / "spec"
+    write_json(s, {"speculators_model_type": "eagle3", "architectures": ["Eagle3Speculator"],
+                   "transformer_layer_config": {"hidden_size": 64, "num_attention_heads": 1, "vocab_size": 256},
+                   "draft_vocab_size": 64, "eagle_aux_hidden_state_layer_ids": [2, 16, 29],
+                   "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": str(t)},
+                                          "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}]}})
+    write_safetensors(s / "model.safetensors", ["fc.weight", "d2t", "t2d"])
+    res = lint_command(f"vllm serve {s}")
+    assert res.settings["model"] == str(t) and res.settings["num_speculative_tokens"] == 3
+    assert res.wiring.spec == "L1,L15,L28" and "speculators-model" in codes(res, "info")
+    assert "norm-before-residual-default" in codes(res, "warning") and res.ok, res.summary()
