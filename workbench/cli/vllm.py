@@ -32,8 +32,9 @@ def _add_lint(sub):
                    help="taps the draft was trained on, e.g. embed,L3,L31 or hf:0,4,32 "
                         "(default: workbench.trained_taps, else the SpecForge reading of eagle_config ids)")
     p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
-                   help="where the server runs, for the CPU attention head sizes: auto = cpu unless the command "
-                        "has a GPU hint (CUDA_VISIBLE_DEVICES, --gpu-memory-utilization)")
+                   help="where the server runs: cpu checks the CPU attention head sizes and reads ids as the V1 "
+                        "runner; gpu as the V2 runner (0.32's GPU default, no eagle_config ids); auto = cpu unless "
+                        "the command has a GPU hint (CUDA_VISIBLE_DEVICES, --gpu-memory-utilization)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(_vllm_run=_run_lint)
 
