@@ -17,8 +17,8 @@ import sys
 from workbench.core.errors import WorkbenchError
 
 # One module per command, in the order `workbench --help` lists them.
-COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "tune", "demo", "report", "sglang", "rewire", "bench",
-            "regenerate"]
+COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "tune", "demo", "report", "sglang", "vllm", "rewire",
+            "bench", "regenerate"]
 
 
 # Output options: dest -> "file" or "folder"; a folder per command where --out names a folder.

@@ -150,12 +150,13 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
         sources=_SGLANG_SRC),
     Engine(
         "vllm", "vLLM V1 (current)", "after PR #42764 (2026-05-15): reads nested ids too", True,
-        # gpu_model_runner._get_eagle3_aux_layers_from_config: top-level key, then
-        # dflash_config.target_layer_ids (+1), then eagle_config; ids used as is (no +1).
+        # gpu_model_runner._get_eagle3_aux_layers_from_config (0.32): the top-level key; when it is empty,
+        # dflash_config.target_layer_ids (+1) and then eagle_config, the second assignment winning: a nested
+        # eagle_config overrides dflash ids, so the effective order is top, nested, dflash. Ids used as is.
         # models/interfaces.py EagleModelMixin._maybe_add_hidden_state records hidden_states when residual
         # is None (the embedding, aux index 0) and the output after layer idx as idx+1,
         # so id 0 = embed and id N = L{N-1} (pre-norm) are feedable.
-        keys=("top", "dflash", "nested"), shift=0, lowest=0, highest_is_last=True,
+        keys=("top", "nested", "dflash"), shift=0, lowest=0, highest_is_last=True,
         # llama_eagle3.py load_weights + models/utils.py process_eagle_weight set has_own_embed_tokens /
         # has_own_lm_head from the tensor names; v1/spec_decode (EagleProposer.load_model) shares the
         # target's embedding / lm_head only when the checkpoint has none (or an identical copy).

@@ -226,7 +226,7 @@ def draft_weight_names(draft_dir) -> list[str] | None:
     return None
 
 
-def _is_eagle3_draft(cfg: dict) -> bool | None:
+def is_eagle3_draft(cfg: dict) -> bool | None:
     archs = [str(a) for a in cfg.get("architectures") or []]
     if any("eagle3" in a.lower() for a in archs):
         return True
@@ -237,6 +237,37 @@ def _is_eagle3_draft(cfg: dict) -> bool | None:
     if any("eagle" in a.lower() for a in archs):
         return False
     return None
+
+
+# ─────────────────────────────── shared with the vLLM lint ───────────────────────────────
+
+def resolve_inputs(add, draft, target, paths: dict):
+    """(draft, target, draft config, target config, N): ``draft``/``target`` as given, else the command's
+    own paths (``paths``: name -> (path, where it came from)) when a config.json is there (an info each)."""
+    for name, (path, where) in paths.items():
+        if (draft if name == "draft" else target) is None and isinstance(path, str) and \
+                os.path.isfile(os.path.join(path, "config.json")):
+            if name == "draft":
+                draft = path
+            else:
+                target = path
+            add(f"{name}-from-command", "info", f"checked the {name} at {path} (from {where})")
+    dcfg = load_config(draft, "draft config") if draft is not None else None
+    tcfg = load_config(target, "target config") if target is not None else None
+    return draft, target, dcfg, tcfg, (num_layers(tcfg) if tcfg is not None else None)
+
+
+def check_target_hidden_size(add, dcfg: dict, tcfg) -> None:
+    """Error ``target-hidden-size`` when the draft's fc expects another target width."""
+    if tcfg is None:
+        return
+    layer = dcfg.get("transformer_layer_config") if isinstance(dcfg.get("transformer_layer_config"), dict) else dcfg
+    th = tcfg.get("hidden_size") or (tcfg.get("text_config") or {}).get("hidden_size")
+    dth = dcfg.get("target_hidden_size") or layer.get("hidden_size")
+    if isinstance(th, int) and isinstance(dth, int) and th != dth:
+        add("target-hidden-size", "error", f"draft expects target hidden size {dth}, the target has {th}",
+            "fc's input width (3·H_target) does not match: load fails or features are garbage",
+            "use the draft trained for this target")
 
 
 # ─────────────────────────────── lint ───────────────────────────────
@@ -269,19 +300,9 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
     if "_avg_spec_accept_length" in a:
         settings["avg_spec_accept_length"] = a["_avg_spec_accept_length"]
 
-    # ---- draft and target configs (the command's own paths when they exist here) ----
-    for name, key in (("draft", "speculative_draft_model_path"), ("target", "model_path")):
-        path = a.get(key)
-        if (draft if name == "draft" else target) is None and isinstance(path, str) and \
-                os.path.isfile(os.path.join(path, "config.json")):
-            if name == "draft":
-                draft = path
-            else:
-                target = path
-            add(f"{name}-from-command", "info", f"checked the {name} at {path} (from {key})")
-    dcfg = load_config(draft, "draft config") if draft is not None else None
-    tcfg = load_config(target, "target config") if target is not None else None
-    n = num_layers(tcfg) if tcfg is not None else None
+    draft, target, dcfg, tcfg, n = resolve_inputs(add, draft, target, {
+        "draft": (a.get("speculative_draft_model_path"), "speculative_draft_model_path"),
+        "target": (a.get("model_path"), "model_path")})
 
     if algo is None:
         add("no-speculation", "error", "no --speculative-algorithm: the server runs without speculative decoding",
@@ -291,7 +312,7 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
         add("unknown-algorithm", "warning", f"--speculative-algorithm {algo_raw}: not one this lint knows "
             "(EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM)", "", "check the value against your SGLang version")
 
-    eagle3_draft = _is_eagle3_draft(dcfg) if dcfg is not None else None
+    eagle3_draft = is_eagle3_draft(dcfg) if dcfg is not None else None
     if eagle3_draft is None and algo == "EAGLE" and "eagle3" in str(a.get("speculative_draft_model_path", "")).lower():
         eagle3_draft = True
         by_name = " (judged by its path name; pass --draft to confirm)"
@@ -398,13 +419,7 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
                 add("no-d2t", "error", f"draft vocab {dvs} < target vocab {vs} but the draft weights hold no d2t",
                     "without d2t SGLang maps draft ids to target ids as identity: nearly every drafted token is "
                     "a different word and gets rejected", "save the draft with its d2t tensor (SpecForge format)")
-        if tcfg is not None:
-            th = tcfg.get("hidden_size") or (tcfg.get("text_config") or {}).get("hidden_size")
-            dth = dcfg.get("target_hidden_size") or dcfg.get("hidden_size")
-            if isinstance(th, int) and isinstance(dth, int) and th != dth:
-                add("target-hidden-size", "error", f"draft expects target hidden size {dth}, the target has {th}",
-                    "fc's input width (3·H_target) does not match: load fails or features are garbage",
-                    "use the draft trained for this target")
+        check_target_hidden_size(add, dcfg, tcfg)
         names = draft_weight_names(draft) if is_path(draft) and os.path.isdir(draft) else None
         if names is not None:
             ships = any(k.endswith("embed_tokens.weight") for k in names)
