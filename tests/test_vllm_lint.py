@@ -6,10 +6,11 @@ import struct
 
 import pytest
 
-from workbench import engines, vllm_lint
+from workbench import engines
+from workbench.engines import vllm_lint
 from workbench.cli import main
 from workbench.errors import WorkbenchError
-from workbench.vllm_lint import lint_command, parse_command, read_source
+from workbench.engines.vllm_lint import lint_command, parse_command, read_source
 
 N = 32
 

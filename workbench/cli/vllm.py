@@ -58,7 +58,7 @@ def run(args) -> int:
 
 
 def _run_lint(args) -> int:
-    from workbench.vllm_lint import lint_command
+    from workbench.engines.vllm_lint import lint_command
 
     text = sys.stdin.read() if args.source == "-" else args.source
     res = lint_command(text, draft=args.draft, target=args.target, trained_wiring=args.trained_wiring,

@@ -7,7 +7,7 @@ the package costs nothing (light commands stay free of torch).
 
 import importlib
 
-MODULES = ('candidates', 'flags', 'records', 'sglang_lint', 'taps', 'wiring')
+MODULES = ('candidates', 'flags', 'records', 'sglang_lint', 'taps', 'vllm_lint', 'wiring')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -54,6 +54,9 @@ _WHERE = {
     'parse_command': 'sglang_lint',
     'server_args_from_info': 'sglang_lint',
     'draft_weight_names': 'sglang_lint',
+    'is_eagle3_draft': 'sglang_lint',
+    'resolve_inputs': 'sglang_lint',
+    'check_target_hidden_size': 'sglang_lint',
     'lint': 'sglang_lint',
     'lint_command': 'sglang_lint',
     'lint_server_info': 'sglang_lint',
@@ -69,6 +72,19 @@ _WHERE = {
     'trained_wiring_from_config': 'taps',
     'Resolution': 'taps',
     'as_wirings': 'taps',
+    'ENGINE': 'vllm_lint',
+    'SPEC_KEYS': 'vllm_lint',
+    'TREE_KEYS': 'vllm_lint',
+    'METHODS': 'vllm_lint',
+    'DRAFT_SAMPLE_METHODS': 'vllm_lint',
+    'REJECTION_SAMPLE_METHODS': 'vllm_lint',
+    'CPU_HEAD_SIZES': 'vllm_lint',
+    'MASK_TOKEN_KEYS': 'vllm_lint',
+    'parse_spec_config': 'vllm_lint',
+    'read_source': 'vllm_lint',
+    'head_dim': 'vllm_lint',
+    'trained_depth': 'vllm_lint',
+    'closest_key': 'vllm_lint',
     'ENGINES': 'wiring',
     'resolve': 'wiring',
     'ids_for': 'wiring',

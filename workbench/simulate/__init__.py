@@ -7,7 +7,7 @@ the package costs nothing (light commands stay free of torch).
 
 import importlib
 
-MODULES = ('acceptance', 'distributed', 'exact', 'rejection', 'sampled', 'thresholds', 'tree_verify', 'verify_walk')
+MODULES = ('acceptance', 'distributed', 'exact', 'loop', 'rejection', 'sampled', 'thresholds', 'tree_verify', 'verify_walk')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -39,6 +39,7 @@ _WHERE = {
     'exact_decode': 'exact',
     'exact_simulate': 'exact',
     'loop_simulate': 'exact',
+    'decode_loop': 'loop',
     'RejectionResult': 'rejection',
     'rejection_batch': 'rejection',
     'rejection_chains': 'rejection',

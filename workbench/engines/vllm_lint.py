@@ -1,6 +1,6 @@
 """vLLM: lint a server's ``--speculative-config`` against the draft and target (no GPU, no vllm).
 
-    >>> from workbench.vllm_lint import lint_command
+    >>> from workbench.engines.vllm_lint import lint_command
     >>> res = lint_command("vllm serve T --speculative-config "
     ...                    "'{\\"method\\": \\"eagle3\\", \\"model\\": \\"D\\", \\"num_speculative_tokens\\": 4, "
     ...                    "\\"speculative_token_tree\\": \\"[(0,)]\\"}'")
