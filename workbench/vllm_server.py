@@ -145,8 +145,9 @@ def _alive(pid: int) -> bool:
 
 
 def stop(pid: int, timeout: float = 30.0) -> bool:
-    """Stop a server started by :func:`start` (SIGTERM to its process group, SIGKILL after ``timeout``).
-    Returns False when it was not running."""
+    """Stop a server started by :func:`start`: SIGTERM to the API server (it shuts its engine core down in
+    order), then SIGTERM and at last SIGKILL to its process group for anything left. Returns False when
+    it was not running."""
     pid = int(pid)
     if not _alive(pid):
         return False
@@ -154,20 +155,31 @@ def stop(pid: int, timeout: float = 30.0) -> bool:
         group = os.getpgid(pid) == pid           # start() makes the server a process-group leader
     except ProcessLookupError:
         return False
-    kill = (lambda sig: os.killpg(pid, sig)) if group else (lambda sig: os.kill(pid, sig))
-    with contextlib.suppress(ProcessLookupError):
-        kill(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)          # reap it when it is our child
-        if not _alive(pid) and not (group and _group_alive(pid)):
+        return not _alive(pid) and not (group and _group_alive(pid))
+
+    def wait(seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if gone():
+                return True
+            time.sleep(0.2)
+        return gone()
+
+    steps = [(lambda: os.kill(pid, signal.SIGTERM), timeout * 0.5)]
+    if group:
+        steps += [(lambda: os.killpg(pid, signal.SIGTERM), timeout * 0.5),
+                  (lambda: os.killpg(pid, signal.SIGKILL), 5.0)]
+    else:
+        steps += [(lambda: os.kill(pid, signal.SIGKILL), 5.0)]
+    for send, seconds in steps:
+        with contextlib.suppress(ProcessLookupError):
+            send()
+        if wait(seconds):
             return True
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        kill(signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
     return True
 
 
