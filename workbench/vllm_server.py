@@ -98,7 +98,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def build_command(python: str, target, draft, *, k: int, port: int, host: str = "127.0.0.1",
                   max_model_len: int = 512, max_num_seqs: int = 4, dtype: str = "float32",
                   spec_metrics: str | None = "detailed", speculative: dict | None = None,
-                  extra_args=()) -> list[str]:
+                  enforce_eager: bool = False, extra_args=()) -> list[str]:
     """The server's command line. ``draft=None`` serves the target without speculation."""
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(target), "--host", host,
            "--port", str(port), "--dtype", dtype, "--max-model-len", str(max_model_len),
@@ -109,6 +109,8 @@ def build_command(python: str, target, draft, *, k: int, port: int, host: str = 
         cmd += ["--speculative-config", json.dumps(spec)]
         if spec_metrics:
             cmd += ["--per-request-spec-decode-metrics", spec_metrics]
+    if enforce_eager:
+        cmd += ["--enforce-eager"]
     return cmd + [str(a) for a in extra_args]
 
 
@@ -196,10 +198,13 @@ def _group_alive(pgid: int) -> bool:
 def start(target, draft, *, k: int = 4, port: int | None = None, host: str = "127.0.0.1",
           max_model_len: int = 512, max_num_seqs: int = 4, dtype: str = "float32",
           spec_metrics: str | None = "detailed", speculative: dict | None = None, extra_args=(),
-          fix: bool = True, env: dict | None = None, python: str | None = None, log=None, pid_file=None,
+          enforce_eager: bool = False, fix: bool = True, env: dict | None = None, python: str | None = None,
+          log=None, pid_file=None,
           timeout: float = 300.0, foreground: bool = False, say=None) -> VllmServer:
     """Start a vLLM server for ``target`` with the EAGLE-3 ``draft`` (``None``: no speculation), drafting
-    ``k`` tokens, and wait until ``/v1/models`` answers (at most ``timeout`` s).
+    ``k`` tokens, and wait until ``/v1/models`` answers (at most ``timeout`` s). ``enforce_eager``: no
+    torch.compile warm-up (on 2 cores: about 40 s to ready instead of 65-75 s with a warm compile cache,
+    180 s cold).
 
     Background (default): output to ``log`` (default ``vllm-<port>.log`` in the current folder), pid to
     ``pid_file`` (default ``<log>.pid``); returns the :class:`VllmServer`. ``foreground=True``: the output
@@ -216,7 +221,7 @@ def start(target, draft, *, k: int = 4, port: int | None = None, host: str = "12
     pid_file = Path(pid_file) if pid_file else log.with_name(log.name + ".pid")
     cmd = build_command(python, target, draft, k=k, port=port, host=host, max_model_len=max_model_len,
                         max_num_seqs=max_num_seqs, dtype=dtype, spec_metrics=spec_metrics,
-                        speculative=speculative, extra_args=extra_args)
+                        speculative=speculative, enforce_eager=enforce_eager, extra_args=extra_args)
     full_env = dict(os.environ, **BASE_ENV, **(env or {}))
     full_env["WORKBENCH_VLLM_FIX"] = "1" if fix else "0"
     full_env.pop("PYTHONPATH", None)              # the server runs in its own venv only
