@@ -119,12 +119,17 @@ def _get(url: str, timeout: float = 5.0) -> bytes:
         return r.read()
 
 
-def _tail(path, n: int = 15) -> str:
+def _tail(path, n: int = 6) -> str:
+    """The log's last exception line (when there is one) and its last ``n`` meaningful lines, on one line."""
     try:
         lines = Path(path).read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
-    return " | ".join(line.strip() for line in lines[-n:] if line.strip())
+    lines = [line.strip()[:300] for line in lines if line.strip() and line.strip().strip("^~ ")]
+    cause = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b", line)]
+    tail = lines[-n:]
+    head = [f"cause: {cause[-1]}"] if cause and cause[-1] not in tail else []
+    return " | ".join(head + tail)
 
 
 def fix_state(log_text: str) -> bool | None:
@@ -213,8 +218,9 @@ def start(target, draft, *, k: int = 4, port: int | None = None, host: str = "12
     log's last lines (and is stopped)."""
     python = python or find_python()
     for what, path in (("target", target), ("draft", draft)):
-        if path is not None and not Path(path).is_dir() and Path(str(path)).exists():
-            raise WorkbenchError(f"{what} {path}: not a model folder")
+        local = path is not None and (Path(path).exists() or str(path).startswith(("/", ".", "~")))
+        if local and not (Path(path).expanduser() / "config.json").is_file():
+            raise WorkbenchError(f"{what} {path}: no config.json there (expected a model folder)")
     port = int(port) if port else free_port(host)
     log = Path(log) if log else Path.cwd() / f"vllm-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
