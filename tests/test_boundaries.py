@@ -186,3 +186,20 @@ def test_lint_imports_keeps_the_floors():
         pytest.skip("import-linter is not installed (pip install -e '.[test]')")
     out = subprocess.run([str(exe), "--no-cache"], capture_output=True, text=True, cwd=PKG.parent)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+def test_every_docstring_example_runs():
+    """Every module opens with a runnable example (baukit's habit): all of them run, in every package."""
+    import doctest
+    import importlib
+
+    failed = {}
+    for p in MODULES:
+        name = _module_name(p)
+        if name.endswith("__main__"):
+            continue
+        res = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS, verbose=False,
+                              report=False)
+        if res.failed:
+            failed[name] = res.failed
+    assert not failed, f"doctest failures (python -m doctest -v on the module shows them): {failed}"

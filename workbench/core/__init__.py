@@ -1,13 +1,16 @@
 """The ground floor: errors, atomic files, the Setting every result carries, text rendering, devices, and the served sampling rule. Imports nothing of workbench.
 
+    >>> from workbench.core import Setting
+    >>> Setting(steps=4).label
+    'chain K=4'
 
-The face is lazy: a name is imported from its module the first time it is used, so importing
-the package costs nothing (light commands stay free of torch).
+The face is lazy (workbench.core.faces): a name is imported from its module on first use, so
+importing the package costs nothing and light commands stay free of torch.
 """
 
-import importlib
+from workbench.core.faces import lazy
 
-MODULES = ('compat', 'devices', 'errors', 'files', 'render', 'sampling', 'setting')
+MODULES = ('compat', 'devices', 'errors', 'faces', 'files', 'render', 'sampling', 'setting')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -20,6 +23,7 @@ _WHERE = {
     'default_dtype': 'devices',
     'parse_dtype': 'devices',
     'WorkbenchError': 'errors',
+    'lazy': 'faces',
     'is_path': 'files',
     'atomic_write': 'files',
     'jsonable': 'files',
@@ -44,15 +48,4 @@ _WHERE = {
 }
 
 __all__ = sorted(set(MODULES) | set(_WHERE))
-
-
-def __getattr__(name):
-    if name in MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy(__name__, MODULES, _WHERE)

@@ -90,7 +90,7 @@ def check_output(path, *, folder: bool = False, what: str = "output") -> None:
         >>> check_output("/no/such/folder/x.json")
         Traceback (most recent call last):
         ...
-        workbench.errors.WorkbenchError: output /no/such/folder/x.json: folder /no/such/folder does not exist (create it first)
+        workbench.core.errors.WorkbenchError: output /no/such/folder/x.json: folder /no/such/folder does not exist (create it first)
     """
 
     p = os.path.abspath(os.fspath(path))

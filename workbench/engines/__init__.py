@@ -1,11 +1,14 @@
 """Engine rules in one place: per-engine/version records (ids <-> taps), the tap vocabulary, wiring resolution, drafting flags and the servers' flag lints. Light: no torch.
 
+    >>> from workbench import engines
+    >>> engines.get("vllm").name, engines.Wiring.parse("hf:0,2,4", 8).spec
+    ('vllm', 'embed,L1,L3')
 
-The face is lazy: a name is imported from its module the first time it is used, so importing
-the package costs nothing (light commands stay free of torch).
+The face is lazy (workbench.core.faces): a name is imported from its module on first use, so
+importing the package costs nothing and light commands stay free of torch.
 """
 
-import importlib
+from workbench.core.faces import lazy
 
 MODULES = ('candidates', 'flags', 'records', 'sglang_lint', 'taps', 'vllm_lint', 'wiring')
 
@@ -95,15 +98,4 @@ _WHERE = {
 }
 
 __all__ = sorted(set(MODULES) | set(_WHERE))
-
-
-def __getattr__(name):
-    if name in MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy(__name__, MODULES, _WHERE)

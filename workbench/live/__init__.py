@@ -1,13 +1,16 @@
 """Live servers: the engine-neutral comparison core, the SGLang client, per-request fingerprints, the loopback stand-in, and regeneration.
 
+    >>> from workbench.live import HttpClient
+    >>> HttpClient("http://127.0.0.1:30000/").url
+    'http://127.0.0.1:30000'
 
-The face is lazy: a name is imported from its module the first time it is used, so importing
-the package costs nothing (light commands stay free of torch).
+The face is lazy (workbench.core.faces): a name is imported from its module on first use, so
+importing the package costs nothing and light commands stay free of torch.
 """
 
-import importlib
+from workbench.core.faces import lazy
 
-MODULES = ('comparison', 'fake_sglang', 'fingerprint', 'http', 'regenerate', 'sglang_live')
+MODULES = ('comparison', 'fake_sglang', 'fingerprint', 'http', 'regenerate', 'sglang_live', 'vllm_server')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -67,18 +70,24 @@ _WHERE = {
     'server_settings': 'sglang_live',
     'generate_samples': 'sglang_live',
     'compare': 'sglang_live',
+    'VENV': 'vllm_server',
+    'PYTHON_ENV': 'vllm_server',
+    'APPLIED': 'vllm_server',
+    'NOT_APPLIED': 'vllm_server',
+    'BASE_ENV': 'vllm_server',
+    'VllmServer': 'vllm_server',
+    'find_python': 'vllm_server',
+    'free_port': 'vllm_server',
+    'build_command': 'vllm_server',
+    'fix_state': 'vllm_server',
+    'stop': 'vllm_server',
+    'start': 'vllm_server',
+    'running_server': 'vllm_server',
+    'post': 'vllm_server',
+    'model_name': 'vllm_server',
+    'complete': 'vllm_server',
+    'spec_metrics': 'vllm_server',
 }
 
 __all__ = sorted(set(MODULES) | set(_WHERE))
-
-
-def __getattr__(name):
-    if name in MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy(__name__, MODULES, _WHERE)

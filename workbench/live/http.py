@@ -55,9 +55,9 @@ OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect
 
 @dataclass
 class HttpClient:
-    """A small ``/generate`` client: timeouts, retries with exponential backoff, a concurrency limit.
+    """An HTTP JSON client for one server: timeouts, retries with exponential backoff, a concurrency limit.
 
-        >>> c = Client("http://127.0.0.1:30000", timeout=30, retries=2)
+        >>> c = HttpClient("http://127.0.0.1:30000", timeout=30, retries=2)
         >>> c.url
         'http://127.0.0.1:30000'
 

@@ -1,11 +1,14 @@
 """Rows of data: loading JSONL/Parquet/HF datasets into the canonical schema, validating them, previewing one.
 
+    >>> from workbench import rows
+    >>> rows.load([{"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]}]).rows()[0]["n_response_tokens"]
+    2
 
-The face is lazy: a name is imported from its module the first time it is used, so importing
-the package costs nothing (light commands stay free of torch).
+The face is lazy (workbench.core.faces): a name is imported from its module on first use, so
+importing the package costs nothing and light commands stay free of torch.
 """
 
-import importlib
+from workbench.core.faces import lazy
 
 MODULES = ('dataset', 'preview', 'reports', 'schema')
 
@@ -49,15 +52,4 @@ _WHERE = {
 }
 
 __all__ = sorted(set(MODULES) | set(_WHERE))
-
-
-def __getattr__(name):
-    if name in MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy(__name__, MODULES, _WHERE)

@@ -1,16 +1,15 @@
 """Acceptance at temperature > 0 from one teacher-forced target pass: the verify distribution, the
 decode path on sampled data, the Rao–Blackwellised per-depth estimator and rejection-sampling chains.
 
+    >>> import numpy as np
+    >>> from workbench.simulate.sampled import chain_as_tree
     >>> import torch
-    >>> from workbench.core.sampling import Sampling
-    >>> from workbench.model.served import verify_probs, served_stats, token_probs
-    >>> logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
-    >>> s = Sampling(temperature=1.0, top_k=3, top_p=0.8)
-    >>> [round(x, 3) for x in verify_probs(logits, s)[0].tolist()]      # top-3, then top-p 0.8 of that
-    [0.731, 0.269, 0.0, 0.0]
-    >>> stats = served_stats(logits, s)                                  # two numbers per row
-    >>> [round(x, 3) for x in token_probs(logits, stats, s).tolist()[0]]  # the fast path, same numbers
-    [0.731, 0.269, 0.0, 0.0]
+    >>> tok, par, dep = chain_as_tree(torch.tensor([[[7, 8, 9]]]))      # a chain is a tree with one lane
+    >>> par.tolist(), dep.tolist()
+    ([[[0, 1, 2]]], [[[1, 2, 3]]])
+
+The verify distribution itself (``verify_probs``, ``served_stats``, ``token_probs``) is
+:mod:`workbench.model.served`.
 
 What the servers do at T > 0 (``shared/sampling.md``, read from the engines' source):
 

@@ -1,11 +1,14 @@
 """Statistics of accepted counts: counting rules, intervals, the AcceptanceResult object, tap statistics, and the one cost model of every speed-up projection.
 
+    >>> from workbench.stats import wilson
+    >>> [round(x, 3) for x in wilson(8, 10)]
+    [0.49, 0.943]
 
-The face is lazy: a name is imported from its module the first time it is used, so importing
-the package costs nothing (light commands stay free of torch).
+The face is lazy (workbench.core.faces): a name is imported from its module on first use, so
+importing the package costs nothing and light commands stay free of torch.
 """
 
-import importlib
+from workbench.core.faces import lazy
 
 MODULES = ('cost', 'counts', 'statistics', 'tap_stats')
 
@@ -39,15 +42,4 @@ _WHERE = {
 }
 
 __all__ = sorted(set(MODULES) | set(_WHERE))
-
-
-def __getattr__(name):
-    if name in MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy(__name__, MODULES, _WHERE)
