@@ -262,6 +262,12 @@ def run(args) -> int:
         add("sampled", "demo + synthetic 8k/128k", lambda: load_bench("sampled").measure(
             demo=demo, device=device, repeats=repeats, quick=args.quick, threads=args.threads))
 
+    if "vllm" in sections:                                              # issue 27: time to know, real vLLM
+        mod = measurer("vllm", "time to know: offline vs a real vLLM per wiring", figures)
+        if mod is not None:
+            add("vllm", demo_label or "demo", lambda: mod.measure(demo, repeats=min(repeats, 3), quick=args.quick,
+                                                                  device=device))
+
     machine = benchmark.machine(device)
     settings = {"quick": bool(args.quick), "repeats": repeats, "threads": args.threads, "demo": str(demo) if demo else None,
                 "sections": sections, "targets": targets, "sizes": cfg,

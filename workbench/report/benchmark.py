@@ -35,8 +35,9 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 
 SCHEMA = 1
-SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire", "long", "tree", "regenerate", "sampled")
-OPT_IN = ("long", "tree", "sampled")   # minutes on 2 cores: run with --only long / --only tree / --only sampled
+SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire", "long", "tree", "regenerate", "sampled",
+            "vllm")
+OPT_IN = ("long", "tree", "sampled", "vllm")   # minutes on 2 cores (vllm: real servers): --only NAME runs one
 TARGETS = ("demo", "synthetic")
 _GOAL = re.compile(r"^\s*(<=|>=|==|<|>)\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*$")
 
