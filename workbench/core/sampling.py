@@ -70,6 +70,17 @@ class Sampling:
         return {"temperature": 0.0 if self.greedy else self.temperature, "top_p": self.top_p, "top_k": self.top_k,
                 "min_p": 0.0, "repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
 
+    def vllm_params(self) -> dict:
+        """The sampling fields of a vLLM ``/v1/completions`` request, every one explicit (vLLM's names:
+        ``top_k`` 0 = off; a server otherwise takes defaults from generation_config.json).
+
+            >>> Sampling(temperature=0.7, top_k=-1).vllm_params()["top_k"], Sampling().vllm_params()["temperature"]
+            (0, 0.0)
+        """
+        return {"temperature": 0.0 if self.greedy else self.temperature, "top_p": self.top_p,
+                "top_k": 0 if self.top_k == -1 else self.top_k, "min_p": 0.0, "repetition_penalty": 1.0,
+                "frequency_penalty": 0.0, "presence_penalty": 0.0}
+
     def to_dict(self) -> dict:
         return asdict(self)
 

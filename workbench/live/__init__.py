@@ -1,4 +1,4 @@
-"""Live servers: the engine-neutral comparison core, the SGLang client, per-request fingerprints, the loopback stand-in, and regeneration.
+"""Live servers: the engine-neutral comparison core, the SGLang and vLLM clients, per-request fingerprints, the loopback stand-in, and regeneration.
 
 
 The face is lazy: a name is imported from its module the first time it is used, so importing
@@ -7,7 +7,8 @@ the package costs nothing (light commands stay free of torch).
 
 import importlib
 
-MODULES = ('comparison', 'fake_sglang', 'fingerprint', 'http', 'regenerate', 'sglang_live')
+MODULES = ('comparison', 'fake_sglang', 'fake_vllm', 'fingerprint', 'http', 'regenerate', 'sglang_live',
+           'vllm_live', 'vllm_server')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -60,13 +61,39 @@ _WHERE = {
     'output_row': 'regenerate',
     'RegenerateResult': 'regenerate',
     'SPEC_KEYS': 'sglang_live',
-    'SpecMeta': 'sglang_live',
     'parse_meta_info': 'sglang_live',
     'Client': 'sglang_live',
     'sampling_params': 'sglang_live',
     'server_settings': 'sglang_live',
     'generate_samples': 'sglang_live',
     'compare': 'sglang_live',
+    'SpecMeta': 'comparison',
+    'ServerKind': 'comparison',
+    'GREEDY_SHARE': 'comparison',
+    'METRICS_SLACK': 'comparison',
+    'number_field': 'comparison',
+    'count_list': 'comparison',
+    'collect': 'comparison',
+    'counter_deltas': 'comparison',
+    'counter_histogram': 'comparison',
+    'greedy_summary': 'comparison',
+    'assemble': 'comparison',
+    'JsonHandler': 'fake_sglang',
+    'engine_generator': 'fake_sglang',
+    'loopback': 'fake_sglang',
+    'DETAILS': 'fake_vllm',
+    'BUG_TEMPERATURE': 'fake_vllm',
+    'FakeVllm': 'fake_vllm',
+    'spec_decoding': 'fake_vllm',
+    'metrics_text': 'fake_vllm',
+    'greedy_mismatches': 'fingerprint',
+    'VLLM': 'vllm_live',
+    'PROBE_TEMPERATURE': 'vllm_live',
+    'parse_spec_decoding': 'vllm_live',
+    'request_params': 'vllm_live',
+    'live_samples': 'vllm_live',
+    'detect_k': 'vllm_live',
+    'pooled_accept': 'vllm_live',
 }
 
 __all__ = sorted(set(MODULES) | set(_WHERE))
