@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import sys
 
+from workbench.cli import add_live_arguments
+
 NAME = "vllm"
 HELP = ("vLLM helpers: lint the server's --speculative-config against the draft and target; compare a live "
         "server's acceptance with the offline simulation")
@@ -49,11 +51,7 @@ def _add_compare(sub):
                                    "every candidate wiring and say which one reproduces its per-request "
                                    "per_step_accepted (or, with --metrics-only, its /metrics counters). Exit 1 unless "
                                    "it matches the trained wiring.")
-    p.add_argument("--url", required=True, help="the vLLM server, e.g. http://127.0.0.1:8000 (only this URL is contacted)")
-    p.add_argument("--target", required=True, metavar="DIR", help="the target model the server runs")
-    p.add_argument("--draft", required=True, metavar="DIR", help="the EAGLE-3 draft the server runs")
-    p.add_argument("--data", required=True, metavar="PATH", help="samples (prompt + response length), as for accept")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="first N samples only")
+    add_live_arguments(p, kind="vLLM", url="http://127.0.0.1:8000", timeout=300.0)
     p.add_argument("--num-speculative-tokens", type=int, default=None, metavar="K", dest="k",
                    help="the server's num_speculative_tokens (default: from the replies, else the /metrics positions)")
     p.add_argument("--metrics-only", action="store_true",
@@ -61,11 +59,6 @@ def _add_compare(sub):
                         "carry no other traffic meanwhile)")
     p.add_argument("--probe", type=int, default=8, metavar="N",
                    help="prompts sent first at temperature 0.01 (and 0) to check the server is greedy (default 8; 0: none)")
-    p.add_argument("--concurrency", type=int, default=4, metavar="C", help="requests in flight at most (default 4)")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per request (default 300)")
-    p.add_argument("--retries", type=int, default=3, help="retries on connection errors, timeouts, HTTP 5xx (default 3)")
-    p.add_argument("--trained-wiring", metavar="SPEC", help="taps the draft was trained on (default: its config)")
-    p.add_argument("--wiring", action="append", default=[], metavar="SPEC", help="an extra wiring to try (repeatable)")
     p.add_argument("--served-dtype", default="bfloat16",
                    help="the server's dtype for near-ties (vLLM does not report it; default bfloat16, the lenient one)")
     p.add_argument("--engine", default="vllm", choices=["vllm", "vllm-legacy"],

@@ -81,6 +81,19 @@ class Sampling:
                 "top_k": 0 if self.top_k == -1 else self.top_k, "min_p": 0.0, "repetition_penalty": 1.0,
                 "frequency_penalty": 0.0, "presence_penalty": 0.0}
 
+    def request_params(self, engine: str = "sglang", row: int | None = None) -> dict:
+        """The sampling fields of one request to ``engine`` ("sglang": ``sampling_params`` of ``/generate``;
+        "vllm": the body of ``/v1/completions``), plus, when sampling with a seed, the data row's own seed
+        (:func:`row_seed`; SGLang's ``sampling_seed``, vLLM's ``seed``).
+
+            >>> Sampling(0.7, seed=3).request_params("vllm", row=5)["seed"] == row_seed(3, 5)
+            True
+        """
+        out = self.vllm_params() if engine == "vllm" else self.sglang_params()
+        if self.seed is not None and not self.greedy and row is not None:
+            out["seed" if engine == "vllm" else "sampling_seed"] = row_seed(self.seed, int(row))
+        return out
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.sampling import Sampling, row_seed
+from workbench.core.sampling import Sampling
 from workbench.live import fingerprint as fp
 from workbench.live.comparison import (
     Comparison,
@@ -169,12 +169,7 @@ def sampling_params(sampling=None, row: int | None = None) -> dict:
         >>> sampling_params(Sampling(0.7, top_p=0.9, seed=3), row=5)["sampling_seed"] == row_seed(3, 5)
         True
     """
-
-    s = Sampling() if sampling is None else sampling
-    out = s.sglang_params()
-    if s.seed is not None and not s.greedy and row is not None:
-        out["sampling_seed"] = row_seed(s.seed, int(row))
-    return out
+    return (Sampling() if sampling is None else sampling).request_params("sglang", row)
 
 
 # ─────────────────────────────── server info ───────────────────────────────

@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.sampling import Sampling, row_seed
+from workbench.core.sampling import Sampling
 from workbench.live import fingerprint as fp
 from workbench.live.comparison import (
     Comparison,
@@ -112,14 +112,11 @@ def request_params(sampling=None, row: int | None = None) -> dict:
 
         >>> request_params()["temperature"], "seed" in request_params(Sampling(0.7, seed=3))
         (0.0, False)
+        >>> from workbench.core.sampling import row_seed
         >>> request_params(Sampling(0.7, seed=3), row=5)["seed"] == row_seed(3, 5)
         True
     """
-    s = Sampling() if sampling is None else sampling
-    out = s.vllm_params()
-    if s.seed is not None and not s.greedy and row is not None:
-        out["seed"] = row_seed(s.seed, int(row))
-    return out
+    return (Sampling() if sampling is None else sampling).request_params("vllm", row)
 
 
 # ─────────────────────────────── HTTP client ───────────────────────────────
