@@ -53,6 +53,10 @@ def test_per_request_verdict_names_the_served_wiring(world):
     assert cmp.aggregate["num_drafts"] == sum(len(s.meta.per_step_accepted) for s in cmp.samples)
     assert cmp.metrics_verdict()[:2] == ("match-other", VLLM_READING)
     assert "vllm lint" not in cmp.verdict and "live vLLM server" in cmp.summary()
+    from workbench.report.plots import live_comparison, live_histograms, live_requests     # the same figures
+
+    assert f"match-other ({VLLM_READING})" in live_comparison(cmp).axes[0].get_title()
+    assert len(live_histograms(cmp).axes[0].patches) == 3 * (K + 1) and live_requests(cmp).axes
 
 
 def test_trained_wiring_served_is_match_trained_and_json_layout(world, tmp_path, capsys):

@@ -6,7 +6,14 @@ Skipped, loudly (``NO REAL vLLM: ...``), when that environment is missing or the
 - one real server (``workbench.live.vllm_server``, ``--enforce-eager``, about 40-80 s) for the tiny target and
   hand-set EAGLE-3 draft of ``workbench.vllm_tiny``: greedy requests report ``per_step_accepted`` (all K:
   that draft computes the target's own bigram), a T=0.01 sampled request with the plugin is greedy, and the
-  ``/metrics`` spec-decode counters count the steps.
+  ``/metrics`` spec-decode counters count the steps;
+- ``workbench vllm compare`` on the smoke demo (``draft-mismatched``, nested ids [1, 3, 4]: vLLM feeds L0,L2,L3),
+  three more servers, one at a time: per request at T=0 (the served wiring's offline per-step sequence equals
+  the server's ``per_step_accepted`` on >= 15/16 requests and the verdict names it), ``--metrics-only`` (the same
+  verdict or "undecided") and T=0.7 over 48 requests (live accept length within the offline interval) on one
+  server; a copy of the draft with top-level ids [0, 2, 4] (read before the nested ones: embed,L1,L3); the
+  server without the fix (``WORKBENCH_VLLM_FIX=0``): "server-bug", no wiring named. The numbers are printed
+  (``MEASURED ...``, run with -s) and written to ``$WORKBENCH_VLLM_REAL_OUT`` when set.
 """
 
 from __future__ import annotations
@@ -122,16 +129,18 @@ def _server(demo, draft, tmp_path, **kw):
     return running_server(demo / "target", draft, k=4, enforce_eager=True, log=tmp_path / "vllm.log", timeout=400, **kw)
 
 
+@pytest.fixture(scope="class")
+def srv(vllm_python, smoke_demo, tmp_path_factory):
+    """One server (fix applied) for the class's tests; stopped when the class ends (one server at a time)."""
+    with _server(smoke_demo, smoke_demo / "draft-mismatched", tmp_path_factory.mktemp("srv")) as s:
+        _record("start_s demo server (eager)", s.startup_s)
+        assert s.fix_applied is True
+        yield s
+
+
 @pytest.mark.slow
 class TestDemoServer:
     """One server (fix applied) for the per-request, /metrics-only and T=0.7 checks."""
-
-    @pytest.fixture(scope="class")
-    def srv(self, vllm_python, smoke_demo, tmp_path_factory):
-        with _server(smoke_demo, smoke_demo / "draft-mismatched", tmp_path_factory.mktemp("srv")) as s:
-            _record("start_s demo server (eager)", s.startup_s)
-            assert s.fix_applied is True
-            yield s
 
     def test_greedy_per_request_and_metrics_verdicts(self, srv, smoke_demo):
         from workbench.live.vllm_live import compare

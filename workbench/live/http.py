@@ -85,8 +85,8 @@ class HttpClient:
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise WorkbenchError(f"--concurrency {self.concurrency!r}: expected an integer >= 1")
 
-    def request(self, path: str, payload: dict | None = None, *, text: bool = False):
-        """GET (payload None) or POST JSON to ``url + path``; the decoded JSON reply (``text``: the body
+    def request(self, path: str, payload: dict | None = None, *, raw: bool = False):
+        """GET (payload None) or POST JSON to ``url + path``; the decoded JSON reply (``raw``: the body
         as text, e.g. Prometheus ``/metrics``)."""
         target = self.url + path
         data = None if payload is None else json.dumps(payload).encode()
@@ -109,7 +109,7 @@ class HttpClient:
                 reason = getattr(e, "reason", e)
                 last = "timed out" if isinstance(reason, (socket.timeout, TimeoutError)) else str(reason)
                 continue
-            if text:
+            if raw:
                 return body.decode("utf-8", "replace")
             try:
                 return json.loads(body)

@@ -170,7 +170,7 @@ class Client(HttpClient):
 
     def spec_counters(self) -> dict:
         """The ``vllm:spec_decode_*`` counters of ``/metrics`` ({} when the server has none)."""
-        return parse_spec_metrics(self.request("/metrics", text=True))
+        return parse_spec_metrics(self.request("/metrics", raw=True))
 
 
 def live_samples(client: Client, rows: list[dict], sampling=None, *, vocab_size=None, progress=False):
