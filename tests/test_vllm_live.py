@@ -15,7 +15,12 @@ from workbench.cli import main
 from workbench.core.errors import WorkbenchError
 from workbench.live.comparison import counter_histogram
 from workbench.live.fake_vllm import serve, spec_decoding
-from workbench.live.vllm_live import compare, detect_k, parse_spec_decoding, request_params
+from workbench.live.vllm_live import (
+    compare,
+    detect_k,
+    parse_spec_decoding,
+    request_params,
+)
 
 VLLM_READING = "L0,L2,L3"      # what vLLM 0.32 (V1 runner) feeds for nested ids [1, 3, 4]
 
@@ -53,7 +58,11 @@ def test_per_request_verdict_names_the_served_wiring(world):
     assert cmp.aggregate["num_drafts"] == sum(len(s.meta.per_step_accepted) for s in cmp.samples)
     assert cmp.metrics_verdict()[:2] == ("match-other", VLLM_READING)
     assert "vllm lint" not in cmp.verdict and "live vLLM server" in cmp.summary()
-    from workbench.report.plots import live_comparison, live_histograms, live_requests     # the same figures
+    from workbench.report.plots import (  # the same figures
+        live_comparison,
+        live_histograms,
+        live_requests,
+    )
 
     assert f"match-other ({VLLM_READING})" in live_comparison(cmp).axes[0].get_title()
     assert len(live_histograms(cmp).axes[0].patches) == 3 * (K + 1) and live_requests(cmp).axes
