@@ -203,3 +203,22 @@ def test_every_docstring_example_runs():
         if res.failed:
             failed[name] = res.failed
     assert not failed, f"doctest failures (python -m doctest -v on the module shows them): {failed}"
+
+
+def test_nothing_in_the_project_imports_an_old_flat_path():
+    """The old paths are for users' notebooks, for one release (docs/migration.md); our own code, tests,
+    benchmarks and notebooks import the packages."""
+    from workbench.core.compat import OLD_PATHS
+
+    root = PKG.parent
+    files = [*root.joinpath("workbench").rglob("*.py"), *root.joinpath("tests").rglob("*.py"),
+             *root.joinpath("bench").rglob("*.py"), *root.joinpath("notebooks").glob("*.py")]
+    found = []
+    for p in files:
+        if p.name == "test_migration.py" or p.parts[-2:] == ("core", "compat.py"):
+            continue
+        for m, line, _ in workbench_imports(p):
+            parts = m.split(".")
+            if len(parts) > 1 and parts[0] == "workbench" and parts[1] in OLD_PATHS and not (PKG / parts[1]).is_dir():
+                found.append(f"{p.relative_to(root)}:{line}: {m}")
+    assert not found, "old import paths:\n" + "\n".join(sorted(set(found)))

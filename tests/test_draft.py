@@ -160,6 +160,19 @@ def test_save_load_round_trip_in_the_engines_format(tmp_path):
     assert info["features"]["target_hidden_size_differs"] and info["kv_heads"] == 2
 
 
+def test_a_full_vocab_draft_is_saved_without_d2t_and_loads(tmp_path):
+    """vLLM refuses d2t/t2d on a full-vocab draft (no draft_id_to_target_id parameter): none are written."""
+    d = make_draft()
+    assert d.draft_vocab_size == d.vocab_size
+    save_draft(d, tmp_path / "full")
+    sd = load_file(str(tmp_path / "full" / "model.safetensors"))
+    assert "d2t" not in sd and "t2d" not in sd
+    d2 = load_draft(tmp_path / "full", fake_target(d))
+    assert not d2.d2t.any() and bool(d2.t2d.all())
+    feats, ids, mask = batch(d)
+    assert torch.equal(run_chains(d, feats, ids, mask, 3).tokens, run_chains(d2, feats, ids, mask, 3).tokens)
+
+
 def test_bin_sharded_and_speculators_checkpoints_load_to_the_same_model(tmp_path):
     d = make_draft(draft_vocab=40)
     save_draft(d, tmp_path / "st")

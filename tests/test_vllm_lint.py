@@ -9,7 +9,7 @@ import pytest
 from workbench import engines
 from workbench.engines import vllm_lint
 from workbench.cli import main
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.engines.vllm_lint import lint_command, parse_command, read_source
 
 N = 32

@@ -6,7 +6,14 @@ Skipped, loudly (``NO REAL vLLM: ...``), when that environment is missing or the
 - one real server started by ``workbench vllm serve`` (``--enforce-eager``, about 30-80 s) for the tiny
   target and hand-set EAGLE-3 draft of ``tests/vllm_tiny.py``: greedy requests report ``per_step_accepted`` (all K:
   that draft computes the target's own bigram), a T=0.01 sampled request with the plugin is greedy, and the
-  ``/metrics`` spec-decode counters count the steps.
+  ``/metrics`` spec-decode counters count the steps;
+- ``workbench vllm compare`` on the smoke demo (``draft-mismatched``, nested ids [1, 3, 4]: vLLM feeds L0,L2,L3),
+  three more servers, one at a time: per request at T=0 (the served wiring's offline per-step sequence equals
+  the server's ``per_step_accepted`` on >= 15/16 requests and the verdict names it), ``--metrics-only`` (the same
+  verdict or "undecided") and T=0.7 over 48 requests (live accept length within the offline interval) on one
+  server; a copy of the draft with top-level ids [0, 2, 4] (read before the nested ones: embed,L1,L3); the
+  server without the fix (``WORKBENCH_VLLM_FIX=0``): "server-bug", no wiring named. The numbers are printed
+  (``MEASURED ...``, run with -s) and written to ``$WORKBENCH_VLLM_REAL_OUT`` when set.
 """
 
 from __future__ import annotations
@@ -119,3 +126,122 @@ def test_vllm_stop_refuses_a_pid_that_is_not_a_vllm_server():
     out = subprocess.run([sys.executable, "-m", "workbench", "vllm", "stop", str(os.getpid())], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 2 and "is not a vLLM server" in out.stderr and "Traceback" not in out.stderr
+
+
+# ─────────────────────────────── workbench vllm compare against a real server (the smoke demo) ───────────────────
+
+MEASURED: dict = {}          # numbers for the README: printed (pytest -s) and written to $WORKBENCH_VLLM_REAL_OUT
+SERVED_NESTED = "L0,L2,L3"   # what vLLM 0.32 feeds draft-mismatched (nested ids [1, 3, 4], no top-level key)
+
+
+def _record(key, value):
+    import json
+
+    MEASURED[key] = value
+    print(f"\nMEASURED {key}: {json.dumps(value)}")
+    out = os.environ.get("WORKBENCH_VLLM_REAL_OUT")
+    if out:
+        Path(out).write_text(json.dumps(MEASURED, indent=2))
+
+
+def _per_request_matches(cmp, spec):
+    return sum(st.accepts == s.meta.per_step_accepted for s, st in zip(cmp.samples, cmp.requests[spec]))
+
+
+def _server(demo, draft, tmp_path, **kw):
+    from workbench.live.vllm_server import running_server
+
+    return running_server(demo / "target", draft, k=4, enforce_eager=True, log=tmp_path / "vllm.log", timeout=400, **kw)
+
+
+@pytest.fixture(scope="class")
+def srv(vllm_python, smoke_demo, tmp_path_factory):
+    """One server (fix applied) for the class's tests; stopped when the class ends (one server at a time)."""
+    with _server(smoke_demo, smoke_demo / "draft-mismatched", tmp_path_factory.mktemp("srv")) as s:
+        _record("start_s demo server (eager)", s.startup_s)
+        assert s.fix_applied is True
+        yield s
+
+
+@pytest.mark.slow
+class TestDemoServer:
+    """One server (fix applied) for the per-request, /metrics-only and T=0.7 checks."""
+
+    def test_greedy_per_request_and_metrics_verdicts(self, srv, smoke_demo):
+        from workbench.live.vllm_live import compare
+
+        args = (srv.url, smoke_demo / "target", smoke_demo / "draft-mismatched", smoke_demo / "val.jsonl")
+        cmp = compare(*args, probe=4, progress=False)
+        n = len(cmp.samples)
+        matches = {c.spec: _per_request_matches(cmp, c.spec) for c in cmp.candidates}
+        _record("T=0 per-request matches", {"n": n, **matches, "verdict": cmp.verdict_code, "wiring": cmp.matched,
+                                            "live accept length": cmp.live_accept_length,
+                                            "offline": {c.spec: cmp.offline_accept_length(c.spec) for c in cmp.candidates},
+                                            "metrics verdict": cmp.metrics_verdict()[:2]})
+        assert matches[SERVED_NESTED] >= n - 1, cmp.summary()
+        assert cmp.verdict_code == "match-other" and cmp.matched == SERVED_NESTED, cmp.summary()
+        assert cmp.metrics_verdict()[1] in (SERVED_NESTED, None)
+        only = compare(*args, probe=0, metrics_only=True, progress=False)
+        _record("T=0 metrics-only", {"verdict": only.verdict_code, "wiring": only.matched,
+                                     "live accept length": only.live_accept_length})
+        assert (only.verdict_code, only.matched) in (("match-other", SERVED_NESTED), ("undecided", None)), only.verdict
+
+    def test_sampled_live_accept_length_within_the_offline_interval(self, srv, smoke_demo, tmp_path):
+        from workbench.core.setting import Setting
+        from workbench.live.vllm_live import compare
+        from workbench.simulate.acceptance import accept
+
+        rows = (smoke_demo / "val-T0.7.jsonl").read_text().splitlines()
+        data = tmp_path / "val-T0.7-x3.jsonl"
+        data.write_text("\n".join(rows * 3) + "\n")            # 48 requests: each prompt under 3 seeds
+        cmp = compare(srv.url, smoke_demo / "target", smoke_demo / "draft-mismatched", data, temperature=0.7,
+                      seed=0, probe=4, progress=False)
+        res, _ = accept(smoke_demo / "target", smoke_demo / "draft-mismatched", smoke_demo / "val-T0.7.jsonl",
+                        wiring=SERVED_NESTED, engine="vllm",
+                        setting=Setting(steps=4, temperature=0.7, engine="vllm"), progress=False)
+        dp, dp_iv = res.decode_path["accept_length"], res.intervals()["decode_path_accept_length"]
+        pd, pd_iv = res.per_depth.decode_path_accept_length, res.per_depth.intervals()["decode_path_accept_length"]
+        live = cmp.live_accept_length
+        steps = sum(s.meta.verify_ct or 0 for s in cmp.samples)
+        _record("T=0.7", {"requests": len(cmp.samples), "live accept length": live, "live steps": steps,
+                          "offline decode path": [dp, dp_iv], "offline per depth": [pd, pd_iv],
+                          "verdict": cmp.verdict_code, "wiring": cmp.matched,
+                          "per-request identical": cmp.ranking()[0]})
+        assert len(cmp.samples) >= 48 and cmp.verdict_code not in ("server-bug", "server-not-greedy"), cmp.summary()
+        assert dp_iv[0] <= live <= dp_iv[1] or pd_iv[0] <= live <= pd_iv[1], (live, dp_iv, pd_iv)
+
+
+@pytest.mark.slow
+def test_top_level_ids_are_read_before_the_nested_ones(vllm_python, smoke_demo, tmp_path):
+    import json
+    import shutil
+
+    from workbench.live.vllm_live import compare
+
+    draft = tmp_path / "draft-top-level"
+    shutil.copytree(smoke_demo / "draft-mismatched", draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["eagle_aux_hidden_state_layer_ids"] = [0, 2, 4]      # embed,L1,L3 to vLLM; nested [1, 3, 4] kept
+    (draft / "config.json").write_text(json.dumps(cfg, indent=2))
+    with _server(smoke_demo, draft, tmp_path) as srv:
+        _record("start_s top-level-ids server (eager)", srv.startup_s)
+        cmp = compare(srv.url, smoke_demo / "target", draft, smoke_demo / "val.jsonl", wirings=[SERVED_NESTED],
+                      probe=2, progress=False)
+    _record("top-level ids", {"verdict": cmp.verdict_code, "wiring": cmp.matched, "n": len(cmp.samples),
+                              "embed,L1,L3": _per_request_matches(cmp, "embed,L1,L3"),
+                              SERVED_NESTED: _per_request_matches(cmp, SERVED_NESTED)})
+    assert cmp.matched == "embed,L1,L3" and cmp.verdict_code == "match-trained", cmp.summary()
+
+
+@pytest.mark.slow
+def test_without_the_fix_the_server_is_reported_not_the_wiring(vllm_python, smoke_demo, tmp_path):
+    from workbench.live.vllm_live import compare
+
+    with _server(smoke_demo, smoke_demo / "draft-mismatched", tmp_path, fix=False) as srv:
+        _record("start_s without-fix server (eager)", srv.startup_s)
+        cmp = compare(srv.url, smoke_demo / "target", smoke_demo / "draft-mismatched", smoke_demo / "val.jsonl",
+                      probe=8, progress=False)
+    _record("without fix", {"verdict": cmp.verdict_code, "wiring": cmp.matched,
+                            "near_zero": cmp.greedy_check.get("near_zero")})
+    assert cmp.verdict_code == "server-bug" and cmp.matched is None, cmp.summary()
+    assert "make vllm" in cmp.verdict

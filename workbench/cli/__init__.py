@@ -153,6 +153,22 @@ def add_engine_arguments(parser, *, default: str | None = None, what: str = "the
                         help="deprecated: use --engine sglang-2026.04 (classic) or --engine sglang (first-id-1)")
 
 
+def add_live_arguments(p, *, kind: str, url: str, timeout: float) -> None:
+    """The options every live ``compare`` shares: the server, the models and data, the request limits, the
+    wirings (``kind``: "SGLang" or "vLLM"; ``url``: an example URL; ``timeout``: the default per request)."""
+    p.add_argument("--url", required=True, help=f"the {kind} server, e.g. {url} (only this URL is contacted)")
+    p.add_argument("--target", required=True, metavar="DIR", help="the target model the server runs")
+    p.add_argument("--draft", required=True, metavar="DIR", help="the EAGLE-3 draft the server runs")
+    p.add_argument("--data", required=True, metavar="PATH", help="samples (prompt + response length), as for accept")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="first N samples only")
+    p.add_argument("--concurrency", type=int, default=4, metavar="C", help="requests in flight at most (default 4)")
+    p.add_argument("--timeout", type=float, default=timeout, metavar="S",
+                   help=f"seconds per request (default {timeout:g})")
+    p.add_argument("--retries", type=int, default=3, help="retries on connection errors, timeouts, HTTP 5xx (default 3)")
+    p.add_argument("--trained-wiring", metavar="SPEC", help="taps the draft was trained on (default: its config)")
+    p.add_argument("--wiring", action="append", default=[], metavar="SPEC", help="an extra wiring to try (repeatable)")
+
+
 def engine_of(args) -> str | None:
     """The engine a command runs with: ``--engine``, or the deprecated ``--sglang-rule`` mapped to a
     SGLang record (with a notice on stderr)."""

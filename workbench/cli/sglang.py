@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-from workbench.cli import add_engine_arguments, engine_of
+from workbench.cli import add_engine_arguments, add_live_arguments, engine_of
 
 NAME = "sglang"
 HELP = ("SGLang helpers: lint the server's speculative-decoding flags; compare a live server's acceptance "
@@ -47,18 +47,9 @@ def _add_compare(sub):
                                    "sampling parameters, greedy by default), simulate the server's own outputs offline "
                                    "under every candidate wiring and say which one reproduces its per-request "
                                    "speculative counts. Exit 1 unless it matches the trained wiring.")
-    p.add_argument("--url", required=True, help="the SGLang server, e.g. http://127.0.0.1:30000 (only this URL is contacted)")
-    p.add_argument("--target", required=True, metavar="DIR", help="the target model the server runs")
-    p.add_argument("--draft", required=True, metavar="DIR", help="the EAGLE-3 draft the server runs")
-    p.add_argument("--data", required=True, metavar="PATH", help="samples (prompt + response length), as for accept")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="first N samples only")
-    p.add_argument("--concurrency", type=int, default=4, metavar="C", help="requests in flight at most (default 4)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per request (default 120)")
-    p.add_argument("--retries", type=int, default=3, help="retries on connection errors, timeouts, HTTP 5xx (default 3)")
+    add_live_arguments(p, kind="SGLang", url="http://127.0.0.1:30000", timeout=120.0)
     p.add_argument("--steps", type=int, default=None, metavar="K",
                    help="draft steps K (default: the server's speculative_num_steps)")
-    p.add_argument("--trained-wiring", metavar="SPEC", help="taps the draft was trained on (default: its config)")
-    p.add_argument("--wiring", action="append", default=[], metavar="SPEC", help="an extra wiring to try (repeatable)")
     p.add_argument("--tolerance", type=float, default=0.25,
                    help="aggregate fallback only (servers without per-request fields): accept-length difference "
                         "that still matches (0.25)")

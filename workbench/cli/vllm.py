@@ -3,8 +3,11 @@
     $ workbench vllm lint "vllm serve T --speculative-config '{\\"method\\": \\"eagle3\\", \\"model\\": \\"D\\", \\
           \\"num_speculative_tokens\\": 4}'" --target T --draft D
     $ workbench vllm lint spec.json --target T --draft D --device cpu --json
+    $ workbench vllm compare --url http://127.0.0.1:8000 --target T --draft D --data val.jsonl --limit 16 \\
+          --json compare.json
 
-Sub-commands register in ``SUBCOMMANDS``: ``lint``, ``serve`` and ``stop`` (a real server under .venv-vllm).
+Sub-commands register in ``SUBCOMMANDS``: one ``_add_<name>(sub)`` per sub-command (``lint``, ``compare``,
+``serve`` and ``stop``: a real server under .venv-vllm).
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ import json
 import sys
 from pathlib import Path
 
+from workbench.cli import add_live_arguments
+
 NAME = "vllm"
-HELP = "vLLM helpers: lint the server's --speculative-config against the draft and target"
+HELP = ("vLLM helpers: lint the server's --speculative-config against the draft and target; compare a live "
+        "server's acceptance with the offline simulation")
 
 
 def _add_lint(sub):
@@ -51,8 +57,8 @@ def _add_serve(sub):
     p.add_argument("--draft", metavar="DIR", help="the EAGLE-3 draft folder (omit: serve without speculation)")
     p.add_argument("--num-speculative-tokens", "-k", type=int, default=4, metavar="K", help="drafted tokens per step")
     p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
-    p.add_argument("--max-model-len", type=int, default=512)
-    p.add_argument("--max-num-seqs", type=int, default=4)
+    p.add_argument("--max-model-len", type=int, default=512, help="longest prompt + output in tokens (default 512)")
+    p.add_argument("--max-num-seqs", type=int, default=4, help="requests served at once (default 4)")
     p.add_argument("--spec-metrics", choices=["detailed", "summary", "none"], default="detailed",
                    help="--per-request-spec-decode-metrics (detailed: per_step_accepted in every response)")
     p.add_argument("--speculative-config", metavar="JSON", help="extra keys merged into --speculative-config")
@@ -73,7 +79,36 @@ def _add_stop(sub):
     p.set_defaults(_vllm_run=_run_stop)
 
 
-SUBCOMMANDS = [_add_lint, _add_serve, _add_stop]
+def _add_compare(sub):
+    p = sub.add_parser("compare", help="a live vLLM server's acceptance against the offline simulation, per wiring",
+                       description="Send the data's prompts to a running vLLM server (POST /v1/completions, token ids, "
+                                   "explicit sampling fields, greedy by default), simulate its own outputs offline under "
+                                   "every candidate wiring and say which one reproduces its per-request "
+                                   "per_step_accepted (or, with --metrics-only, its /metrics counters). Exit 1 unless "
+                                   "it matches the trained wiring.")
+    add_live_arguments(p, kind="vLLM", url="http://127.0.0.1:8000", timeout=300.0)
+    p.add_argument("--num-speculative-tokens", type=int, default=None, metavar="K", dest="k",
+                   help="the server's num_speculative_tokens (default: from the replies, else the /metrics positions)")
+    p.add_argument("--metrics-only", action="store_true",
+                   help="ignore the per-request fields: decide from the /metrics counter deltas alone (the server must "
+                        "carry no other traffic meanwhile)")
+    p.add_argument("--probe", type=int, default=8, metavar="N",
+                   help="prompts sent first at temperature 0.01 (and 0) to check the server is greedy (default 8; 0: none)")
+    p.add_argument("--served-dtype", default="bfloat16",
+                   help="the server's dtype for near-ties (vLLM does not report it; default bfloat16, the lenient one)")
+    p.add_argument("--engine", default="vllm", choices=["vllm", "vllm-legacy"],
+                   help="the engine record the offline side computes as (default vllm: the V1 runner of 0.32)")
+    s = p.add_argument_group("sampling sent with every request (always explicit; default: greedy)")
+    s.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (default)")
+    s.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus cut, (0, 1] (default 1 = off)")
+    s.add_argument("--top-k", type=int, default=-1, metavar="K", help="-1 = off (sent as vLLM's 0)")
+    s.add_argument("--seed", type=int, default=None, metavar="S", help="send each row's seed (sampled runs)")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto for the offline side")
+    p.add_argument("--json", metavar="OUT", help="also write the comparison as JSON to OUT")
+    p.set_defaults(_vllm_run=_run_compare)
+
+
+SUBCOMMANDS = [_add_lint, _add_compare, _add_serve, _add_stop]
 
 
 def add_arguments(parser):
@@ -146,3 +181,22 @@ def _run_stop(args) -> int:
     stopped = stop(args.pid)
     print(f"vLLM server {args.pid} {'stopped' if stopped else 'was not running'}")
     return 0
+
+
+def _run_compare(args) -> int:
+    from workbench.core.errors import WorkbenchError
+    from workbench.live.vllm_live import compare
+
+    if args.limit is not None and args.limit < 1:
+        raise WorkbenchError(f"--limit {args.limit}: expected a positive number of samples")
+    res = compare(args.url, args.target, args.draft, args.data, limit=args.limit, K=args.k,
+                  trained=args.trained_wiring, wirings=args.wiring, concurrency=args.concurrency,
+                  timeout=args.timeout, retries=args.retries, served_dtype=args.served_dtype,
+                  temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
+                  metrics_only=args.metrics_only, probe=args.probe, engine=args.engine, device=args.device,
+                  progress=sys.stderr.isatty())
+    print(res.summary())
+    if args.json:
+        res.to_json(args.json)
+        print(f"wrote {args.json}")
+    return 0 if res.verdict_code == "match-trained" else 1

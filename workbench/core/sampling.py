@@ -70,6 +70,30 @@ class Sampling:
         return {"temperature": 0.0 if self.greedy else self.temperature, "top_p": self.top_p, "top_k": self.top_k,
                 "min_p": 0.0, "repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
 
+    def vllm_params(self) -> dict:
+        """The sampling fields of a vLLM ``/v1/completions`` request, every one explicit (vLLM's names:
+        ``top_k`` 0 = off; a server otherwise takes defaults from generation_config.json).
+
+            >>> Sampling(temperature=0.7, top_k=-1).vllm_params()["top_k"], Sampling().vllm_params()["temperature"]
+            (0, 0.0)
+        """
+        return {"temperature": 0.0 if self.greedy else self.temperature, "top_p": self.top_p,
+                "top_k": 0 if self.top_k == -1 else self.top_k, "min_p": 0.0, "repetition_penalty": 1.0,
+                "frequency_penalty": 0.0, "presence_penalty": 0.0}
+
+    def request_params(self, engine: str = "sglang", row: int | None = None) -> dict:
+        """The sampling fields of one request to ``engine`` ("sglang": ``sampling_params`` of ``/generate``;
+        "vllm": the body of ``/v1/completions``), plus, when sampling with a seed, the data row's own seed
+        (:func:`row_seed`; SGLang's ``sampling_seed``, vLLM's ``seed``).
+
+            >>> Sampling(0.7, seed=3).request_params("vllm", row=5)["seed"] == row_seed(3, 5)
+            True
+        """
+        out = self.vllm_params() if engine == "vllm" else self.sglang_params()
+        if self.seed is not None and not self.greedy and row is not None:
+            out["seed" if engine == "vllm" else "sampling_seed"] = row_seed(self.seed, int(row))
+        return out
+
     def to_dict(self) -> dict:
         return asdict(self)
 

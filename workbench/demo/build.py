@@ -64,6 +64,7 @@ from workbench.demo.samples import (
     cut_prompts,
     foreign_rows,
     make_rows,
+    response_counts,
     sampled_files,
     write_jsonl,
 )
@@ -75,7 +76,7 @@ from workbench.model import capture, checkpoint, draft, train
 from workbench.model.capture import hf_progress
 
 MANIFEST = "manifest.json"
-FORMAT = 3  # bump when the layout of the demo changes: older builds are then rebuilt
+FORMAT = 4  # bump when the layout of the demo changes: older builds are then rebuilt
 
 # ----------------------------------------------------------------------------------------- text
 
@@ -138,25 +139,34 @@ def _versions() -> dict:
 # ---------------------------------------------------------------------------------------- build
 
 def _train_drafts(target, tmp: Path, size: DemoSize, seed: int, progress: bool) -> dict:
-    """Both drafts through ``train.train_draft`` on ``train.jsonl``, saved with ``checkpoint.save_draft``."""
+    """Both drafts through ``train.train_draft`` on ``train.jsonl``, saved with ``checkpoint.save_draft``.
+
+    With ``size.draft_vocab`` the drafts get a reduced vocabulary (``d2t``/``t2d``): the most frequent target
+    tokens of train.jsonl's responses (``train.build_vocab_map``), as SpecForge picks it.
+    """
 
     dataset = data.load(tmp / "train.jsonl")
     taps = demo_taps(target.n_layers)
+    dvocab = min(size.draft_vocab or target.vocab_size, target.vocab_size)
+    d2t, t2d = train.build_vocab_map(response_counts(dataset.rows()), target.vocab_size, dvocab)
     out = {}
     for name in ("mismatched", "aligned"):
         with deterministic_seed(seed):
-            cfg = draft.new_draft_config(target.config, layer_ids=list(taps["layer_ids"]))
+            cfg = draft.new_draft_config(target.config, layer_ids=list(taps["layer_ids"]), draft_vocab_size=dvocab)
             model = draft.Eagle3Draft.from_config(cfg, target.embed_weight().detach().clone())
+            model.set_vocab_map(d2t, t2d)
             if progress:
-                print(f"  training draft-{name} on {','.join(taps[name])} (K={size.draft_K})", flush=True)
+                print(f"  training draft-{name} on {','.join(taps[name])} (K={size.draft_K}, draft vocab {dvocab})",
+                      flush=True)
             log = train.train_draft(model, target, dataset, list(taps[name]), K=size.draft_K,
                                     epochs=size.draft_epochs, lr=size.draft_lr, batch_size=size.draft_batch,
                                     seed=seed, progress=progress)
         checkpoint.save_draft(model, tmp / f"draft-{name}",
-                         extra_config={"workbench": {"trained_taps": list(taps[name])}})
+                              extra_config={"workbench": {"trained_taps": list(taps[name]), "ttt_steps": size.draft_K}})
         out[f"draft-{name}"] = {
             "trained_taps": list(taps[name]), "layer_ids": list(taps["layer_ids"]),
             "sglang_taps": list(taps["aligned"]), "K": size.draft_K, "epochs": size.draft_epochs,
+            "draft_vocab_size": dvocab, "head_dim": model.spec.head_dim,
             "lr": size.draft_lr, "steps": log.steps, "losses": [round(float(x), 4) for x in log.losses],
             "final_loss": round(float(log.losses[-1]), 4) if log.losses else None,
             "acc_per_step": [round(float(a), 4) for a in log.acc_per_step], "seconds": round(log.seconds, 2)}
@@ -236,7 +246,8 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
                   *[sampled_name(t) for t in SAMPLED_TEMPERATURES], "draft-mismatched", "draft-aligned"],
         "file_notes": file_notes(cfg.response_len),
         "text": {"stdlib": sysconfig.get_paths()["stdlib"], "files": text["files"], "heldout": text["heldout"]},
-        "target": {"n_layers": cfg.n_layers, "hidden_size": cfg.hidden_size, "vocab_size": vocab,
+        "target": {"n_layers": cfg.n_layers, "hidden_size": cfg.hidden_size, "head_dim": cfg.attn_head_dim,
+                   "vocab_size": vocab,
                    "n_params": tinfo["n_params"], "n_tokens": tinfo["n_tokens"], "steps": cfg.target_steps,
                    "losses": tinfo["losses"], "final_loss": tinfo["losses"][-1]},
         "data": {"n_train": len(train_rows), "n_val": len(val_rows), "prompt_len": cfg.prompt_len,

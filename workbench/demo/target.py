@@ -201,6 +201,7 @@ def train_target(token_stream: list[int], size: DemoSize, vocab_size: int, seed:
     config = LlamaConfig(vocab_size=vocab_size, hidden_size=size.hidden_size,
                          intermediate_size=size.intermediate_size, num_hidden_layers=size.n_layers,
                          num_attention_heads=size.n_heads, num_key_value_heads=size.n_heads,
+                         head_dim=size.attn_head_dim,
                          max_position_embeddings=MAX_POSITIONS, tie_word_embeddings=False, rms_norm_eps=1e-5,
                          bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id,
                          mlp_bias=size.massive > 0, attention_bias=size.massive > 0)

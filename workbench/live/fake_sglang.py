@@ -124,32 +124,48 @@ class FakeServer:
     _verifies: int = 0
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet HTTP/1.1 handler that answers JSON (``send``) and plays injected faults (``fault``);
+    subclasses set ``state`` (with a ``faults`` list) and ``lock``."""
+
+    protocol_version = "HTTP/1.1"
+    state = None
+    lock = None
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _send(self, code: int, body, ctype="application/json"):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _fault(self) -> bool:
+        with self.lock:
+            f = self.state.faults.pop(0) if self.state.faults else None
+        if f is None:
+            return False
+        if f == "garbage":
+            self._send(200, b"<html>not json</html>", "text/html")
+        else:
+            self._send(int(f), {"error": {"message": f"injected fault {f}"}})
+        return True
+
+    def _json_body(self):
+        """The request body as JSON (None after answering 400 when it is not JSON)."""
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+            return json.loads(self.rfile.read(n) or b"{}")
+        except (ValueError, json.JSONDecodeError):
+            self._send(400, {"error": {"message": "request body is not JSON"}})
+            return None
+
+
 def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):  # quiet
-            pass
-
-        def _send(self, code: int, body, ctype="application/json"):
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _fault(self) -> bool:
-            with lock:
-                f = state.faults.pop(0) if state.faults else None
-            if f is None:
-                return False
-            if f == "garbage":
-                self._send(200, b"<html>not json</html>", "text/html")
-            else:
-                self._send(int(f), {"error": {"message": f"injected fault {f}"}})
-            return True
-
+    class Handler(JsonHandler):
         def do_GET(self):
             if self._fault():
                 return
@@ -171,11 +187,9 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
             self._send(404, {"detail": "Not Found"})
 
         def do_POST(self):
-            try:
-                n = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(n) or b"{}")
-            except (ValueError, json.JSONDecodeError):
-                return self._send(400, {"error": {"message": "request body is not JSON"}})
+            body = self._json_body()
+            if body is None:
+                return None
             if self._fault():
                 return
             if self.path != "/generate":
@@ -208,6 +222,7 @@ def _handler(state: FakeServer, generate, info_extra: dict, lock: threading.Lock
             meta = spec_meta(out, list(accepts), state.K, state.variant, len(ids), state.counting)
             self._send(200, {"text": "", "output_ids": out, "meta_info": meta})
 
+    Handler.state, Handler.lock = state, lock
     return Handler
 
 
@@ -306,18 +321,35 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, variant: str = "n
             extra.setdefault("model_path", str(target))
         if inputs.is_path(draft):
             extra.setdefault("draft_path", str(draft))
-        target, draft, _ = inputs.load(target, draft, device="cpu")
-        wiring = wmod.apply_engine(target, draft, engine, wiring)[0].spec
-        generate = sampled_generator(target, draft, wiring, int(K), shape.topk, shape.num_draft_tokens, seed=seed)
+        generate, wiring = engine_generator(target, draft, wiring, engine, int(K), shape.topk, shape.num_draft_tokens,
+                                            seed=seed)
     if adaptive and "steps" not in inspect.signature(generate).parameters:
         raise WorkbenchError("fake server: adaptive=True needs a generate callable with a steps= keyword")
     state = FakeServer(url="", K=int(K), variant=variant, wiring=wiring, faults=list(faults or []), topk=shape.topk,
                        num_draft_tokens=shape.num_draft_tokens if shape.topk > 1 else None, adaptive=bool(adaptive),
                        counting=counting, endpoints=tuple(endpoints), sampling_fields=tuple(sampling_fields))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, generate, extra, threading.Lock()))
+    with loopback(state, _handler(state, generate, extra, threading.Lock())) as url:
+        yield url
+
+
+def engine_generator(target, draft, wiring, engine: str, K: int, topk: int = 1, num_draft_tokens=None, *,
+                     seed: int = 0):
+    """(``generate``, the wiring's spec): :func:`sampled_generator` on ``target``/``draft`` (paths or loaded;
+    a loaded draft is changed in place) computing as the ``engine`` record computes
+    (:func:`workbench.wiring.apply_engine`), fed ``wiring`` (default: what ``engine`` feeds)."""
+    target, draft, _ = inputs.load(target, draft, device="cpu")
+    spec = wmod.apply_engine(target, draft, engine, wiring)[0].spec
+    return sampled_generator(target, draft, spec, int(K), topk, num_draft_tokens, seed=seed), spec
+
+
+@contextlib.contextmanager
+def loopback(state, handler):
+    """Serve ``handler`` on 127.0.0.1 (a free port) in a thread; yields the URL (``.state`` = ``state``,
+    whose ``url`` is set). Stopped when the block ends."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, name="fake-sglang", daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, name="fake-server", daemon=True)
     thread.start()
     try:
         yield _Url(state)

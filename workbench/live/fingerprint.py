@@ -28,6 +28,9 @@ Fingerprint of a reply = the per-request fields it carries, among ``verify_ct``
 (``spec_verify_ct``), ``accepted_drafts`` (``spec_accept_token_num`` / ``spec_accepted_drafts`` /
 ``spec_num_correct_drafts``) and ``histogram`` (``spec_accept_histogram`` /
 ``spec_correct_drafts_histogram``, trailing zeros ignored: SGLang grows it only as far as needed).
+vLLM's ``detailed`` per-request metrics add ``per_step_accepted`` (A per verify step, in order: the
+strongest fingerprint) and ``per_step_drafted`` (kept in the fingerprint only when some step drafted
+fewer than the others, e.g. near ``max_model_len``: then each step's A is capped at its drafts).
 A reply with none of them has no fingerprint (the comparison falls back to the aggregate).
 """
 
@@ -45,7 +48,7 @@ from workbench.simulate.exact import exact_decode
 from workbench.simulate.tree_verify import exact_tree_decode, tree_accepted_counts
 from workbench.stats.counts import accepted_counts
 
-FIELDS = ("verify_ct", "accepted_drafts", "histogram")
+FIELDS = ("verify_ct", "accepted_drafts", "histogram", "per_step_accepted", "per_step_drafted")
 COUNTING = ("v2", "v1")
 
 
@@ -135,6 +138,12 @@ def fields_of(meta) -> dict:
         out["accepted_drafts"] = int(meta.accepted_drafts)
     if meta.histogram is not None:
         out["histogram"] = _trim(meta.histogram)
+    per = getattr(meta, "per_step_accepted", None)
+    if per is not None:
+        out["per_step_accepted"] = [int(a) for a in per]
+        drafted = getattr(meta, "per_step_drafted", None) or []
+        if len(set(drafted)) > 1:
+            out["per_step_drafted"] = [int(d) for d in drafted]
     return out
 
 
@@ -149,8 +158,12 @@ def reported(live_fields: dict, steps: ServerSteps, counting: str, counted: list
     """What a server that made ``steps`` reports in the fields ``live_fields`` has (same keys); an open
     last step (:attr:`ServerSteps.last_max`) at its lower bound unless ``counted`` gives the A list."""
     a = steps.counted(counting) if counted is None else counted
+    drafted = live_fields.get("per_step_drafted")
+    if drafted is not None and len(drafted) == len(a):        # steps that drafted fewer: A capped at the drafts
+        a = [min(x, int(d)) for x, d in zip(a, drafted)]
     full = {"verify_ct": len(a), "accepted_drafts": int(sum(a)),
-            "histogram": _trim([a.count(k) for k in range(max(a) + 1)] if a else [])}
+            "histogram": _trim([a.count(k) for k in range(max(a) + 1)] if a else []),
+            "per_step_accepted": list(a), "per_step_drafted": drafted}
     return {k: full[k] for k in FIELDS if k in live_fields}
 
 
@@ -213,10 +226,7 @@ def near_ties(logits, tokens, dtype_name: str = "bfloat16"):
     """
     import torch
 
-    try:
-        eps = torch.finfo(getattr(torch, str(dtype_name).replace("torch.", ""))).eps
-    except (AttributeError, TypeError):
-        raise WorkbenchError(f"served dtype {dtype_name!r}: expected a torch float dtype such as bfloat16") from None
+    eps = _eps(dtype_name)
     top = logits.float().topk(2, dim=-1).values
     gap = top[:, 0] - top[:, 1]
     tie = gap <= eps * top[:, 0].abs().clamp_min(1.0)
@@ -225,6 +235,36 @@ def near_ties(logits, tokens, dtype_name: str = "bfloat16"):
     flip = torch.zeros_like(tie)
     flip[:n] = logits[:n].argmax(-1).cpu() != nxt[:n]
     return {int(p) for p in torch.nonzero(tie.cpu() | flip.cpu()).flatten().tolist()}
+
+
+def greedy_mismatches(target, requests, served_dtype: str = "bfloat16") -> list[dict]:
+    """Is each server output the target's greedy output? One teacher-forced target pass per request
+    (prompt + output): per request ``{"tokens", "flips", "mismatch"}``: output tokens, those that are not
+    the target's argmax after the server's own prefix, and those of them that are not near-ties at
+    ``served_dtype`` (:func:`near_ties`). ``requests``: list of (prompt_ids, output_ids)."""
+    import torch
+
+    out = []
+    for prompt, output in requests:
+        ids = [int(x) for x in prompt] + [int(x) for x in output]
+        with torch.no_grad():
+            logits = target.model(input_ids=torch.tensor([ids], device=target.device), use_cache=False).logits[0]
+        logits = logits.float().cpu()[len(prompt) - 1:len(ids) - 1]
+        got = torch.as_tensor([int(x) for x in output], dtype=torch.long)
+        flip = logits.argmax(-1) != got
+        top = logits.topk(2, dim=-1).values
+        tie = (top[:, 0] - top[:, 1]) <= _eps(served_dtype) * top[:, 0].abs().clamp_min(1.0)
+        out.append({"tokens": len(output), "flips": int(flip.sum()), "mismatch": int((flip & ~tie).sum())})
+    return out
+
+
+def _eps(dtype_name: str) -> float:
+    import torch
+
+    try:
+        return torch.finfo(getattr(torch, str(dtype_name).replace("torch.", ""))).eps
+    except (AttributeError, TypeError):
+        raise WorkbenchError(f"served dtype {dtype_name!r}: expected a torch float dtype such as bfloat16") from None
 
 
 def continuation(target, ids: list[int], n: int):

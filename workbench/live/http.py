@@ -85,8 +85,9 @@ class HttpClient:
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise WorkbenchError(f"--concurrency {self.concurrency!r}: expected an integer >= 1")
 
-    def request(self, path: str, payload: dict | None = None):
-        """GET (payload None) or POST JSON to ``url + path``; the decoded JSON reply."""
+    def request(self, path: str, payload: dict | None = None, *, raw: bool = False):
+        """GET (payload None) or POST JSON to ``url + path``; the decoded JSON reply (``raw``: the body
+        as text, e.g. Prometheus ``/metrics``)."""
         target = self.url + path
         data = None if payload is None else json.dumps(payload).encode()
         last = ""
@@ -108,6 +109,8 @@ class HttpClient:
                 reason = getattr(e, "reason", e)
                 last = "timed out" if isinstance(reason, (socket.timeout, TimeoutError)) else str(reason)
                 continue
+            if raw:
+                return body.decode("utf-8", "replace")
             try:
                 return json.loads(body)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:

@@ -37,23 +37,20 @@ The client only ever talks to the URL it is given (no proxy, no redirects follow
 
 from __future__ import annotations
 
-import math
-import time
 from dataclasses import dataclass, field
 
-from workbench import engines
 from workbench.core.errors import WorkbenchError
-from workbench.core.sampling import Sampling, row_seed
-from workbench.core.setting import Setting
-from workbench.engines import wiring as wmod
-from workbench.engines.candidates import serving_candidates
+from workbench.core.sampling import Sampling
 from workbench.live import fingerprint as fp
 from workbench.live.comparison import (
     Comparison,
     LiveSample,
-    offline_results,
-    prompt_of,
-    with_counting,
+    ServerKind,
+    SpecMeta,
+    assemble,
+    collect,
+    count_list,
+    number_field,
 )
 from workbench.live.http import HttpClient
 from workbench.load import inputs
@@ -65,73 +62,6 @@ SPEC_KEYS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_a
 
 
 # ─────────────────────────────── meta_info ───────────────────────────────
-
-@dataclass
-class SpecMeta:
-    """The speculative fields of one ``/generate`` reply; any of them may be None.
-
-    ``accept_length`` is the best per-request estimate of tokens per verify step: mean(A)+1 from
-    the histogram when there is one, else (accepted drafts + verify steps) / verify steps, else
-    SGLang's own ``completion_tokens / spec_verify_ct`` (which also counts the prefill token).
-    """
-
-    variant: str                          # "old", "new", "renamed", "newest" or "none"
-    completion_tokens: int | None = None
-    verify_ct: int | None = None
-    accepted_drafts: int | None = None    # drafted tokens accepted (bonus not counted)
-    proposed_drafts: int | None = None
-    histogram: list[int] | None = None    # H[a] = verify steps that accepted exactly a drafts
-    reported_accept_length: float | None = None   # the server's spec_accept_length
-    reported_accept_rate: float | None = None
-    note: str | None = None               # why a field was set aside (e.g. an inconsistent histogram)
-
-    @property
-    def has_spec(self) -> bool:
-        return self.variant != "none"
-
-    @property
-    def accept_length(self) -> float | None:
-        if self.histogram and sum(self.histogram) > 0:
-            n = sum(self.histogram)
-            return sum((a + 1) * h for a, h in enumerate(self.histogram)) / n
-        if self.verify_ct:
-            if self.accepted_drafts is not None:
-                return (self.accepted_drafts + self.verify_ct) / self.verify_ct
-            if self.completion_tokens is not None:
-                return self.completion_tokens / self.verify_ct
-            if self.reported_accept_length is not None:
-                return float(self.reported_accept_length)
-        return self.reported_accept_length
-
-    @property
-    def source_of_accept_length(self) -> str:
-        if self.histogram and sum(self.histogram) > 0:
-            return "histogram: mean(A)+1"
-        if self.verify_ct and self.accepted_drafts is not None:
-            return "(accepted drafts + verify steps) / verify steps"
-        if self.verify_ct and self.completion_tokens is not None:
-            return "completion_tokens / spec_verify_ct (counts the prefill token)"
-        return "server's spec_accept_length" if self.reported_accept_length is not None else "none"
-
-
-def _num(meta: dict, key: str, where: str, kind=int):
-    v = meta.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and float(v) != int(v)) \
-            or (isinstance(v, float) and not math.isfinite(v)) or v < 0:
-        raise WorkbenchError(f"{where}: meta_info.{key} = {v!r}: expected a non-negative "
-                             f"{'integer' if kind is int else 'number'}")
-    return int(v) if kind is int else float(v)
-
-
-def _hist(meta: dict, key: str, where: str):
-    v = meta.get(key)
-    if v is None:
-        return None
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
-        raise WorkbenchError(f"{where}: meta_info.{key} = {str(v)[:60]}: expected a list of non-negative integers")
-    return list(v)
 
 
 def parse_meta_info(meta, *, where: str = "meta_info") -> SpecMeta:
@@ -147,18 +77,18 @@ def parse_meta_info(meta, *, where: str = "meta_info") -> SpecMeta:
     """
     if not isinstance(meta, dict):
         raise WorkbenchError(f"{where}: meta_info is {type(meta).__name__}: expected a JSON object")
-    m = SpecMeta(variant="none", completion_tokens=_num(meta, "completion_tokens", where),
-                 verify_ct=_num(meta, "spec_verify_ct", where),
-                 reported_accept_length=_num(meta, "spec_accept_length", where, float),
-                 reported_accept_rate=_num(meta, "spec_accept_rate", where, float))
-    newest = _num(meta, "spec_num_correct_drafts", where)
-    renamed = _num(meta, "spec_accepted_drafts", where)
-    old_new = _num(meta, "spec_accept_token_num", where)
+    m = SpecMeta(variant="none", completion_tokens=number_field(meta, "completion_tokens", where),
+                 verify_ct=number_field(meta, "spec_verify_ct", where),
+                 reported_accept_length=number_field(meta, "spec_accept_length", where, float),
+                 reported_accept_rate=number_field(meta, "spec_accept_rate", where, float))
+    newest = number_field(meta, "spec_num_correct_drafts", where)
+    renamed = number_field(meta, "spec_accepted_drafts", where)
+    old_new = number_field(meta, "spec_accept_token_num", where)
     m.accepted_drafts = next((x for x in (newest, renamed, old_new) if x is not None), None)
-    m.proposed_drafts = next((x for x in (_num(meta, "spec_num_proposed_drafts", where),
-                                          _num(meta, "spec_proposed_drafts", where),
-                                          _num(meta, "spec_draft_token_num", where)) if x is not None), None)
-    m.histogram = _hist(meta, "spec_correct_drafts_histogram", where) or _hist(meta, "spec_accept_histogram", where)
+    m.proposed_drafts = next((x for x in (number_field(meta, "spec_num_proposed_drafts", where),
+                                          number_field(meta, "spec_proposed_drafts", where),
+                                          number_field(meta, "spec_draft_token_num", where)) if x is not None), None)
+    m.histogram = count_list(meta, "spec_correct_drafts_histogram", where) or count_list(meta, "spec_accept_histogram", where)
     if newest is not None or "spec_correct_drafts_histogram" in meta:
         m.variant = "newest"
     elif renamed is not None or "spec_proposed_drafts" in meta:
@@ -239,12 +169,7 @@ def sampling_params(sampling=None, row: int | None = None) -> dict:
         >>> sampling_params(Sampling(0.7, top_p=0.9, seed=3), row=5)["sampling_seed"] == row_seed(3, 5)
         True
     """
-
-    s = Sampling() if sampling is None else sampling
-    out = s.sglang_params()
-    if s.seed is not None and not s.greedy and row is not None:
-        out["sampling_seed"] = row_seed(s.seed, int(row))
-    return out
+    return (Sampling() if sampling is None else sampling).request_params("sglang", row)
 
 
 # ─────────────────────────────── server info ───────────────────────────────
@@ -289,25 +214,11 @@ def generate_samples(client: Client, rows: list[dict], *, vocab_size: int | None
     speculating; pass False when its server info says it is) or a returned token id falls outside
     ``vocab_size``.
     """
-    jobs = []
-    for i, row in enumerate(rows):
-        prompt, n_new, where = prompt_of(row, i)
-        jobs.append((int(row.get("_row", i)), where, str(row.get("source", "") or ""), prompt, n_new))
-
-    def one(job):
-        row, where, source, prompt, n_new = job
-        t0 = time.perf_counter()
+    def ask(prompt, n_new, row, where):
         out, meta = client.generate(prompt, n_new, where=where, sampling=sampling_params(sampling, row))
-        m = parse_meta_info(meta, where=f"{client.url}/generate ({where})")
-        if vocab_size is not None:
-            bad = [x for x in out if not 0 <= x < vocab_size]
-            if bad:
-                raise WorkbenchError(f"{client.url}/generate ({where}): returned token id {bad[0]} outside the target "
-                                     f"vocab 0..{vocab_size - 1}: the server runs another model or tokenizer")
-        return LiveSample(row, where, source, prompt, [int(x) for x in out][:n_new], n_new, m,
-                          time.perf_counter() - t0)
+        return out, parse_meta_info(meta, where=f"{client.url}/generate ({where})")
 
-    samples = client.map(one, jobs, progress=progress, desc="live")
+    samples = collect(client, rows, ask, vocab_size=vocab_size, progress=progress, path="/generate")
     if require_spec and samples and not any(s.meta.has_spec for s in samples):
         raise WorkbenchError(f"{client.url}: no /generate reply has speculative fields in meta_info "
                              f"({', '.join(SPEC_KEYS[:3])}, ...): the server runs without speculative decoding "
@@ -384,12 +295,6 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         if seed is not None and ": HTTP 4" in str(e) and "sampling_seed" in str(e):
             raise WorkbenchError(f"{e} (this server's SamplingParams has no sampling_seed: run without --seed)") from None
         raise
-    short = [s.where for s in samples if len(s.output_ids) < s.max_new_tokens]
-    if short:
-        notes.append(f"{len(short)} replies stopped before max_new_tokens (EOS?), e.g. {short[0]}: their last "
-                     "verify step is modelled as if the output went on" + ("" if sampling.greedy else
-                                                                          " (at temperature > 0: open when it "
-                                                                          "matched every token left)"))
     if any(not s.meta.has_spec for s in samples):
         notes.append(f"{sum(not s.meta.has_spec for s in samples)} replies without speculative fields were left "
                      "out of the live totals")
@@ -398,10 +303,6 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
                 settings["avg_spec_accept_length"] = server_settings(client.server_info())["avg_spec_accept_length"]
             except WorkbenchError as e:
                 notes.append(f"could not re-read the server info after the requests ({e})")
-
-    set_aside = [s.meta.note for s in samples if s.meta.note]
-    if set_aside:
-        notes.append(f"{len(set_aside)} replies had an inconsistent accept histogram, e.g. {set_aside[0]}")
 
     server_k = settings.get("speculative_num_steps")
     hist_k = {len(s.meta.histogram) - 1 for s in samples if s.meta.histogram}
@@ -419,58 +320,9 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         raise WorkbenchError(f"steps K={K}: expected K >= 1")
     K = int(K)
 
-    n = target.n_layers
-    dcfg = draft.raw_config
-    tw = wmod.Wiring.parse(trained, n) if trained is not None else \
-        (wmod.trained_wiring_from_config(dcfg, n) if dcfg is not None else None)
-    if tw is None:
-        r = engines.default_wiring(dcfg, target.config)
-        tw = wmod.Wiring.parse(r.taps, n)
-        notes.append(f"trained taps unknown (no workbench.trained_taps in the draft config): assumed {tw.spec} "
-                     f"({r.explanation}); pass --trained-wiring")
-    cands = serving_candidates(target.config, dcfg, tw, wirings)
-    eng = engines.get(engine).name
-    wmod.apply_engine(target, draft, engine, tw.spec)          # the engine's computation (rotary offset, options)
-    sampled = not sampling.greedy
-    temp = dict(temperature=sampling.temperature, top_p=sampling.top_p,
-                top_k=None if sampling.top_k == -1 else sampling.top_k) if sampled else {}
-    if topk > 1:
-        setting = Setting(steps=K, shape="tree", eagle_topk=topk, num_draft_tokens=n_draft, engine=eng,
-                          estimator="decode-path", **temp)
-    else:
-        setting = Setting(steps=K, engine=eng, estimator="decode-path", **temp)
     dt = served_dtype or (settings.get("dtype") if settings.get("dtype") not in (None, "auto") else "bfloat16")
-    reqs = fp.offline_requests(target, draft, [(s.prompt_ids, s.output_ids) for s in samples],
-                               [c.spec for c in cands], steps=K, topk=topk, num_draft_tokens=n_draft,
-                               served_dtype=dt, batch_size=batch_size, sampled=sampled, progress=progress)
-    offline = offline_results(reqs, samples, K, setting)
-    cmp = Comparison(url=client.url, K=K, samples=samples, offline=offline, candidates=cands, trained=tw.spec,
-                     settings=settings, tolerance=float(tolerance), notes=notes, setting=setting, requests=reqs,
-                     sampling=sampling_params(sampling))       # as sent (sampling_seed differs per row)
-    if counting == "auto" and cmp.mode == "per-request":
-        tops = {c: with_counting(cmp, c).ranking()[0] for c in fp.COUNTING}
-        score = {c: (d["identical"] + d["tie"], d["identical"]) for c, d in tops.items()}
-        cmp.counting = max(fp.COUNTING, key=lambda c: score[c])          # ties: v2 (listed first)
-        if score["v1"] != score["v2"]:
-            notes.append(f"the server counts its last verify step as the {cmp.counting} worker does "
-                         f"({'raw A' if cmp.counting == 'v2' else 'A after the cut at the finish'}): more requests agree")
-    elif counting != "auto":
-        cmp.counting = counting
-    if sampled:
-        n_open = sum(st.last_max is not None for st in reqs[tw.spec])
-        notes.append("temperature > 0: each request's trees are matched against the server's own sampled tokens "
-                     "(SGLang's lossless target-only verification, default thresholds 1.0); no near-ties (the "
-                     "target's logits do not decide A)")
-        if n_open:
-            notes.append(f"{n_open}/{len(samples)} requests (trained wiring) end on a verify step that matched every "
-                         f"token left to it: its raw A past the output is open (the server cut tokens it sampled); "
-                         f"any value in range counts as identical, and the offline totals take the value the "
-                         f"server's own fields imply (else the lower bound)")
-            resolved = {c.spec: [st.resolved(fp.fields_of(s.meta), cmp.counting) for s, st in zip(samples, reqs[c.spec])]
-                        for c in cands}
-            cmp.offline = offline_results(resolved, samples, K, setting)
-    else:
-        notes.append(f"near-ties judged at the resolution of {dt} (the target's top two logits)")
-    return cmp
-
-
+    return assemble(client.url, target, draft, samples, K=K, server=ServerKind(engine=engine), settings=settings,
+                    notes=notes,
+                    sampling=sampling, sent=sampling_params(sampling), trained=trained, wirings=wirings, topk=topk,
+                    num_draft_tokens=n_draft, served_dtype=dt, batch_size=batch_size, progress=progress,
+                    tolerance=tolerance, counting=counting)

@@ -335,12 +335,22 @@ _METRIC = re.compile(r'^(vllm:spec_decode_[a-z_]+?)(?:\{([^}]*)\})?\s+([0-9.eE+-
 
 
 def spec_metrics(url: str) -> dict:
-    """The ``vllm:spec_decode_*`` counters of ``/metrics``: ``{"num_drafts": x, "num_draft_tokens": x,
-    "num_accepted_tokens": x, "num_accepted_tokens_per_pos": [x0, x1, ...]}`` (summed over labels other
-    than ``position``; ``_total`` suffix dropped)."""
+    """The ``vllm:spec_decode_*`` counters of ``/metrics`` (:func:`parse_spec_metrics`)."""
+    return parse_spec_metrics(_get(url + "/metrics").decode())
+
+
+def parse_spec_metrics(text: str) -> dict:
+    """The ``vllm:spec_decode_*`` counters of a Prometheus ``/metrics`` text: ``{"num_drafts": x,
+    "num_draft_tokens": x, "num_accepted_tokens": x, "num_accepted_tokens_per_pos": [x0, x1, ...]}``
+    (summed over labels other than ``position``; ``_total`` suffix dropped; ``_created`` gauges skipped).
+
+        >>> parse_spec_metrics('vllm:spec_decode_num_drafts_total{engine="0"} 4.0\\n'
+        ...                    'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 2.0')
+        {'num_drafts': 4.0, 'num_accepted_tokens_per_pos': [2.0]}
+    """
     out: dict = {}
     per_pos: dict = {}
-    for line in _get(url + "/metrics").decode().splitlines():
+    for line in text.splitlines():
         m = _METRIC.match(line.strip())
         if not m:
             continue

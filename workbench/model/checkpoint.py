@@ -263,7 +263,8 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
 
 
 def save_draft(draft: Eagle3Draft, path, *, extra_config: dict | None = None) -> Path:
-    """Save in the SpecForge/SGLang format: ``config.json`` + ``model.safetensors`` (no embed_tokens).
+    """Save in the SpecForge/SGLang format: ``config.json`` + ``model.safetensors`` (no embed_tokens; ``d2t``/``t2d``
+    only for a reduced draft vocabulary, as vLLM requires).
     The config's layer ids stay under the keys they came with, each in its engine's convention (a
     speculators draft keeps its vLLM-convention ids top-level; ``rewire`` writes both keys).
 
@@ -294,8 +295,13 @@ def save_draft(draft: Eagle3Draft, path, *, extra_config: dict | None = None) ->
         cfg.update(extra_config)
     tensors = {k: v.detach().cpu().contiguous() for k, v in draft.state_dict().items()
                if k not in _SKIP_ON_SAVE}
-    tensors["d2t"] = tensors["d2t"].to(torch.int64)
-    tensors["t2d"] = tensors["t2d"].to(torch.bool)
+    if draft.draft_vocab_size == draft.vocab_size and not bool(tensors["d2t"].any()):
+        # a full vocabulary maps identically: no d2t/t2d (vLLM has draft_id_to_target_id only for a reduced
+        # vocabulary and refuses to load a full-vocab checkpoint that ships them; SGLang and this loader don't need them)
+        del tensors["d2t"], tensors["t2d"]
+    else:
+        tensors["d2t"] = tensors["d2t"].to(torch.int64)
+        tensors["t2d"] = tensors["t2d"].to(torch.bool)
 
     def write_weights(dest: Path) -> None:
         with atomic_write(dest, "wb") as f:        # temp file in dest's folder, fsync, rename
