@@ -21,6 +21,7 @@ _WHERE = {
     'parse_dtype': 'devices',
     'WorkbenchError': 'errors',
     'is_path': 'files',
+    'input_fingerprint': 'files',
     'atomic_write': 'files',
     'jsonable': 'files',
     'write_json': 'files',

@@ -41,7 +41,6 @@ prompt: the later turns are replaced too, and counted.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import os
@@ -51,7 +50,7 @@ from dataclasses import dataclass, field
 
 from workbench import rows as dmod
 from workbench.core.errors import WorkbenchError
-from workbench.core.files import is_path, write_json
+from workbench.core.files import input_fingerprint, is_path, write_json
 from workbench.core.sampling import Sampling, draw, row_generator
 from workbench.live.sglang_live import Client, sampling_params
 from workbench.load import inputs
@@ -513,24 +512,6 @@ class RegenerateResult:
 
 # ───────────────────────────── the resumable writer ─────────────────────────────
 
-def _input_fingerprint(path) -> dict:
-    """Which input a run read: path, size and a hash of its first MiB (a folder: its files' names and sizes)."""
-    p = os.fspath(path)
-    h = hashlib.sha256()
-    if os.path.isdir(p):
-        size = 0
-        for name in sorted(os.listdir(p)):
-            q = os.path.join(p, name)
-            n = os.path.getsize(q) if os.path.isfile(q) else 0
-            size += n
-            h.update(f"{name}:{n}\n".encode())
-    else:
-        size = os.path.getsize(p)
-        with open(p, "rb") as f:
-            h.update(f.read(1 << 20))
-    return {"path": os.path.abspath(p), "bytes": size, "head_sha256": h.hexdigest()[:16]}
-
-
 def _read_part(part: str, *, repair: bool = True) -> list[dict]:
     """Rows already in ``part``; a torn last line (a kill mid-write) is cut off the file when ``repair``."""
     if not os.path.exists(part):
@@ -604,7 +585,7 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
 
     ds = dmod.load(data, vocab_size=info.vocab_size, on_error=on_error)   # unusable input: one-line error here
     result = RegenerateResult(out=out, settings=settings)
-    ident = {"version": 1, "settings": settings, "data": _input_fingerprint(data)}
+    ident = {"version": 1, "settings": settings, "data": input_fingerprint(data)}
     if os.path.exists(out):
         rows = _read_part(out, repair=False)
         if rows:

@@ -33,6 +33,7 @@ data (who wrote the reply); ``source`` comes from the data or the file name.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -198,7 +199,7 @@ def chat_rows(convs, tpl: ChatTemplate, *, all_turns: bool = False, max_length: 
                 ids, mask = ids[:max_length], mask[:max_length]
                 tally.drop(f"longer than --max-length {max_length}: truncated", f"{conv.where}: turn {turn}")
             s = mask.index(1)
-            if EMPTY_THINK in tpl.tokenizer.decode(ids[s:s + 12]):
+            if EMPTY_THINK in tpl.tokenizer.decode(ids[s:s + 40]):
                 tally.notices.setdefault(
                     "empty_think", f"{conv.where}: turn {turn}: the reply starts with an empty think block "
                     f"({EMPTY_THINK!r}) that the template inserted, and it is masked as reply; a server run with "
@@ -235,5 +236,44 @@ def chat_dataset(data, tokenizer, *, vocab_size: int | None = None, all_turns: b
     return ds
 
 
-__all__ = ["ChatTemplate", "chat_rows", "chat_dataset", "turn_row", "all_turns_row", "Tally",
+def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, limit: int | None = None) -> str:
+    """``workbench inspect`` of a conversation or prompt file: records, turns, roles; with the target's
+    ``tokenizer``: the template used, the mask method per row and the first row with its masked spans in [[ ]]."""
+    convs = list(itertools.islice(conversations.read(data), limit))
+    roles, turns = Counter(), Counter()
+    for c in convs:
+        roles.update(m["role"] for m in c.messages)
+        turns[len(c.replies)] += 1
+    n_prompt = sum(c.prompt_only for c in convs)
+    lines = [f"{data}: {len(convs)} records: {len(convs) - n_prompt} conversations, {n_prompt} prompt-only"
+             + (" (run workbench regenerate to get the target's replies)" if n_prompt else ""),
+             "  roles: " + ", ".join(f"{k} {n}" for k, n in roles.most_common()),
+             "  replies per record: " + ", ".join(f"{k}: {n}" for k, n in sorted(turns.items()))]
+    if tokenizer is None:
+        lines.append("  (give --tokenizer T to tokenise with the target's chat template and see the masks)")
+        return "\n".join(lines)
+    tpl = ChatTemplate(tokenizer)
+    lines.append(f"  {tpl.describe()}")
+    chats = [c for c in convs if not c.prompt_only]
+    if not chats:
+        return "\n".join(lines)
+    tally = Tally()
+    rows = list(chat_rows(chats, tpl, all_turns=all_turns, file=str(data), tally=tally))
+    lines.append(f"  {len(rows)} rows ({'all-turns' if all_turns else 'per-turn: one per reply'}); mask method: "
+                 + ", ".join(f"{k} ({n} rows)" for k, n in tally.methods.items()))
+    lines.extend(f"  notice: {n}" for n in tally.notices.values())
+    r = rows[0]
+    ids, mask = r["input_ids"], r["loss_mask"]
+    text, s = [], 0
+    for p in range(1, len(ids) + 1):
+        if p == len(ids) or mask[p] != mask[s]:
+            piece = tpl.tokenizer.decode(ids[s:p])
+            text.append(f"[[{piece}]]" if mask[s] else piece)
+            s = p
+    lines.append(f"  row 0 ({r['prepared']['where']}, turn {r['prepared']['turn']}; [[masked]]):")
+    lines.extend("    " + ln for ln in "".join(text).splitlines())
+    return "\n".join(lines)
+
+
+__all__ = ["describe_conversations", "ChatTemplate", "chat_rows", "chat_dataset", "turn_row", "all_turns_row", "Tally",
            "has_generation_tags", "template_name", "GENERATION_TAG", "EMPTY_THINK"]

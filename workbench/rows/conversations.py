@@ -160,11 +160,18 @@ def conversation(rec, row: int, where: str, default_source: str) -> Conversation
     return Conversation(row, where, msgs, src, rid, tools, not any(m["role"] == "assistant" for m in msgs), extra)
 
 
-def read(source, *, start: int = 0):
-    """Every record of ``source`` (a path, ``hf:`` name, list of dicts) as a :class:`Conversation`, streamed."""
+def read(source, *, start: int = 0, on_error: str = "raise", skipped: dict | None = None):
+    """Every record of ``source`` (a path, ``hf:`` name, list of dicts) as a :class:`Conversation`, streamed from
+    record ``start``; with ``on_error="skip"`` a bad record is counted in ``skipped`` ({reason: [n, first]})."""
     ds = open_records(source)
     for row, where, rec in ds.records(start):
-        yield conversation(rec, row, where, getattr(ds, "default_source", "memory"))
+        try:
+            yield conversation(rec, row, where, getattr(ds, "default_source", "memory"))
+        except WorkbenchError as e:
+            if on_error == "raise":
+                raise
+            if skipped is not None:
+                skipped.setdefault("bad record", [0, str(e)])[0] += 1
 
 
 __all__ = ["Conversation", "conversation", "layout_of", "sniff", "read", "ROLES", "CHAT_KEYS", "PROMPT_KEYS"]
