@@ -118,3 +118,46 @@ def test_the_exact_loop_decodes_each_reply_of_an_all_turns_row(world):
     whole = exact_simulate(tgt, drf, rows.load([a for _, a in refs]), wiring, K=3, progress=False)
     assert per.decode_path["n_verify_steps"] == whole.decode_path["n_verify_steps"] > 4
     assert np.sort(per.chains["accepted"]).tolist() == np.sort(whole.chains["accepted"]).tolist()
+
+
+def test_mt_bench_to_accept_lengths_in_two_commands(world, smoke_demo, tmp_path, capsys):
+    """regenerate (each second turn asked after the target's own first answer), then accept."""
+    import shutil
+
+    from workbench.cli import main as cli_main
+
+    _, tgt, _, _, _ = world
+    target = tmp_path / "target"
+    shutil.copytree(smoke_demo / "target", target)
+    tgt.tokenizer.chat_template = PLAIN
+    tgt.tokenizer.save_pretrained(str(target))                       # the target folder with a chat template
+    q = tmp_path / "question.jsonl"
+    q.write_text("".join(json.dumps({"question_id": 81 + i, "category": "writing" if i % 2 else "coding",
+                                     "turns": [u, "def shorter(self):"]}) + "\n"
+                         for i, (u, _) in enumerate(texts(smoke_demo, tgt.tokenizer, 3))))
+    out = tmp_path / "mtbench-target.jsonl"
+    assert cli_main(["regenerate", "--target", str(target), "--data", str(q), "--out", str(out),
+                     "--max-new-tokens", "12", "--quiet"]) == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 6 and {r["generation"]["by"] for r in rows} == {"target"}
+    assert [r["prepared"]["turn"] for r in rows[:2]] == [1, 3] and {r["source"] for r in rows} == {"writing", "coding"}
+    first, second = rows[0], rows[1]
+    answer = tgt.tokenizer.decode(first["input_ids"][first["n_prompt_tokens"]:], skip_special_tokens=True).strip()
+    prompt2 = tgt.tokenizer.decode(second["input_ids"][:second["n_prompt_tokens"]])
+    assert f"assistant:\n{answer}<|endoftext|>user:\ndef shorter(self):<|endoftext|>assistant:\n" in prompt2
+    assert all(0 < r["n_response_tokens"] <= 12 for r in rows)
+    capsys.readouterr()
+    assert cli_main(["accept", "--target", str(target), "--draft", str(smoke_demo / "draft-aligned"), "--data",
+                     str(out), "--quiet"]) == 0
+    assert "accept length" in capsys.readouterr().out
+
+
+def test_regenerate_refuses_all_turns_rows():
+    from workbench.core.errors import WorkbenchError
+    from workbench.live.regenerate import TargetInfo, make_job
+
+    row = {"input_ids": [1, 2, 3, 4, 5, 6], "loss_mask": [0, 1, 1, 0, 1, 1], "n_prompt_tokens": 1,
+           "n_response_tokens": 5, "_row": 0, "_where": "all.jsonl:1", "source": "s",
+           "prepared": {"layout": "all-turns", "replies": 2, "file": "chats.jsonl"}}
+    with pytest.raises(WorkbenchError, match="all.jsonl:1: an all-turns row .* chats.jsonl"):
+        make_job(row, max_new_tokens=None, info=TargetInfo("t", 8, None, frozenset()))

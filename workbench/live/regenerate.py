@@ -35,8 +35,10 @@ is renamed to ``OUT`` in one step, so ``OUT`` exists only complete.
 
 Rows that cannot be regenerated are skipped and counted (or, with ``on_error="raise"``, stop the
 run with a one-line error): no prompt (``loss_mask`` starts with 1), a prompt that fills the
-target's maximum positions. Multi-turn rows (zeros inside the response) keep only their first
-prompt: the later turns are replaced too, and counted.
+target's maximum positions. Multi-turn tokenised rows (zeros inside the response) keep only their first
+prompt: the later turns are replaced too, and counted. Rows written by ``workbench prepare --all-turns`` are
+refused with one line (:func:`make_job`); conversation and prompt-only files (MT-bench, GSM8K, ...) go through
+:mod:`workbench.live.chat_regen`, which asks each turn after the target's own earlier answers.
 """
 
 from __future__ import annotations
@@ -171,7 +173,15 @@ class Generated:
 
 
 def make_job(row: dict, *, max_new_tokens: int | None, info: TargetInfo) -> Job | str:
-    """A :class:`Job`, or the skip reason (a key of :data:`SKIP_REASONS`)."""
+    """A :class:`Job`, or the skip reason (a key of :data:`SKIP_REASONS`). An all-turns row (``workbench prepare
+    --all-turns``) is refused: regenerating its first reply changes every later reply's history, so its replies
+    must be asked one after the other from the conversation (pass the conversation file: ``live.chat_regen``)."""
+    prep = row.get("prepared")
+    if isinstance(prep, dict) and prep.get("layout") == "all-turns" and int(prep.get("replies") or 1) > 1:
+        raise WorkbenchError(f"{row['_where']}: an all-turns row ({prep['replies']} replies in one row): regenerating "
+                             f"a reply changes the history of every later one; regenerate the conversation file "
+                             f"{prep.get('file') or ''} itself (each turn is asked after the target's own answers), "
+                             f"or per-turn rows (workbench prepare without --all-turns)")
     ids, mask, npt = row["input_ids"], row["loss_mask"], int(row["n_prompt_tokens"])
     if npt == 0:
         return "no_prompt"
