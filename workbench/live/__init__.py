@@ -7,10 +7,14 @@ the package costs nothing (light commands stay free of torch).
 
 import importlib
 
-MODULES = ('comparison', 'fake_sglang', 'fingerprint', 'http', 'regenerate', 'sglang_live')
+MODULES = ('chat_regen', 'comparison', 'fake_sglang', 'fingerprint', 'http', 'regenerate', 'sglang_live')
 
 # public name -> the module of this package that defines it
 _WHERE = {
+    'regenerate_chats': 'chat_regen',
+    'asks': 'chat_regen',
+    'history': 'chat_regen',
+    'DEFAULT_MAX_NEW_TOKENS': 'chat_regen',
     'VERDICTS': 'comparison',
     'ALPHA': 'comparison',
     'LiveSample': 'comparison',

@@ -7,10 +7,20 @@ the package costs nothing (light commands stay free of torch).
 
 import importlib
 
-MODULES = ('agreement', 'inputs')
+MODULES = ('agreement', 'chat', 'inputs', 'prepare')
 
 # public name -> the module of this package that defines it
 _WHERE = {
+    'describe_conversations': 'chat',
+    'ChatTemplate': 'chat',
+    'chat_rows': 'chat',
+    'chat_dataset': 'chat',
+    'turn_row': 'chat',
+    'all_turns_row': 'chat',
+    'Tally': 'chat',
+    'has_generation_tags': 'chat',
+    'template_name': 'chat',
+    'PrepareResult': 'prepare',
     'THRESHOLD': 'agreement',
     'AgreementWarning': 'agreement',
     'greedy_matches': 'agreement',

@@ -7,10 +7,20 @@ the package costs nothing (light commands stay free of torch).
 
 import importlib
 
-MODULES = ('dataset', 'preview', 'reports', 'schema')
+MODULES = ('conversations', 'dataset', 'hub', 'preview', 'reports', 'schema')
 
 # public name -> the module of this package that defines it
 _WHERE = {
+    'open_records': 'dataset',
+    'json_array': 'dataset',
+    'Conversation': 'conversations',
+    'conversation': 'conversations',
+    'layout_of': 'conversations',
+    'sniff': 'conversations',
+    'read': 'conversations',
+    'ROLES': 'conversations',
+    'parse_spec': 'hub',
+    'hub_records': 'hub',
     'load': 'dataset',
     'load_tokenizer': 'dataset',
     'Dataset': 'dataset',

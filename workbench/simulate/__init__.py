@@ -11,6 +11,7 @@ MODULES = ('acceptance', 'distributed', 'exact', 'loop', 'rejection', 'sampled',
 
 # public name -> the module of this package that defines it
 _WHERE = {
+    'reply_spans': 'exact',
     'simulate': 'acceptance',
     'draft_counts': 'acceptance',
     'accept': 'acceptance',

@@ -11,6 +11,8 @@ MODULES = ('cost', 'counts', 'statistics', 'tap_stats')
 
 # public name -> the module of this package that defines it
 _WHERE = {
+    'reply_starts': 'counts',
+    'batch_reply_starts': 'counts',
     'VERIFY_PROBES': 'cost',
     'LANE_PROBES': 'cost',
     'PREFIX': 'cost',
