@@ -187,7 +187,7 @@ def chat_rows(convs, tpl: ChatTemplate, *, all_turns: bool = False, max_length: 
             ids, mask, method = all_turns_row(conv, tpl)
             made.append((ids, mask, method, None, len(conv.replies)))
         else:
-            for k, j in enumerate(conv.replies):
+            for j in conv.replies:
                 made.append((*turn_row(conv, j, tpl), j, 1))
         n_rows = tokens = 0
         for ids, mask, method, turn, n_rep in made:

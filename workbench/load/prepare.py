@@ -45,7 +45,7 @@ class PrepareResult:
         lines = [f"prepare: {self.out}: {self.n_rows} rows ({st['layout']}; {st['template']})"
                  + (f", {self.n_resumed} from an interrupted run" if self.n_resumed else "")
                  + ("" if self.complete else " [incomplete: re-run to resume]")]
-        lines.append(f"  mask method: " + (", ".join(f"{k} ({n} rows)" for k, n in self.tally.methods.items()) or "-"))
+        lines.append("  mask method: " + (", ".join(f"{k} ({n} rows)" for k, n in self.tally.methods.items()) or "-"))
         lines.append(f"  {'source':<20} {'records':>8} {'replies':>8} {'rows':>8} {'tokens':>10}")
         for src in sorted(self.tally.sources):
             s = self.tally.sources[src]
