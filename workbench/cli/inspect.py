@@ -37,19 +37,24 @@ def run(args) -> int:
         raise WorkbenchError("--html needs --preview ROW (the row to render)")
     from workbench.rows.conversations import sniff
 
+    chat = None
     if sniff(args.path) in ("chat", "prompts"):           # conversations: turns, template, mask method
         from workbench.load.chat import chat_dataset, describe_conversations
 
-        print(describe_conversations(args.path, args.tokenizer, limit=args.limit))
+        chat = describe_conversations(args.path, args.tokenizer, limit=args.limit)
         if args.tokenizer is None or sniff(args.path) == "prompts":
+            print(json.dumps({"conversations": chat}) if args.json else chat)
             return 0
-        print()
+        if not args.json:
+            print(chat + "\n")
         ds = chat_dataset(args.path, args.tokenizer, vocab_size=args.vocab_size)
     else:
         ds = data.load(args.path, tokenizer=args.tokenizer, vocab_size=args.vocab_size)
     ins = ds.inspect(max_problems=max(args.max_problems, 0), first_error=args.first_error, limit=args.limit)
     if args.json:
         doc = ins.to_dict()
+        if chat:
+            doc["conversations"] = chat
         if args.preview is not None:
             pv = _preview(ds, args)
             doc["preview"] = {"row": pv.row, "where": pv.where, "text": pv.text}
