@@ -44,7 +44,7 @@ from workbench.model.tree import draft_trees
 from workbench.simulate.sampled import data_next_tokens
 from workbench.simulate.tree_verify import tree_accepted_counts
 from workbench.stats.cost import CostModel, as_cost_model, measure
-from workbench.stats.counts import accepted_counts
+from workbench.stats.counts import accepted_counts, batch_reply_starts
 from workbench.stats.statistics import AcceptanceResult
 
 STEPS = tuple(range(1, 9))
@@ -245,6 +245,7 @@ def sweep(target, draft, dataset, wiring, *, steps=STEPS, topks=TOPKS, max_token
     gens = {int(r.get("_row", i)): r.get("generation") for i, r in enumerate(rows)}
     for batch in it:
         agr = Agreement().add(batch, [gens.get(int(r)) for r in batch.rows])    # from this pass's next_token
+        starts = batch_reply_starts(batch.loss_mask, batch.lengths)       # the decode path restarts at each reply
         feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
         counts = _count_shapes(draft, feats, batch.input_ids.to(ddev), batch.attention_mask.to(ddev),
                                data_next_tokens(batch.input_ids, batch.attention_mask) if hot else batch.next_token,
@@ -253,7 +254,7 @@ def sweep(target, draft, dataset, wiring, *, steps=STEPS, topks=TOPKS, max_token
             parts[s].append(AcceptanceResult.from_counts(A, K=s[0], spec=w.spec, taps=w.taps, rows=batch.rows,
                                                          n_prompt_tokens=batch.n_prompt_tokens,
                                                          sources=batch.sources, setting=settings[s],
-                                                         agreement=agr))
+                                                         agreement=agr, reply_starts=starts))
         bar.update(len(batch.rows))
         del feats, counts
     bar.close()

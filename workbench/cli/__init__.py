@@ -18,7 +18,7 @@ from workbench.core.errors import WorkbenchError
 
 # One module per command, in the order `workbench --help` lists them.
 COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "tune", "demo", "report", "sglang", "vllm", "rewire",
-            "bench", "regenerate"]
+            "bench", "prepare", "regenerate"]
 
 
 # Output options: dest -> "file" or "folder"; a folder per command where --out names a folder.
@@ -57,7 +57,8 @@ def check_outputs(args) -> None:
 
 
 def add_inputs_arguments(parser, *, draft: str = "EAGLE-3 draft folder (config.json + model.safetensors)",
-                         data: str = "data file (jsonl/parquet/...)") -> None:
+                         data: str = "data: tokenised rows, or conversations tokenised with the target's chat "
+                                     "template (jsonl/json/parquet/save_to_disk, hf:NAME:SPLIT:N; docs/data.md)") -> None:
     """``--target``, ``--draft``, ``--data``: the three inputs every evaluating command takes."""
     parser.add_argument("--target", required=True, help="HF target model folder")
     parser.add_argument("--draft", required=True, help=draft)

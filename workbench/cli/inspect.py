@@ -15,8 +15,11 @@ HELP = "describe, validate and summarise training data (JSONL[.gz], Parquet, sav
 
 
 def add_arguments(parser):
-    parser.add_argument("path", help="a .jsonl / .jsonl.gz / .parquet file or a datasets.save_to_disk folder")
-    parser.add_argument("--tokenizer", metavar="DIR", help="local tokenizer folder: checks ids < vocab size, decodes --preview")
+    parser.add_argument("path", help="a .jsonl / .jsonl.gz / .json / .parquet file, a datasets.save_to_disk folder or "
+                                     "hf:OWNER/NAME[:SPLIT[:N]]: tokenised rows, conversations or prompts")
+    parser.add_argument("--tokenizer", metavar="DIR", help="local tokenizer folder: checks ids < vocab size, decodes "
+                                                           "--preview; conversations: tokenised with its chat template "
+                                                           "(turns, mask method, template shown)")
     parser.add_argument("--vocab-size", type=int, metavar="V", help="check ids < V without a tokenizer")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     parser.add_argument("--preview", type=int, metavar="ROW", help="also show row ROW (0-based) decoded, prompt vs response")
@@ -32,10 +35,26 @@ def run(args) -> int:
 
     if args.html and args.preview is None:
         raise WorkbenchError("--html needs --preview ROW (the row to render)")
-    ds = data.load(args.path, tokenizer=args.tokenizer, vocab_size=args.vocab_size)
+    from workbench.rows.conversations import sniff
+
+    chat = None
+    if sniff(args.path) in ("chat", "prompts"):           # conversations: turns, template, mask method
+        from workbench.load.chat import chat_dataset, describe_conversations
+
+        chat = describe_conversations(args.path, args.tokenizer, limit=args.limit)
+        if args.tokenizer is None or sniff(args.path) == "prompts":
+            print(json.dumps({"conversations": chat}) if args.json else chat)
+            return 0
+        if not args.json:
+            print(chat + "\n")
+        ds = chat_dataset(args.path, args.tokenizer, vocab_size=args.vocab_size)
+    else:
+        ds = data.load(args.path, tokenizer=args.tokenizer, vocab_size=args.vocab_size)
     ins = ds.inspect(max_problems=max(args.max_problems, 0), first_error=args.first_error, limit=args.limit)
     if args.json:
         doc = ins.to_dict()
+        if chat:
+            doc["conversations"] = chat
         if args.preview is not None:
             pv = _preview(ds, args)
             doc["preview"] = {"row": pv.row, "where": pv.where, "text": pv.text}

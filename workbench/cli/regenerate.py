@@ -3,6 +3,11 @@
     $ workbench regenerate --target data/demo/target --data val-foreign.jsonl --out val-regen.jsonl
     $ workbench regenerate --target T --data in.jsonl --out out.jsonl --url http://127.0.0.1:30000
     $ workbench regenerate --target T --data in.jsonl --out out.jsonl --temperature 0.7 --top-p 0.95 --seed 1
+    $ workbench regenerate --target T --data question.jsonl --out mtbench.jsonl --max-new-tokens 512   # prompts
+
+Conversation and prompt-only files (MT-bench turns, GSM8K question, HumanEval/plain prompt, Alpaca
+instruction + input, conversations) are chat-templated with the target's tokenizer; each user turn is asked
+after the target's own earlier answers (SpecForge's MT-bench), one output row per reply (docs/data.md).
 
 Interrupt it at any time: re-running the same command resumes (rows already in OUT.part are kept).
 Exit codes: 0 done, 1 done but some rows were skipped, 2 bad input.
@@ -20,10 +25,13 @@ def add_arguments(parser):
     parser.add_argument("--data", required=True, metavar="PATH", help="input data (jsonl/parquet/save_to_disk folder)")
     parser.add_argument("--out", required=True, metavar="OUT.jsonl", help="output JSON Lines (written when complete)")
     parser.add_argument("--max-new-tokens", type=int, default=None, metavar="M",
-                        help="response length cap (default: each row's original response length)")
+                        help="response length cap (default: each row's original response length; conversation and "
+                             "prompt-only files: 512)")
     parser.add_argument("--ignore-eos", action="store_true", help="do not stop at EOS: always generate M tokens")
     parser.add_argument("--url", default=None, metavar="URL",
                         help="generate with a live SGLang server (POST /generate) instead of the HF target")
+    parser.add_argument("--server", choices=["sglang", "vllm"], default="sglang",
+                        help="the server behind --url (vllm: /v1/completions with token ids; see docs/data.md)")
     s = parser.add_argument_group("sampling (default: greedy)")
     s.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (default)")
     s.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus cut, (0, 1] (default 1 = off)")
@@ -51,8 +59,26 @@ def run(args) -> int:
     from workbench.core.sampling import Sampling
     from workbench.live.regenerate import regenerate
 
+    from workbench.core.errors import WorkbenchError
+    from workbench.rows.conversations import sniff
+
+    if args.server == "vllm":
+        raise WorkbenchError("--server vllm: the vLLM client (/v1/completions with token ids, live/vllm_live.py) is "
+                             "not in this version yet; use --url with an SGLang server, or the HF target")
     sampling = Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     device = resolve_device(args.device) if args.url is None else "cpu"
+    if sniff(args.data) in ("chat", "prompts"):
+        from workbench.live.chat_regen import regenerate_chats
+
+        res = regenerate_chats(args.target, args.data, args.out, max_new_tokens=args.max_new_tokens, url=args.url,
+                               sampling=sampling, ignore_eos=args.ignore_eos, batch_size=args.batch_size,
+                               limit=args.limit, device=device, dtype=parse_dtype(args.dtype, device),
+                               trust_remote_code=args.trust_remote_code, concurrency=args.concurrency,
+                               timeout=args.timeout, retries=args.retries, progress=not args.quiet)
+        print(res.summary())
+        if args.json:
+            write_json(args.json, res.to_dict())
+        return 0
     res = regenerate(args.target, args.data, args.out, max_new_tokens=args.max_new_tokens, url=args.url,
                      sampling=sampling, ignore_eos=args.ignore_eos, batch_size=args.batch_size,
                      flush_every=args.flush_every, agreement=not args.no_agreement, on_error=args.on_error,

@@ -29,6 +29,7 @@ _WHERE = {
     'jsonable': 'files',
     'write_json': 'files',
     'check_output': 'files',
+    'input_fingerprint': 'files',
     'Rendered': 'render',
     'GREEDY_EPS': 'sampling',
     'Sampling': 'sampling',

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -114,3 +115,23 @@ def check_output(path, *, folder: bool = False, what: str = "output") -> None:
         raise WorkbenchError(f"{what} {path}: folder {parent} is not writable ({e.strerror or e})") from None
     os.close(fd)
     os.unlink(tmp)
+
+
+def input_fingerprint(path) -> dict:
+    """Which input a run read: path, size and a hash of its first MiB (a folder: its files' names and sizes)."""
+    p = os.fspath(path)
+    if not os.path.exists(p):                       # a hub name (hf:...): the name is all there is
+        return {"path": p, "bytes": None, "head_sha256": None}
+    h = hashlib.sha256()
+    if os.path.isdir(p):
+        size = 0
+        for name in sorted(os.listdir(p)):
+            q = os.path.join(p, name)
+            n = os.path.getsize(q) if os.path.isfile(q) else 0
+            size += n
+            h.update(f"{name}:{n}\n".encode())
+    else:
+        size = os.path.getsize(p)
+        with open(p, "rb") as f:
+            h.update(f.read(1 << 20))
+    return {"path": os.path.abspath(p), "bytes": size, "head_sha256": h.hexdigest()[:16]}

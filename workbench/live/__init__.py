@@ -1,4 +1,4 @@
-"""Live servers: the engine-neutral comparison core, the SGLang client, per-request fingerprints, the loopback stand-in, and regeneration.
+"""Live servers: the engine-neutral comparison core, the SGLang and vLLM clients, a real vLLM launcher, per-request fingerprints, the loopback stand-ins, and regeneration.
 
     >>> from workbench.live import HttpClient
     >>> HttpClient("http://127.0.0.1:30000/").url
@@ -10,10 +10,14 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('comparison', 'fake_sglang', 'fake_vllm', 'fingerprint', 'http', 'regenerate', 'sglang_live', 'vllm_live', 'vllm_server')
+MODULES = ('chat_regen', 'comparison', 'fake_sglang', 'fake_vllm', 'fingerprint', 'http', 'regenerate', 'sglang_live', 'vllm_live', 'vllm_server')
 
 # public name -> the module of this package that defines it
 _WHERE = {
+    'DEFAULT_MAX_NEW_TOKENS': 'chat_regen',
+    'asks': 'chat_regen',
+    'history': 'chat_regen',
+    'regenerate_chats': 'chat_regen',
     'VERDICTS': 'comparison',
     'ALPHA': 'comparison',
     'GREEDY_SHARE': 'comparison',

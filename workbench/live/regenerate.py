@@ -35,13 +35,14 @@ is renamed to ``OUT`` in one step, so ``OUT`` exists only complete.
 
 Rows that cannot be regenerated are skipped and counted (or, with ``on_error="raise"``, stop the
 run with a one-line error): no prompt (``loss_mask`` starts with 1), a prompt that fills the
-target's maximum positions. Multi-turn rows (zeros inside the response) keep only their first
-prompt: the later turns are replaced too, and counted.
+target's maximum positions. Multi-turn tokenised rows (zeros inside the response) keep only their first
+prompt: the later turns are replaced too, and counted. Rows written by ``workbench prepare --all-turns`` are
+refused with one line (:func:`make_job`); conversation and prompt-only files (MT-bench, GSM8K, ...) go through
+:mod:`workbench.live.chat_regen`, which asks each turn after the target's own earlier answers.
 """
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import os
@@ -51,7 +52,7 @@ from dataclasses import dataclass, field
 
 from workbench import rows as dmod
 from workbench.core.errors import WorkbenchError
-from workbench.core.files import is_path, write_json
+from workbench.core.files import input_fingerprint, is_path, write_json
 from workbench.core.sampling import Sampling, draw, row_generator
 from workbench.live.sglang_live import Client, sampling_params
 from workbench.load import inputs
@@ -172,7 +173,15 @@ class Generated:
 
 
 def make_job(row: dict, *, max_new_tokens: int | None, info: TargetInfo) -> Job | str:
-    """A :class:`Job`, or the skip reason (a key of :data:`SKIP_REASONS`)."""
+    """A :class:`Job`, or the skip reason (a key of :data:`SKIP_REASONS`). An all-turns row (``workbench prepare
+    --all-turns``) is refused: regenerating its first reply changes every later reply's history, so its replies
+    must be asked one after the other from the conversation (pass the conversation file: ``live.chat_regen``)."""
+    prep = row.get("prepared")
+    if isinstance(prep, dict) and prep.get("layout") == "all-turns" and int(prep.get("replies") or 1) > 1:
+        raise WorkbenchError(f"{row['_where']}: an all-turns row ({prep['replies']} replies in one row): regenerating "
+                             f"a reply changes the history of every later one; regenerate the conversation file "
+                             f"{prep.get('file') or ''} itself (each turn is asked after the target's own answers), "
+                             f"or per-turn rows (workbench prepare without --all-turns)")
     ids, mask, npt = row["input_ids"], row["loss_mask"], int(row["n_prompt_tokens"])
     if npt == 0:
         return "no_prompt"
@@ -513,24 +522,6 @@ class RegenerateResult:
 
 # ───────────────────────────── the resumable writer ─────────────────────────────
 
-def _input_fingerprint(path) -> dict:
-    """Which input a run read: path, size and a hash of its first MiB (a folder: its files' names and sizes)."""
-    p = os.fspath(path)
-    h = hashlib.sha256()
-    if os.path.isdir(p):
-        size = 0
-        for name in sorted(os.listdir(p)):
-            q = os.path.join(p, name)
-            n = os.path.getsize(q) if os.path.isfile(q) else 0
-            size += n
-            h.update(f"{name}:{n}\n".encode())
-    else:
-        size = os.path.getsize(p)
-        with open(p, "rb") as f:
-            h.update(f.read(1 << 20))
-    return {"path": os.path.abspath(p), "bytes": size, "head_sha256": h.hexdigest()[:16]}
-
-
 def _read_part(part: str, *, repair: bool = True) -> list[dict]:
     """Rows already in ``part``; a torn last line (a kill mid-write) is cut off the file when ``repair``."""
     if not os.path.exists(part):
@@ -604,7 +595,7 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
 
     ds = dmod.load(data, vocab_size=info.vocab_size, on_error=on_error)   # unusable input: one-line error here
     result = RegenerateResult(out=out, settings=settings)
-    ident = {"version": 1, "settings": settings, "data": _input_fingerprint(data)}
+    ident = {"version": 1, "settings": settings, "data": input_fingerprint(data)}
     if os.path.exists(out):
         rows = _read_part(out, repair=False)
         if rows:

@@ -1,4 +1,4 @@
-"""The one loader: target, draft and data from paths or objects on one device, and the data's greedy agreement with the target.
+"""The one loader: target, draft and data from paths or objects on one device (conversations through the target's chat template), prepare, and the data's greedy agreement with the target.
 
     >>> from workbench.load import load
     >>> # tgt, drf, ds = load("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl")
@@ -9,7 +9,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('agreement', 'inputs')
+MODULES = ('agreement', 'chat', 'inputs', 'prepare')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -27,6 +27,17 @@ _WHERE = {
     'measure': 'agreement',
     'warn_once': 'agreement',
     'plain_warnings': 'agreement',
+    'GENERATION_TAG': 'chat',
+    'EMPTY_THINK': 'chat',
+    'has_generation_tags': 'chat',
+    'template_name': 'chat',
+    'ChatTemplate': 'chat',
+    'turn_row': 'chat',
+    'all_turns_row': 'chat',
+    'Tally': 'chat',
+    'chat_rows': 'chat',
+    'chat_dataset': 'chat',
+    'describe_conversations': 'chat',
     'project_root': 'inputs',
     'resolve': 'inputs',
     'rows': 'inputs',
@@ -35,6 +46,7 @@ _WHERE = {
     'dataset': 'inputs',
     'Inputs': 'inputs',
     'load': 'inputs',
+    'PrepareResult': 'prepare',
 }
 
 __all__ = sorted(set(MODULES) | set(_WHERE))

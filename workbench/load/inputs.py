@@ -32,7 +32,9 @@ from workbench import rows as data_mod
 from workbench.core.devices import resolve_device
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import is_path
+from workbench.load import chat
 from workbench.model import capture, checkpoint
+from workbench.rows import conversations
 
 
 def project_root(start=None) -> Path | None:
@@ -96,10 +98,19 @@ def draft(d, tgt):
 
 def dataset(data, tgt):
     """``data`` itself (a Dataset, a list of rows or None), or the file ``data`` read with the target's
-    tokenizer and vocab size."""
+    tokenizer and vocab size. A conversation file (or ``hf:`` name) is tokenised here with the target's chat
+    template, one row per reply (:func:`workbench.load.chat.chat_dataset`); a prompt-only file raises (its
+    replies must be the target's: ``workbench regenerate``)."""
     if data is None or not is_path(data):
         return data
-    return data_mod.load(resolve(data), tokenizer=tgt.tokenizer, vocab_size=tgt.vocab_size)
+    data = resolve(data)
+    kind = conversations.sniff(data)
+    if kind in ("chat", "prompts"):
+        if tgt.tokenizer is None:
+            raise WorkbenchError(f"{data}: conversations need the target's tokenizer and chat template (the target "
+                                 f"has no tokenizer)")
+        return chat.chat_dataset(data, tgt.tokenizer, vocab_size=tgt.vocab_size)
+    return data_mod.load(data, tokenizer=tgt.tokenizer, vocab_size=tgt.vocab_size)
 
 
 @dataclass

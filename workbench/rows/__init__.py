@@ -1,4 +1,4 @@
-"""Rows of data: loading JSONL/Parquet/HF datasets into the canonical schema, validating them, previewing one.
+"""Rows of data: loading JSONL/Parquet/HF datasets (and hf: names) into the canonical schema, conversation and prompt-only layouts, validating, previewing.
 
     >>> from workbench import rows
     >>> rows.load([{"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]}]).rows()[0]["n_response_tokens"]
@@ -10,16 +10,30 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('dataset', 'preview', 'reports', 'schema')
+MODULES = ('conversations', 'dataset', 'hub', 'preview', 'reports', 'schema')
 
 # public name -> the module of this package that defines it
 _WHERE = {
     'load': 'dataset',
+    'open_records': 'dataset',
+    'json_array': 'dataset',
     'load_tokenizer': 'dataset',
     'Dataset': 'dataset',
     'describe': 'dataset',
     'validate': 'dataset',
     'summary': 'dataset',
+    'ROLES': 'conversations',
+    'KEEP': 'conversations',
+    'CHAT_KEYS': 'conversations',
+    'PROMPT_KEYS': 'conversations',
+    'Conversation': 'conversations',
+    'layout_of': 'conversations',
+    'sniff': 'conversations',
+    'conversation': 'conversations',
+    'read': 'conversations',
+    'HOW': 'hub',
+    'parse_spec': 'hub',
+    'hub_records': 'hub',
     'Preview': 'preview',
     'write_html': 'preview',
     'vocab_size_of': 'preview',

@@ -51,6 +51,7 @@ from typing import Any, Iterator
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import is_path
+from workbench.rows.hub import hub_records
 from workbench.rows.preview import (
     Preview,
     decode_ids,
@@ -114,6 +115,30 @@ def load(source, *, tokenizer=None, vocab_size: int | None = None, on_error: str
     return ds
 
 
+def open_records(source) -> "Dataset":
+    """``source`` as raw records (conversations, prompts or rows: any JSON objects); iterate ``.records()``.
+
+        >>> [rec for _, _, rec in open_records([{"turns": ["Hi"]}]).records()]
+        [{'turns': ['Hi']}]
+    """
+    ds = Dataset(source, raw=True)
+    if next(ds.records(), None) is None:
+        raise WorkbenchError(f"{ds.name}: no rows (expected at least one record)")
+    return ds
+
+
+def json_array(p: Path) -> list:
+    """A ``.json`` file holding one array of objects (a ShareGPT dump), read whole."""
+    try:
+        with open(p, encoding="utf-8") as f:
+            out = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise WorkbenchError(f"{p}: not a valid JSON array ({first_line(e)})") from None
+    if not isinstance(out, list):
+        raise WorkbenchError(f"{p}: a JSON {type_name(out)} (expected an array of objects or JSON Lines)")
+    return out
+
+
 def load_tokenizer(path):
     """A local tokenizer folder → ``transformers`` tokenizer (no hub access, no remote code)."""
     p = Path(path)
@@ -133,7 +158,8 @@ class Dataset:
     ``ds.n_skipped`` holds how many the last full pass dropped).
     """
 
-    def __init__(self, source, *, tokenizer=None, vocab_size=None, on_error="raise"):
+    def __init__(self, source, *, tokenizer=None, vocab_size=None, on_error="raise", raw: bool = False):
+        self.raw = raw                      # raw: any records (conversations, prompts); no input_ids needed
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.on_error = on_error
@@ -159,6 +185,10 @@ class Dataset:
             return
         if not is_path(source):
             raise WorkbenchError(f"cannot load a {cls} (expected a path, a datasets.Dataset or a list of dicts)")
+        if str(source).startswith("hf:"):                     # a hub dataset by name (rows.hub)
+            self._list, self.name, self.format = hub_records(str(source)), str(source), "hub dataset"
+            self.default_source = str(source)[3:].split(":")[0].split("/")[-1]
+            return
         p = Path(source)
         self.path, self.name = p, str(source)
         stem = p.name
@@ -184,6 +214,8 @@ class Dataset:
                 raise
             except Exception as e:
                 raise WorkbenchError(f"{source}: unreadable Parquet file ({type(e).__name__}: {first_line(e)})") from None
+        elif magic.lstrip()[:1] == b"[" and p.suffix == ".json":   # one JSON array (ShareGPT dumps)
+            self._list, self.format = json_array(p), "JSON array"
         else:
             self.format = "JSON Lines (gzip)" if magic[:2] == b"\x1f\x8b" else "JSON Lines"
 
@@ -209,6 +241,8 @@ class Dataset:
 
     def _columns(self, cols: list[str]) -> None:
         """Columnar sources know their schema up front: no input_ids (or alias) column = unusable."""
+        if self.raw:
+            return
         if not any(k in cols for k in ID_KEYS):
             raise WorkbenchError(f"{self.name}: none of the expected columns (input_ids or {', '.join(ALIASES['input_ids'])}) "
                                  f"among columns [{', '.join(cols)}]{did_you_mean('input_ids', cols)}")
@@ -232,7 +266,7 @@ class Dataset:
         if self._list is not None:
             for i in range(start, len(self._list)):
                 rec = self._list[i]
-                where = f"{self.name}:row {i}"
+                where = f"{self.name}:{'item' if self.format == 'JSON array' else 'row'} {i}"
                 yield i, where, rec if isinstance(rec, dict) else Problem(
                     where, i, "row", f"got a {type(rec).__name__}, not a dict", "one dict per row")
         elif self._hf is not None:
@@ -444,6 +478,10 @@ class Dataset:
                 yield row, where, rec, out, probs
 
     # -- public -----------------------------------------------------------------------------------
+    def records(self, start: int = 0) -> Iterator[tuple[int, str, Any]]:
+        """The raw records, streamed: ``(row, where, dict or Problem)`` (what :func:`open_records` is for)."""
+        return self._records(start)
+
     def __iter__(self) -> Iterator[Row]:
         skipped, first = 0, None
         for _, _, _, out, probs in self._checked():

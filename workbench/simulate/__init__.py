@@ -40,6 +40,7 @@ _WHERE = {
     'sharded': 'distributed',
     'exact_decode': 'exact',
     'exact_simulate': 'exact',
+    'reply_spans': 'exact',
     'loop_simulate': 'exact',
     'decode_loop': 'loop',
     'RejectionResult': 'rejection',

@@ -34,7 +34,7 @@ from workbench.simulate.rejection import rejection_chains
 from workbench.simulate.thresholds import threshold_expectation
 from workbench.simulate.tree_verify import tree_accepted_counts
 from workbench.stats.cost import CostModel, as_cost_model
-from workbench.stats.counts import accepted_counts, coverage_counts
+from workbench.stats.counts import accepted_counts, batch_reply_starts, coverage_counts
 from workbench.stats.statistics import AcceptanceResult
 
 # --------------------------------------------------------------------------------------------------
@@ -187,6 +187,7 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
                               batch.loss_mask, lengths, t2d)
         agr = Agreement().add(batch, [gens.get(int(r)) for r in batch.rows])    # from this pass's next_token
         ids, att = batch.input_ids.to(ddev), batch.attention_mask.to(ddev)
+        starts = batch_reply_starts(batch.loss_mask, lengths)           # the decode path restarts at each reply
         for w in wl:
             feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
             t0 = time.perf_counter()
@@ -208,7 +209,8 @@ def _simulate_rows(target, draft, rows, wl, setting: Setting, *, batch_size: int
                                          f"prompt of at least 1 token (check the data's prompt/response split)")
             parts[w.spec].append(AcceptanceResult.from_counts(
                 A, K=K, spec=w.spec, taps=w.taps, rows=batch.rows, n_prompt_tokens=batch.n_prompt_tokens,
-                sources=batch.sources, top_hits=hits, coverage=cov, setting=setting, agreement=agr))
+                sources=batch.sources, top_hits=hits, coverage=cov, setting=setting, agreement=agr,
+                reply_starts=starts))
         del batch
     results = {}
     # ONE draft/target cost ratio per draft and target: every wiring runs the same draft computation on

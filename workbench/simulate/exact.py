@@ -22,6 +22,7 @@ from workbench.model import capture
 from workbench.model.draft import chain_reference
 from workbench.simulate.loop import decode_loop
 from workbench.simulate.tree_verify import exact_tree_decode
+from workbench.stats.counts import reply_starts
 from workbench.stats.statistics import AcceptanceResult
 
 
@@ -105,6 +106,27 @@ def exact_simulate(target, draft, dataset, wiring, *, K: int | None = None, limi
 
 
 
+def reply_spans(loss_mask, n_prompt: int, T: int) -> list[tuple[int, int]]:
+    """[start, end) of every reply: the response after ``n_prompt`` when the mask has no later prompt, else
+    each run of ones (the decode path's restarts, ``counts.reply_starts``).
+
+        >>> reply_spans([0, 0, 1, 1, 0, 1, 1, 1], 2, 8), reply_spans(None, 2, 5)
+        ([(2, 4), (5, 8)], [(2, 5)])
+    """
+    starts = [s for s in reply_starts([] if loss_mask is None else loss_mask, T) if s > n_prompt]
+    if not starts:
+        return [(n_prompt, T)]
+    m = [int(x) for x in (loss_mask.tolist() if hasattr(loss_mask, "tolist") else loss_mask)]
+    spans, begins = [], [n_prompt] + starts
+    for s in begins:
+        e = s
+        while e < T and m[e]:
+            e += 1
+        spans.append((s, e))
+    return spans
+
+
+
 def loop_simulate(dataset, wiring, setting: Setting, decode, *, limit: int | None = None, progress: bool = True,
                   desc: str = "loop", who: str = "loop_simulate") -> "AcceptanceResult":
     """Decode-path :class:`AcceptanceResult` of a real speculative loop run on each row's prompt: the counting
@@ -115,7 +137,9 @@ def loop_simulate(dataset, wiring, setting: Setting, decode, *, limit: int | Non
 
     ``decode(prompt_ids, row, max_new_tokens) -> A per verify step`` generates the row's
     ``n_response_tokens``; the verify steps whose drafted positions fit (t + S + 1 <= T - 1) are kept,
-    starting at the last prompt position and jumping A + 1 each step.
+    starting at the last prompt position and jumping A + 1 each step. A row with several replies (an
+    all-turns row: the loss mask falls back to 0 and rises again) decodes each reply after its own history,
+    as a server does one request per reply (:func:`reply_spans`).
     """
     from tqdm.auto import tqdm
 
@@ -129,13 +153,15 @@ def loop_simulate(dataset, wiring, setting: Setting, decode, *, limit: int | Non
         if not 1 <= n_prompt < len(ids):
             raise WorkbenchError(f"{where}: n_prompt_tokens={n_prompt}: expected 1..{len(ids) - 1} (a prompt and a response)")
         T, r = len(ids), int(row.get("_row", i))
-        t, ts, As = n_prompt - 1, [], []
-        for a in decode(ids[:n_prompt], r, T - n_prompt):
-            if t + S + 1 > T - 1:
-                break
-            ts.append(t)
-            As.append(a)
-            t += a + 1
+        ts, As = [], []
+        for s, e in reply_spans(row.get("loss_mask"), n_prompt, T):     # each reply after its own history
+            t = s - 1
+            for a in decode(ids[:s], r, e - s):
+                if t + S + 1 > e - 1:
+                    break
+                ts.append(t)
+                As.append(a)
+                t += a + 1
         src = str(row.get("source", "") or "")
         res = AcceptanceResult.from_arrays(w.spec, S, sample=[r] * len(ts), t=ts, accepted=As,
                                            source=[src] * len(ts), on_path=[True] * len(ts), taps=w.taps,

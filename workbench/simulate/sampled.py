@@ -57,7 +57,7 @@ from workbench.model.draft import run_chains
 from workbench.model.served import head_logits, token_probs
 from workbench.model.tree import draft_trees
 from workbench.simulate.tree_verify import tree_accepted_counts, walk_nodes
-from workbench.stats.counts import accepted_counts, bootstrap_ratio, decode_path
+from workbench.stats.counts import accepted_counts, batch_reply_starts, bootstrap_ratio, decode_path
 
 # ------------------------------------------------------------------------------------------------
 # The verify distribution: reference and the fast per-row statistics
@@ -295,9 +295,9 @@ class PerDepth:
 
 
 def per_depth_batch(tree_tokens, parents, depths, next_data, A, hidden, stats, lm_head, s: Sampling, steps: int,
-                    *, rows, n_prompt_tokens, max_memory=None):
+                    *, rows, n_prompt_tokens, max_memory=None, reply_starts=None):
     """The :class:`PerDepth` rows of one batch: starts where ``A >= 0`` (counted); the decode path
-    from ``n_prompt_tokens`` as ``statistics.decode_path`` walks it."""
+    from ``n_prompt_tokens`` (restarting at each of ``reply_starts``) as ``statistics.decode_path`` walks it."""
 
     on = matched_path(tree_tokens, parents, depths, next_data)
 
@@ -308,7 +308,8 @@ def per_depth_batch(tree_tokens, parents, depths, next_data, A, hidden, stats, l
     b_idx, t_idx = np.nonzero(A_np >= 0)
     on_path = np.zeros(len(b_idx), bool)
     for b in range(A_np.shape[0]):
-        path_t = {t for t, _ in decode_path(A_np[b], int(n_prompt_tokens[b]), int(steps))}
+        path_t = {t for t, _ in decode_path(A_np[b], int(n_prompt_tokens[b]), int(steps),
+                                            None if reply_starts is None else reply_starts[b])}
         sel = np.nonzero(b_idx == b)[0]
         on_path[sel] = np.isin(t_idx[sel], list(path_t))
     sk = sk.detach().cpu().numpy()
@@ -356,7 +357,7 @@ def sampled_counts(draft, feats, ids, att, batch, setting, lm_head, *, acc_topk:
     hdev = batch.hidden.device
     pd = per_depth_batch(tok.to(hdev), par.to(hdev), dep.to(hdev), nxt.to(hdev), A, batch.hidden, batch.served,
                          lm_head, as_sampling(setting), K, rows=batch.rows, n_prompt_tokens=batch.n_prompt_tokens,
-                         max_memory=max_memory)
+                         max_memory=max_memory, reply_starts=batch_reply_starts(batch.loss_mask, batch.lengths))
     return A, hits, pd
 
 

@@ -28,6 +28,8 @@ _WHERE = {
     'counted_starts': 'counts',
     'bootstrap_ratio': 'counts',
     'decode_path': 'counts',
+    'reply_starts': 'counts',
+    'batch_reply_starts': 'counts',
     'wilson': 'counts',
     'chain_statistics': 'counts',
     'coverage_counts': 'counts',

@@ -12,7 +12,9 @@
 
 A chain at t counts when all K positions it would verify are in the response (``loss_mask``) and in the row;
 the decode path is the walk a server takes: after A accepted tokens and the bonus, the next step starts
-A+1 positions later (``shared/eagle3-facts.md``).
+A+1 positions later (``shared/eagle3-facts.md``), and it restarts at each reply of a row with several (an
+all-turns row: a server verifies each reply in its own request). A chain whose window reaches from one reply
+into the next prompt is not counted, so every estimator counts an all-turns row exactly as its per-turn rows.
 """
 
 from __future__ import annotations
@@ -119,26 +121,56 @@ def bootstrap_ratio(sample, values, *, mask=None, seed: int = 0, n_boot: int = 1
 
 
 
-def decode_path(A_row, n_prompt_tokens: int, K: int) -> list[tuple[int, int]]:
+def decode_path(A_row, n_prompt_tokens: int, K: int, starts=None) -> list[tuple[int, int]]:
     """The verify steps a server would make on a target-greedy sample: list of (t, A(t)).
 
         >>> decode_path([-1, 2, -1, -1, 0, 1, -1, -1], n_prompt_tokens=2, K=2)
         [(1, 2), (4, 0), (5, 1)]
+        >>> decode_path([-1, 1, -1, -1, -1, -1, 0, -1, -1], n_prompt_tokens=2, K=1, starts=[2, 7])
+        [(1, 1), (6, 0)]
 
-    Starts at t = n_prompt_tokens - 1 and moves t <- t + A(t) + 1 while the chain at t is counted.
+    Starts at t = n_prompt_tokens - 1 and moves t <- t + A(t) + 1 while the chain at t is counted. ``starts``
+    (:func:`reply_starts`): the first position of every reply of a row with several (an all-turns row); the
+    walk restarts at s - 1 for each, because a server verifies each reply in its own request after its own
+    history. So an all-turns row walks exactly the steps of its per-turn rows together.
     """
     A_row = [int(a) for a in (A_row.tolist() if hasattr(A_row, "tolist") else A_row)]
     if n_prompt_tokens < 1:
         raise WorkbenchError(f"n_prompt_tokens={n_prompt_tokens}: expected >= 1 (the first chain starts at "
                              f"t = n_prompt_tokens - 1)")
-    steps, t = [], n_prompt_tokens - 1
-    while 0 <= t < len(A_row) and A_row[t] >= 0:
-        a = A_row[t]
-        if a > K:
-            raise WorkbenchError(f"A({t})={a} exceeds K={K}")
-        steps.append((t, a))
-        t += a + 1
+    begins = sorted({int(n_prompt_tokens)} | {int(s) for s in (starts or ()) if int(s) > n_prompt_tokens})
+    steps = []
+    for i, s in enumerate(begins):
+        stop = begins[i + 1] - 1 if i + 1 < len(begins) else len(A_row)
+        t = s - 1
+        while 0 <= t < stop and A_row[t] >= 0:
+            a = A_row[t]
+            if a > K:
+                raise WorkbenchError(f"A({t})={a} exceeds K={K}")
+            steps.append((t, a))
+            t += a + 1
     return steps
+
+
+
+def reply_starts(loss_mask, length: int | None = None) -> list[int]:
+    """The first position of every reply: s >= 1 with ``loss_mask[s] == 1`` after a 0 (one row, its first
+    ``length`` positions).
+
+        >>> reply_starts([0, 0, 1, 1, 0, 0, 1, 1, 1])
+        [2, 6]
+    """
+    m = [int(x) for x in (loss_mask.tolist() if hasattr(loss_mask, "tolist") else loss_mask)]
+    m = m[:length] if length is not None else m
+    return [s for s in range(1, len(m)) if m[s] and not m[s - 1]]
+
+
+
+def batch_reply_starts(loss_mask, lengths) -> list[list[int]]:
+    """:func:`reply_starts` of every row of a batch (``loss_mask`` [B, T], ``lengths`` [B])."""
+    lm = loss_mask.cpu() if hasattr(loss_mask, "cpu") else loss_mask
+    ln = lengths.tolist() if hasattr(lengths, "tolist") else list(lengths)
+    return [reply_starts(lm[b], int(ln[b])) for b in range(len(ln))]
 
 
 

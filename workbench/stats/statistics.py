@@ -25,7 +25,8 @@ Greedy, chain drafting (topk 1). ``accept_length`` = E[A]+1 (bonus counted, SGLa
 
 - every-position estimator: all counted chains;
 - decode-path estimator: start at t = n_prompt_tokens-1, then t <- t+A(t)+1 while a counted chain
-  exists (what a server does when the sample is the target's greedy output).
+  exists (what a server does when the sample is the target's greedy output); in a row with several replies
+  (all-turns) the walk restarts before each reply.
 
 The counts come from :mod:`workbench.simulate.acceptance` (the fast simulation and the exact loop); figures
 of these results from :mod:`workbench.report.plots`. Tap statistics (feature norms, cosines between taps)
@@ -187,12 +188,14 @@ class AcceptanceResult(Rendered):
     @classmethod
     def from_counts(cls, A, *, K: int, spec, rows, n_prompt_tokens, sources=None, top_hits=None,
                     coverage=None, taps=None, setting: Setting | None = None,
-                    agreement=None) -> "AcceptanceResult":
+                    agreement=None, reply_starts=None) -> "AcceptanceResult":
         """Build from ``accepted_counts`` output ``A[B, T]`` (-1 = not counted) of one batch.
 
         ``top_hits``: optional LongTensor/array [B, T, 2] with step-1 (top1, top5) hits;
         ``coverage``: optional (n_response_tokens[B], n_coverable[B]);
-        ``agreement``: optional :class:`workbench.agreement.Agreement` of the same batch's rows.
+        ``agreement``: optional :class:`workbench.agreement.Agreement` of the same batch's rows;
+        ``reply_starts``: optional per row, the first position of each reply (``counts.batch_reply_starts``):
+        the decode path restarts there (all-turns rows).
         """
         A = np.asarray(A.cpu() if hasattr(A, "cpu") else A, dtype=np.int64)
         if A.ndim != 2 or A.shape[0] != len(rows) or len(n_prompt_tokens) != len(rows):
@@ -202,7 +205,8 @@ class AcceptanceResult(Rendered):
         b_idx, t_idx = np.nonzero(A >= 0)
         on_path = np.zeros(len(b_idx), bool)
         for b in range(A.shape[0]):
-            path_t = {t for t, _ in decode_path(A[b], int(n_prompt_tokens[b]), K)}
+            path_t = {t for t, _ in decode_path(A[b], int(n_prompt_tokens[b]), K,
+                                                None if reply_starts is None else reply_starts[b])}
             sel = np.nonzero(b_idx == b)[0]
             on_path[sel] = np.isin(t_idx[sel], list(path_t))
         top1 = top5 = None
