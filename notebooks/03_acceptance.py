@@ -206,7 +206,8 @@ print(dx.summary())
 # %%
 from workbench.analysis.rewire import rewire
 
-train_data = train_data or (f"{demo}/train.jsonl" if target == f"{demo}/target" else "")
+demo_target = inputs.same_path(target, f"{demo}/target")   # paths compare resolved: the kernel may sit in notebooks/
+train_data = train_data or (os.path.join(os.path.dirname(target), "train.jsonl") if demo_target else "")
 rw = None
 if dx.engine_ok:
     print(f"nothing to rewire: {dx.verdict}")

@@ -27,6 +27,7 @@ _WHERE = {
     'plain_warnings': 'agreement',
     'project_root': 'inputs',
     'resolve': 'inputs',
+    'same_path': 'inputs',
     'rows': 'inputs',
     'target': 'inputs',
     'draft': 'inputs',

@@ -49,6 +49,18 @@ def save(fig, path, *, dpi: int = 110):
     return path
 
 
+def _wrap(text: str, width: int = 110) -> str:
+    """A title wrapped to the figure's width (a line longer than the figure is cut off or runs over labels)."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(part, width) for part in str(text).split("\n"))
+
+
+def _legend_below(fig, ax) -> None:
+    """The legend under the panels (constrained layout makes room): it never covers a point or a label."""
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize="small", ncols=1)
+
+
 def _grid_and_legend(ax) -> None:
     """The house style of a bar/curve panel: a light horizontal grid and a small legend."""
     ax.grid(axis="y", alpha=0.3)
@@ -132,13 +144,13 @@ def acceptance_curves(results, *, title: str | None = None, K: int | None = None
     kmax = max(r.steps for r in results.values()) if K is None else int(K)
     for ax in (ax_c, ax_m):
         ax.set_xlabel("draft position k (tokens after the bonus token)")
-        ax.set_ylabel("acceptance rate (fraction of chains)")
+        ax.set_ylabel("acceptance rate (share of chains)" if ax is ax_c else "share of chains")
         ax.set_ylim(-0.02, 1.02)
         ax.set_xticks(range(1, kmax + 1))
         ax.grid(alpha=0.3)
-    ax_m.legend(loc="upper right", fontsize="small")
-    fig.suptitle(title or ("Per-position acceptance (bars: 95% Wilson intervals)"
-                           + (f"; legend: {labels.pop()}" if len(labels) == 1 else "")))
+    _legend_below(fig, ax_m)
+    fig.suptitle(_wrap(title or ("Per-position acceptance (bars: 95% Wilson intervals)"
+                                 + (f"; legend: {labels.pop()}" if len(labels) == 1 else ""))))
     return fig
 
 
@@ -228,21 +240,19 @@ def speedup_projection(results, *, ratio: float | None = None, cost_model=None, 
     ``ratio`` (one draft step ÷ one target forward), default each result's own; the title names it.
     """
     results = as_results(results)
-    fig, (ax,) = _figure(1, height=3.8)
+    fig, (ax,) = _figure(1, height=4.4)
     models = {}
     for (label, r), color in zip(results.items(), _colors(len(results))):
         cm = r.projection_model(ratio, cost_model)
         if cm is None:
             raise WorkbenchError(f"speedup_projection: no cost model or cost ratio for {label!r} (none was "
                                  f"measured): pass ratio=, e.g. 0.05, or cost_model=")
-        models[label] = cm.describe()
+        models[label] = cm.label
         p = projection(r, cm, n_boot=200)
         k = np.array([d["k"] for d in p["rows"]])
         s = np.array([d["speedup"] for d in p["rows"]], float)
         err = _errs(s, [[d["speedup_low"], d["speedup_high"]] for d in p["rows"]])
-        verdict = (f"best K'={p['best']}" if p["best"] is not None else
-                   f"K' within noise: {', '.join(map(str, p['within_noise']))}")
-        ax.errorbar(k, s, yerr=err, marker="o", capsize=3, color=color, label=f"{label}: {verdict}")
+        ax.errorbar(k, s, yerr=err, marker="o", capsize=3, color=color, label=f"{label}: {p['short']}")
         near = [i for i, d in enumerate(p["rows"]) if d["k"] in p["within_noise"]]
         if p["best"] is not None:
             i = [d["k"] for d in p["rows"]].index(p["best"])
@@ -252,17 +262,18 @@ def speedup_projection(results, *, ratio: float | None = None, cost_model=None, 
                     markeredgecolor=color)
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="no speculation (1×)")
     ax.set_xlabel("draft depth K' (draft tokens per verify step)")
-    ax.set_ylabel("projected speed-up (× target-only decoding)")
+    ax.set_ylabel("speed-up (× target-only)")
     ax.set_xticks(range(1, max(r.steps for r in results.values()) + 1))
     same = len(set(models.values())) == 1
     if not same:
         for line, (label, desc) in zip(ax.get_legend_handles_labels()[0], models.items()):
             line.set_label(f"{line.get_label()} ({desc})")
-    ax.set_title(title or ("Speed-up projection: tokens/step · verify(1) ÷ (K'·draft + verify(K'+1)); bars: 95% "
-                           "accept-length interval and timing spread; ★ clearly best K', ○ within noise"
-                           + (f"\n{next(iter(models.values()))}" if same else "")), fontsize="medium")
+    ax.set_title(_wrap(title or ("Projected speed-up by draft depth K' (bars: 95% accept-length interval and timing "
+                                 "spread; ★ clearly best K', ○ within noise)"
+                                 + (f"\ncost model: {next(iter(models.values()))}" if same else "")), 120),
+                 fontsize="medium")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend_below(fig, ax)
     return fig
 
 
