@@ -7,7 +7,7 @@ the package costs nothing (light commands stay free of torch).
 
 import importlib
 
-MODULES = ('benchmark', 'export', 'plots', 'temperature', 'widgets')
+MODULES = ('benchmark', 'export', 'layout', 'plots', 'temperature', 'widgets')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -17,6 +17,11 @@ _WHERE = {
     'in_report': 'export',
     'setup_notebook': 'export',
     'plain_progress_bars': 'export',
+    'check_layout_on_display': 'export',
+    'ENV_CHECK': 'layout',
+    'layout_problems': 'layout',
+    'assert_clean_layout': 'layout',
+    'record_layout': 'layout',
     'Table': 'export',
     'table': 'export',
     'record_headline': 'export',

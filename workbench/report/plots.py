@@ -135,7 +135,7 @@ def acceptance_curves(results, *, title: str | None = None, K: int | None = None
         k = np.arange(1, steps + 1)
         acc = chain_statistics(np.minimum(r.chains["accepted"], steps), steps)["accept_length"]
         what = "accept length" if len(labels) == 1 else shown[label].accept_label("every-position")
-        name = f"{label}  ({what} {acc:.2f}, n={r.n_chains} chains)"
+        name = f"{label}  ({what} {acc:.3f}, n={r.n_chains} chains)"
         for ax, key in ((ax_c, "conditional"), (ax_m, "cumulative")):
             vals = np.asarray(getattr(r, key), float)[:steps]
             ax.errorbar(k, vals, yerr=_errs(vals, iv[key][:steps]), marker="o", capsize=3, color=color, label=name)
@@ -166,7 +166,7 @@ def accept_length_histogram(results, *, title: str | None = None):
         share = h / h.sum() if h.sum() else h
         x = np.arange(len(h)) + (i - (n - 1) / 2) * width
         ax.bar(x, share, width=width, color=color,
-               label=f"{label}  (E[A]+1 = {r.accept_length:.2f}, n={int(h.sum())} chains)")
+               label=f"{label}  (E[A]+1 = {r.accept_length:.3f}, n={int(h.sum())} chains)")
     ax.set_xticks(range(kmax + 1))
     ax.set_xlabel("accepted draft tokens a per chain (bonus token not counted)")
     ax.set_ylabel("share of chains")
@@ -194,7 +194,7 @@ def decode_path_comparison(results, *, title: str | None = None):
     for xi, (a, b) in enumerate(zip(every, path)):
         for dx, v in ((-0.2, a), (0.2, b)):
             if v is not None and not math.isnan(v):
-                ax.annotate(f"{v:.2f}", (xi + dx, v), ha="center", va="bottom", fontsize="small",
+                ax.annotate(f"{v:.3f}", (xi + dx, v), ha="center", va="bottom", fontsize="small",
                             xytext=(0, 3), textcoords="offset points")
     ax.set_xticks(x, labels)
     ax.set_xlabel("wiring (taps fed to the draft)")
@@ -308,7 +308,7 @@ def tree_sweep(sweep, *, value: str | None = None, title: str | None = None):
             ax.set_ylabel("num_draft_tokens N")
         ax.set_title(f"eagle_topk {k}" + (" (chain)" if k == 1 else ""))
         i, j = np.unravel_index(np.nanargmax(grid), grid.shape)
-        ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", color="white", fontsize="small")
+        ax.text(j, i, f"{grid[i, j]:.3f}", ha="center", va="center", color="white", fontsize="small")
         if best[1] == k:
             ax.plot([steps.index(best[0])], [ns.index(best[2])], marker="*", markersize=16, color="red")
     if im is not None:
@@ -495,7 +495,7 @@ def rewire_bars(result, *, title: str | None = None):
     ax.bar(x, vals, 0.6, yerr=_errs(vals, ivs), capsize=4, color=[colors[n] for n, _ in parts])
     for xi, v in enumerate(vals):
         if v is not None and not math.isnan(v):
-            ax.annotate(f"{v:.2f}", (xi, v), ha="left", va="bottom", fontsize="small", xytext=(8, 2),
+            ax.annotate(f"{v:.3f}", (xi, v), ha="left", va="bottom", fontsize="small", xytext=(8, 2),
                         textcoords="offset points")               # beside the error bar, not on it
     ax.axhline(result.reference.accept_length, color="#4c78a8", linestyle="--", linewidth=1)
     ax.set_xticks(x, [f"{n}\n{feeds[n]}" for n, _ in parts], fontsize="small")
@@ -673,7 +673,7 @@ def accept_vs_temperature(sweep, *, title: str | None = None):
     for t, r in zip(T, rows):
         v = r["decode-path accept length"]
         if not math.isnan(v):
-            ax.annotate(f"{v:.2f}", (t, v), ha="center", va="bottom", fontsize="small", xytext=(0, 6),
+            ax.annotate(f"{v:.3f}", (t, v), ha="center", va="bottom", fontsize="small", xytext=(0, 6),
                         textcoords="offset points")
     ax.set_xticks(T, [f"{t:g}" for t in T])
     ax.set_xlabel("temperature T (each point on data sampled from the target at T; T = 0: greedy)")
