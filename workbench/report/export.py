@@ -256,6 +256,17 @@ def table(frame, key: dict, *, title: str | None = None) -> Table:
     return Table(frame, key, title)
 
 
+def agreement_table(agreement, title: str | None = None) -> Table:
+    """The greedy agreement by source (``workbench.load.agreement.Agreement.by_source``) as a :func:`table`."""
+    import pandas as pd
+
+    rows = [{"source": k, **v} for k, v in agreement.by_source().items()]
+    return table(pd.DataFrame(rows, columns=["source", "samples", "tokens", "matches", "share", "min_sample"]), {
+        "source": "the rows' source ((all): every row)", "samples": "rows", "tokens": "response tokens counted",
+        "matches": "response tokens equal to the target's greedy choice", "share": "matches / tokens",
+        "min_sample": "the lowest share of any one row"}, title=title)
+
+
 def record_headline(name: str, values: dict, *, out=None) -> Path | None:
     """Write the numbers the report index shows for notebook ``name``; returns the file written.
 
@@ -546,6 +557,15 @@ code{background:#f4f4f4;padding:0 .25em;border-radius:3px}
 """
 
 
+# What a headline key's estimator means, in the words of docs/definitions.md (keys name it by Setting.accept_label).
+ESTIMATOR_WORDS = {
+    "decode path": "decode path: the chains a server verifies when the response is the target's greedy output, "
+                   "what it reports;",
+    "every position": "every position: all counted chains of the data (teacher-forced), the estimator the "
+                      "diagnosis ranks wirings by;",
+}
+
+
 def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Path:
     """Write ``<out>/index.html`` and ``<out>/report.json`` for ``pages``; every text is escaped."""
     out = Path(out)
@@ -576,6 +596,11 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
             rows = "".join(f'<tr><td class="k">{e(str(k))}</td><td>{e(cell_text(v))}</td></tr>'
                            for k, v in p.headline.items())
             parts.append(f"<table>{rows}</table>")
+            named = [est for est in ESTIMATOR_WORDS if any(est in str(k) for k in p.headline)]
+            if named:
+                parts.append('<p class="desc est">' + " ".join(e(ESTIMATOR_WORDS[est]) for est in named)
+                             + (" The two estimators differ on the same wiring: neither is wrong."
+                                if len(named) > 1 else "") + "</p>")
         if p.status != "missing":
             parts.append(f'<p class="desc">{p.seconds:.1f} s</p>')
         parts.append("</div>")
