@@ -314,7 +314,7 @@ def tree_sweep(sweep, *, value: str | None = None, title: str | None = None):
     if im is not None:
         fig.colorbar(im, ax=axes, label=value.replace("_", " "))
     what = "projected speed-up" if value == "speedup" else "accept length (E[A]+1)"
-    fig.suptitle(title or f"Flag sweep, wiring {sweep.spec}: {what}; ★ best shape")
+    fig.suptitle(_wrap(title or f"Flag sweep, wiring {sweep.spec}: {what}; ★ best shape"))
     return fig
 
 
@@ -359,7 +359,7 @@ def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: s
             ax_c.scatter(idx, idx, marker="s", s=110 + 90 * g, facecolors="none", edgecolors=[color],
                          linewidths=2)
         ax_n.legend(fontsize="small", loc="best")
-    fig.suptitle(title or _tap_stats_title(stats))
+    fig.suptitle(_wrap(title or _tap_stats_title(stats)))
     return fig
 
 
