@@ -295,7 +295,7 @@ def projection(result, cost_model, *, n_boot: int = 500) -> dict:
     A = result.chains["accepted"]
     c = result.chains
     depths = [result.steps] if st.eagle_topk > 1 else list(range(1, result.steps + 1))
-    rows = []
+    rows, shapes = [], {}
     for k in depths:
         capped = type(result).from_arrays(result.spec, k, sample=c["sample"], t=c["t"],
                                               accepted=np.minimum(A, k), samples=result.samples)
@@ -304,12 +304,13 @@ def projection(result, cost_model, *, n_boot: int = 500) -> dict:
         lo, hi = capped.intervals(n_boot=n_boot)["accept_length"]
         shape = (k, st.eagle_topk, st.num_draft_tokens) if st.eagle_topk > 1 else (k, 1, None)
         s_lo, s_hi = cm.speedup_range(lo, hi, *shape)
-        rows.append({"k": k, "shape": shape, "tokens_per_step": tps, "tokens_low": lo, "tokens_high": hi,
+        shapes[k] = shape
+        rows.append({"k": k, "tokens_per_step": tps, "tokens_low": lo, "tokens_high": hi,
                      "speedup": cm.speedup(tps, *shape), "speedup_low": s_lo, "speedup_high": s_hi})
-    return {"rows": rows, **verdict(rows, cm, tree=st.eagle_topk > 1), "cost_model": cm.describe()}
+    return {"rows": rows, **verdict(rows, cm, shapes=shapes), "cost_model": cm.describe()}
 
 
-def verdict(rows: list[dict], cm: CostModel, *, tree: bool = False) -> dict:
+def verdict(rows: list[dict], cm: CostModel, *, shapes: dict | None = None) -> dict:
     """``best``, ``within_noise``, ``text`` and ``short`` (a figure's legend) of projection ``rows`` (each ``k``, ``speedup``, ``speedup_low``,
     ``speedup_high``, ``tokens_per_step``): the one rule every speed-up verdict follows.
 
@@ -318,8 +319,8 @@ def verdict(rows: list[dict], cm: CostModel, *, tree: bool = False) -> dict:
     forwards against the tokens it yields.
 
         >>> rows = [{"k": 5, "speedup": 0.84, "speedup_low": 0.8, "speedup_high": 0.9, "tokens_per_step": 2.13}]
-        >>> verdict(rows, CostModel.fixed(0.3), tree=True)["text"]
-        'one shape, nothing to choose between: 0.84× (slower than target-only decoding: a verify step costs 2.5 target forwards (5 draft steps × 0.3 + the verify of 6 tokens) and yields 2.13 tokens)'
+        >>> verdict(rows, CostModel.fixed(0.3), shapes={5: (5, 4, 8)})["text"]
+        'one shape, nothing to choose between: 0.84× (slower than target-only decoding: a verify step costs 2.5 target forwards (5 draft steps × 0.3 + the verify of 8 tokens) and yields 2.13 tokens)'
     """
     finite = [r for r in rows if not math.isnan(r["speedup"])]
     best, near, parts = None, [], []
@@ -328,31 +329,32 @@ def verdict(rows: list[dict], cm: CostModel, *, tree: bool = False) -> dict:
     top = max(finite, key=lambda r: r["speedup"])
     near = [r["k"] for r in finite if r["speedup_high"] >= top["speedup_low"]]
     if len(finite) == 1:
-        parts.append(f"one shape, nothing to choose between: {top['speedup']:.2f}×")
-        short = f"{top['speedup']:.2f}×"
+        parts.append(f"one shape, nothing to choose between: {top['speedup']:.3g}×")
+        short = f"{top['speedup']:.3g}×"
     elif cm.too_noisy:
-        parts.append(f"best point estimate K'={top['k']} ({top['speedup']:.2f}×), but the timings are too noisy "
+        parts.append(f"best point estimate K'={top['k']} ({top['speedup']:.3g}×), but the timings are too noisy "
                      f"to rank K' (a busy machine: measure the cost model again when it is idle)")
         near = [r["k"] for r in finite]
         short = "timings too noisy to rank K'"
     elif near == [top["k"]]:
         best = top["k"]
         short = f"best K'={best}"
-        parts.append(f"best K'={best} ({top['speedup']:.2f}×): clearly best (its range lies above every other K')")
+        parts.append(f"best K'={best} ({top['speedup']:.3g}×): clearly best (its range lies above every other K')")
     else:
         parts.append(f"no single best K': K' in {{{', '.join(map(str, near))}}} within noise (their ranges overlap "
-                     f"the best point estimate's; best point estimate K'={top['k']}, {top['speedup']:.2f}×); more "
+                     f"the best point estimate's; best point estimate K'={top['k']}, {top['speedup']:.3g}×); more "
                      f"samples or a steadier cost model would decide")
         short = f"K' within noise: {', '.join(map(str, near))}"
     if top["speedup"] < 1:
-        parts[-1] += f" ({slowdown_reason(top, cm, tree=tree)})"
+        parts[-1] += f" ({slowdown_reason(top, cm, (shapes or {}).get(top['k']))})"
         short += "; a slowdown"
     return {"best": best, "within_noise": near, "text": " ".join(parts), "short": short}
 
 
-def slowdown_reason(row: dict, cm: CostModel, *, tree: bool = False) -> str:
-    """Why a projection is below 1×: one verify step's cost in target forwards against its tokens."""
-    shape = row.get("shape") or (row["k"], 1, None)
+def slowdown_reason(row: dict, cm: CostModel, shape=None) -> str:
+    """Why a projection is below 1×: one verify step's cost in target forwards against its tokens; ``shape``
+    (steps, eagle_topk, N or None) defaults to a chain of depth ``row["k"]``."""
+    shape = shape or (row["k"], 1, None)
     cost = cm.step_time(*shape) / cm.verify_time(1)
     draft = shape[0] * cm.draft_time(shape[1]) / cm.verify_time(1)
     steps = f"{shape[0]} draft step" + ("s" if shape[0] != 1 else "")
