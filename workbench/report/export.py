@@ -219,12 +219,14 @@ class Table:
         e = html.escape
         num = [self.frame[c].dtype.kind in "iuf" for c in self.frame.columns]
 
-        def td(text, is_num):       # breaks only at spaces and after separators: every piece is unbreakable
-            body = " ".join("<wbr>".join(f'<span class="w">{e(p)}</span>' for p in _WRAP_AFTER.sub("\\1\0", w)
-                                         .split("\0") if p) for w in text.split())
-            return f'<td class="num">{body}</td>' if is_num else f"<td>{body}</td>"
+        def pieces(text):           # breaks only at spaces and after separators: every piece is unbreakable
+            return " ".join("<wbr>".join(f'<span class="w">{e(p)}</span>' for p in _WRAP_AFTER.sub("\\1\0", w)
+                                         .split("\0") if p) for w in str(text).split())
 
-        head = "".join(f"<th>{e(str(c))}</th>" for c in self.frame.columns)
+        def td(text, is_num):
+            return f'<td class="num">{pieces(text)}</td>' if is_num else f"<td>{pieces(text)}</td>"
+
+        head = "".join(f"<th>{pieces(c)}</th>" for c in self.frame.columns)
         rows = "".join("<tr>" + "".join(td(t, n) for t, n in zip(r, num)) + "</tr>" for r in self.cells())
         keys = "".join(f"<li><b>{e(str(c))}</b>: {e(self.key[c])}</li>" for c in self.frame.columns)
         title = f"<p><b>{e(self.title)}</b></p>" if self.title else ""
