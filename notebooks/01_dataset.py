@@ -97,7 +97,9 @@ tgt = inputs.target(target, device=device, progress=False)
 agree = agreement.measure(tgt, ds)
 print(agree.headline())
 print(agreement.data_note(ds) or "")
-pd.DataFrame(agree.by_source()).T
+from workbench.report import agreement_table, table
+
+agreement_table(agree)
 
 # %%
 plots.agreement_by_sample(agree)
@@ -126,8 +128,11 @@ else:
     agree_foreign = agreement.measure(tgt, foreign)
     print(f"{os.path.basename(str(data))}: {agree.headline()}")
     print(f"{os.path.basename(foreign)}: {agree_foreign.headline()}")
-    display(pd.DataFrame({"data": {k: v["share"] for k, v in agree.by_source().items()},
-                          "foreign": {k: v["share"] for k, v in agree_foreign.by_source().items()}}))
+    shares = {name: {k: v["share"] for k, v in a.by_source().items()} for name, a in (("data", agree), ("foreign", agree_foreign))}
+    display(table(pd.DataFrame([{"source": k, "data": shares["data"].get(k), "foreign": shares["foreign"].get(k)}
+                                for k in dict.fromkeys(list(shares["data"]) + list(shares["foreign"]))]),
+                  {"source": "the rows' source ((all): every row)", "data": f"greedy agreement of {os.path.basename(str(data))}",
+                   "foreign": f"greedy agreement of {os.path.basename(foreign)}"}))
     display(plots.agreement_by_sample(agree, others={"foreign": agree_foreign}))
 
 # %%
@@ -159,7 +164,12 @@ if foreign:
                                               progress=False, engine="sglang").values()))
             moved[name] = {"greedy agreement": r.greedy_agreement, "accept length (every position)": r.accept_length,
                            "decode-path accept length": r.decode_path["accept_length"], "samples": r.n_samples}
-        display(pd.DataFrame(moved))
+        display(table(pd.DataFrame([{"data": name, **v} for name, v in moved.items()]), {
+            "data": "the rows: foreign (as given) or regenerated (the target's greedy continuation)",
+            "greedy agreement": "share of response tokens equal to the target's greedy choice",
+            "accept length (every position)": "E[A]+1 over every counted chain (K=4, draft-aligned, SGLang's taps)",
+            "decode-path accept length": "E[A]+1 along the decode path: what a server reports on its own output",
+            "samples": "rows evaluated"}))
     else:
         print("(the estimates before/after need the demo's draft: shown for the demo target only)")
 

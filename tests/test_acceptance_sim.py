@@ -83,7 +83,14 @@ def test_many_wirings_cost_one_target_pass(setup):
     assert r.n_samples == 6 and set(r.by_source()) == {"a", "b"}
     assert r.merge(AcceptanceResult.from_arrays(TRAINED, 3, sample=[99], t=[0], accepted=[3])).n_chains == \
         r.n_chains + 1
-    assert r.cost_ratio is not None and r.cost_ratio > 0 and any(d["best"] for d in r.speedup())
+    assert r.cost_ratio is not None and r.cost_ratio > 0
+    from workbench.stats.cost import CostModel, projection
+    p = projection(r, r.cost_model, n_boot=200)       # speedup() marks best exactly the K' the projection names
+    assert [d["k"] for d in r.speedup() if d["best"]] == ([p["best"]] if p["best"] is not None else [])
+    # a cost model given to simulate is every result's (one cost model per draft and target)
+    cm = CostModel.fixed(0.25, source="given")
+    given = simulate(target, draft, rows, wirings, K=3, batch_size=4, progress=False, cost_model=cm)
+    assert all(x.cost_model is cm and x.cost_ratio == 0.25 for x in given.values())
     # one cost ratio per draft and target: the wirings' projections share it (issue 22: no per-wiring noise)
     assert len({res[s].cost_ratio for s in wirings}) == 1 and "pooled over its 3 wiring(s)" in r.cost_model.source
 

@@ -107,7 +107,7 @@ def test_projection_names_a_best_depth_only_when_it_is_clearly_best():
     # the figure: a star only for a clear best, the legend says which
     fig = plots.speedup_projection({"flat": res(A)}, ratio=0.3)
     assert not [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "*"]
-    texts = lambda f: [t.get_text() for t in f.axes[0].get_legend().get_texts()]  # noqa: E731
+    texts = lambda f: [t.get_text() for t in f.legends[0].get_texts()]  # noqa: E731
     assert any(t.startswith("flat: K' within noise: ") for t in texts(fig))
     fig = plots.speedup_projection({"sure": res(np.full(n, 3))}, ratio=0.0)
     assert [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "*"]

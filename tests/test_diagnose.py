@@ -410,3 +410,16 @@ def test_a_feedable_wiring_that_overlaps_the_engines_is_named_undecided_not_sugg
     assert "(undecided: set eagle_config.eagle_aux_hidden_state_layer_ids to [1, 2, 3] so that SGLang (current) " \
            "feeds L1,L2,L3" in dx.verdict and "samples (now 16) would decide" in dx.verdict, dx.verdict
     assert "cheapest fix: set" not in dx.verdict
+
+
+def test_the_trained_wiring_that_is_also_the_engines_is_one_row():
+    """Issue 29: draft-aligned is trained on what SGLang feeds; the diagnosis listed that wiring twice."""
+    from workbench.analysis.diagnose import rank_tied
+
+    st = {s: {"accept_length": a, "accept_length_low": a - 0.2, "accept_length_high": a + 0.2, "alpha1": 0.5}
+          for s, a in {"L1,L3,L4": 3.0, "L1,L3,L5": 2.9, "embed,L1,L3": 1.5}.items()}
+    order = rank_tied(["L1,L3,L4", "L1,L3,L5", "L1,L3,L4", "embed,L1,L3"], st, trained="L1,L3,L4",
+                      engine_wiring="L1,L3,L4")
+    assert order == ["L1,L3,L4", "L1,L3,L5", "embed,L1,L3"]
+    dx = _dx({"L1,L3,L4": (3.0, 2.8, 3.2), "L1,L3,L5": (2.9, 2.7, 3.1)}, engine_wiring="L1,L3,L4", trained="L1,L3,L4")
+    assert list(dx.table["spec"]) == ["L1,L3,L4", "L1,L3,L5"]

@@ -5,11 +5,13 @@ back from the widget state saved in the notebook (``jupyter/workbench.json``, th
 ``make`` installs), never "Error displaying widget: model not found".
 
 The notebook is the committed one with the smoke demo's parameters set in its parameters cell (what papermill
-injects in a report run). The test reuses the Chromium set-up of ``test_browser.py``.
+injects in a report run); ``demo`` keeps its default, the relative ``data/demo``, and the kernel runs in
+``notebooks/``: the rewire must still run there (issue 29), as it does in the report. The test reuses the Chromium set-up of ``test_browser.py``.
 """
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -21,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from test_browser import ARGS, CHROMIUM
+from test_browser import ARGS, CHROMIUM, broken_words
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ROOT / "jupyter" / "workbench.json"
@@ -98,6 +100,9 @@ ALL_RUN = """() => { const w = window.jupyterapp.shell.currentWidget;
 ERRORS = """() => window.jupyterapp.shell.currentWidget.content.widgets.filter(c => c.model.type === 'code')
   .flatMap(c => c.model.outputs.toJSON()).filter(o => o.output_type === 'error')
   .map(o => o.ename + ': ' + o.evalue)"""
+OUTPUT_TEXT = """() => window.jupyterapp.shell.currentWidget.content.widgets.filter(c => c.model.type === 'code')
+  .flatMap(c => c.model.outputs.toJSON()).map(o => [].concat(o.text || (o.data && o.data['text/plain']) || '')
+  .join('')).join('\\n')"""
 EXPLORER = ".jp-OutputArea-output .widget-vbox:has(.widget-dropdown)"
 
 
@@ -139,6 +144,17 @@ def test_notebook_03_runs_in_jupyterlab_and_the_explorer_reacts(tmp_path, smoke_
                 page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
                 page.wait_for_function(ALL_RUN, timeout=240_000, polling=1000)
                 assert page.evaluate(ERRORS) == []
+                # issue 29: `demo` stays "data/demo" (relative) while the kernel runs in notebooks/ and fill_paths
+                # makes `target` absolute: the rewire still finds the demo's training data and runs, as in a report
+                text = page.evaluate(OUTPUT_TEXT)
+                assert "set train_data" not in text and re.search(r"recovered \d+(\.\d+)?%", text), text[-3000:]
+                assert "tree tree" not in text
+                # a rendered table: no word or number broken inside a cell (each cell's DOM text)
+                tables = page.locator(".jp-OutputArea-output .wb-table")
+                assert tables.count() >= 2
+                for i in range(tables.count()):
+                    tables.nth(i).scroll_into_view_if_needed()
+                    assert broken_words(page, ".jp-OutputArea-output .wb-table td, .jp-OutputArea-output .wb-table th") == []
 
                 # the explorer: change the wiring, then K; the figure (and its title) follow
                 explorer = page.locator(EXPLORER).first

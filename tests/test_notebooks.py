@@ -6,6 +6,7 @@ The report run uses the smoke demo's val.jsonl with one extra row whose prompt c
 """
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -40,9 +41,14 @@ def generated_report(tmp_path_factory, demo: Path) -> Path:
     data = folder / "val_with_script.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     foreign = foreign_file(demo, folder / "foreign.jsonl")       # notebook 01's agreement section, whatever the demo
-    rep = run_report(folder / "reports", parameters={"demo": str(demo), "size": "smoke", "data": str(data),
-                                                     "steps": 3, "foreign": str(foreign)}, progress=False)
-    _CACHE.update(out=rep.out, report=rep, n_rows=len(rows))
+    layout = folder / "layout.jsonl"        # every figure the kernels show, layout-checked in the kernel
+    os.environ["WORKBENCH_LAYOUT_CHECK"] = str(layout)
+    try:
+        rep = run_report(folder / "reports", parameters={"demo": str(demo), "size": "smoke", "data": str(data),
+                                                         "steps": 3, "foreign": str(foreign)}, progress=False)
+    finally:
+        os.environ.pop("WORKBENCH_LAYOUT_CHECK", None)
+    _CACHE.update(out=rep.out, report=rep, n_rows=len(rows), layout=layout)
     return rep.out
 
 
@@ -143,7 +149,9 @@ def test_every_notebook_runs_on_the_smoke_demo(report_dir, smoke_demo):
     label = "accept length (decode path, chain K=3, greedy, bonus counted)"
     lengths = [v for k, v in head["03_acceptance"].items() if k.endswith(f" · {label}")]
     assert len(lengths) >= 2 and all(1.0 <= v <= 4.0 for v in lengths)
-    assert not any("every position" in k for k in head["03_acceptance"])
+    # every number names its estimator: the decode path, except the diagnosis' verdict (every position)
+    assert [k for k in head["03_acceptance"] if "every position" in k] == \
+        ["verdict · accept length (every position, chain K=3, greedy, bonus counted)"]
     assert head["03_acceptance"]["suggested fix"] in ("none", "ids", "rewire", "retrain", "undecided", "engine")
     # the tree section's headline: no GPU cost model here, so no flags, only the best shapes by accept length
     assert head["03_acceptance"]["recommended SGLang flags"].startswith("none: no GPU cost model")
@@ -206,3 +214,26 @@ def test_notebook_04_compares_a_sampling_stand_in_at_temperature(tmp_path, smoke
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
                    if o.output_type == "stream")
     assert "temperature 0.7" in text and "8/8 requests identical under L1,L3,L4" in text, text
+
+
+@pytest.mark.slow
+def test_every_figure_of_the_notebooks_passes_the_layout_check(report_dir):
+    """Issue 29: inside each kernel, every figure shown (the real ones, before they became PNGs) has no clipped
+    text, no legend over data or labels, no overlapping axes (workbench.report.layout)."""
+    lines = [json.loads(x) for x in _CACHE["layout"].read_text().splitlines() if x.strip()]
+    assert len(lines) >= 10, f"the layout hook saw only {len(lines)} figures"
+    bad = [f"{x['title'][:70]!r}: {p}" for x in lines for p in x["problems"]]
+    assert bad == [], "\n".join(bad)
+
+
+@pytest.mark.slow
+def test_notebook_03_names_one_verdict_per_speed_up(report_dir):
+    """Issue 29: one cost model and one projection rule: a tree (one shape) is never 'clearly best', the shape is
+    named once ('tree 5×4', not 'tree tree'), and the rewire runs on the demo's training data."""
+    page = next(p for p in _CACHE["report"].pages if p.name == "03_acceptance")
+    nb = nbformat.read(str(page.notebook), as_version=4)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                   if o.output_type == "stream")
+    assert "tree tree" not in text and "simulated tree " in text
+    assert "one shape, nothing to choose between" in text
+    assert "set train_data" not in text and "recovered" in text

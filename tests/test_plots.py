@@ -41,8 +41,8 @@ def test_acceptance_curves_plot_the_results_numbers(results):
         assert len(lines) == 2
         for ln, r in zip(lines, results.values()):
             np.testing.assert_allclose(ln.get_ydata(), getattr(r, key))
-    labels = [t.get_text() for t in ax_m.get_legend().get_texts()]
-    assert any(lbl.startswith("embed,L1,L3") and f"{results['embed,L1,L3'].accept_length:.2f}" in lbl for lbl in labels)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]     # one legend, under both panels
+    assert any(lbl.startswith("embed,L1,L3") and f"{results['embed,L1,L3'].accept_length:.3f}" in lbl for lbl in labels)
 
 
 def test_histogram_bars_are_shares_of_chains(results):
@@ -59,7 +59,7 @@ def test_other_acceptance_figures(results, tmp_path):
             plots.speedup_projection(results, ratio=0.1)]
     for fig in figs:
         _labelled(fig)
-        assert fig.axes[0].get_legend() is not None
+        assert fig.axes[0].get_legend() is not None or fig.legends
     heights = [b.get_height() for b in figs[0].axes[0].patches]
     assert heights[0] == pytest.approx(results["embed,L1,L3"].accept_length)
     assert heights[2] == pytest.approx(results["embed,L1,L3"].decode_path["accept_length"])
@@ -94,7 +94,7 @@ def test_tap_statistics_make_the_embedding_stand_out():
     # the title states what these numbers show, no conclusion written in advance
     ratio = np.median(stats.norms["embed"]) / np.median([np.median(stats.norms[f"L{k}"]) for k in range(4)])
     cos = np.mean([stats.cosine[0, i] for i in range(1, 5)])
-    assert fig.texts[0].get_text() == (f"Tap feature statistics: the embedding's median norm is {ratio:.2g}× the "
+    assert fig.texts[0].get_text().replace("\n", " ") == (f"Tap feature statistics: the embedding's median norm is {ratio:.2g}× the "
                                        f"layer outputs' (median over layers); its mean cosine with them is {cos:.2f}")
     same = tap_statistics([SimpleNamespace(features={"L0": feats["L0"], "L1": feats["L1"]},
                                                       attention_mask=mask)])
@@ -190,3 +190,25 @@ def test_rewire_bars_show_before_after_reference_and_the_recovered_share():
     res.before = None                                                   # not evaluated: a clear error
     with pytest.raises(WorkbenchError, match="eval_data"):
         plots.rewire_bars(res)
+
+
+def test_every_figure_passes_the_layout_check(results):
+    """Issue 29: no clipped text, no legend over data or labels, no overlapping axes (workbench.report.layout);
+    the notebooks run the same check inside their kernels on the real figures (test_notebooks.py)."""
+    from workbench.core.setting import Setting
+    from workbench.report.layout import assert_clean_layout, layout_problems
+    from workbench.stats.cost import CostModel
+
+    tree = _result("L1,L3,L4", 0.8, seed=2)
+    tree.setting = Setting(steps=tree.steps, eagle_topk=4, num_draft_tokens=8)
+    noisy = CostModel(device="cpu", draft_step={1: 1e-3}, verify={1: 3e-3, 8: 4e-3},
+                      spread={"draft_step": {1: [1e-3, 1.1e-3]}, "verify": {1: [2.6e-3, 12.4e-3], 8: [4e-3, 5e-3]}})
+    for fig in (plots.acceptance_curves(results), plots.accept_length_histogram(results),
+                plots.decode_path_comparison(results), plots.by_source(results),
+                plots.speedup_projection(results, ratio=0.1), plots.speedup_projection(results, cost_model=noisy),
+                plots.acceptance_curves({"L1,L3,L4 · chain K=3": results["L1,L3,L4"], "L1,L3,L4 · tree 3×4 N=8": tree})):
+        assert_clean_layout(fig)
+    # the check sees a legend put over the data
+    fig = plots.accept_length_histogram(results)
+    fig.axes[0].legend(loc="center", fontsize=40)
+    assert any(p.startswith("legend covers data") for p in layout_problems(fig))

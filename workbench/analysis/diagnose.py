@@ -418,13 +418,17 @@ def rank_tied(specs, stats: dict, *, trained: str | None = None, engine_wiring: 
         ...       "e": {"accept_length": 1.5, "accept_length_low": 1.3, "accept_length_high": 1.7, "alpha1": 0.4}}
         >>> rank_tied(["a", "t", "e"], st, trained="t", engine_wiring="e")
         ['t', 'a', 'e']
+        >>> rank_tied(["a", "t", "e"], st, trained="t", engine_wiring="t")    # trained = engine's: one row
+        ['t', 'a', 'e']
+
+    Every wiring appears once (the trained wiring may also be the engine's, and ``specs`` may repeat one).
     """
-    specs = list(specs)
+    specs = list(dict.fromkeys(specs))
     by_value = sorted(specs, key=lambda s: (-_key(stats[s]["accept_length"]), -_key(stats[s]["alpha1"]),
                                             specs.index(s)))
     lead = by_value[0]
     tied = [s for s in by_value if not clearly_better(stats, lead, s)]
-    first = [s for s in (trained, engine_wiring) if s in tied]
+    first = [s for s in dict.fromkeys((trained, engine_wiring)) if s in tied]
     tied = first + [s for s in tied if s not in first]
     return tied + [s for s in by_value if s not in tied]
 

@@ -575,7 +575,7 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
     out = os.fspath(out)
     if not is_path(data):
         raise WorkbenchError("regenerate: data must be a file path (the output is resumable against it)")
-    if os.path.abspath(os.fspath(data)) == os.path.abspath(out):
+    if inputs.same_path(data, out):
         raise WorkbenchError(f"--out {out}: the same file as --data (expected a new file)")
 
     if url is not None:

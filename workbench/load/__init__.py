@@ -40,6 +40,7 @@ _WHERE = {
     'describe_conversations': 'chat',
     'project_root': 'inputs',
     'resolve': 'inputs',
+    'same_path': 'inputs',
     'rows': 'inputs',
     'target': 'inputs',
     'draft': 'inputs',

@@ -65,6 +65,24 @@ def resolve(path, *, create: bool = False):
     return str(root / path) if isinstance(path, str) else root / path
 
 
+def same_path(a, b) -> bool:
+    """True when ``a`` and ``b`` name the same file or folder, each found by :func:`resolve` (the one rule for
+    relative paths) and then made absolute with symlinks followed. Compare paths only with this:
+    ``fill_paths`` makes a notebook's ``target`` absolute while its ``demo`` stays ``"data/demo"``, so a string
+    comparison of the two is false in a kernel started in ``notebooks/`` and true from the project root.
+
+        >>> import os, tempfile, pathlib
+        >>> root = pathlib.Path(tempfile.mkdtemp()); (root / "pyproject.toml").touch(); (root / "nb").mkdir()
+        >>> (root / "data" / "demo" / "target").mkdir(parents=True); _ = os.getcwd(); os.chdir(root / "nb")
+        >>> same_path(str(root / "data/demo/target"), "data/demo/target"), same_path("data/demo", "data/demo/target")
+        (True, False)
+        >>> os.chdir(_)
+    """
+    if not a or not b:
+        return False
+    return os.path.realpath(os.fspath(resolve(a))) == os.path.realpath(os.fspath(resolve(b)))
+
+
 def rows(data, limit: int | None = None) -> list[dict]:
     """The first ``limit`` rows (all when None) of a :class:`~workbench.data.Dataset` or of an iterable
     of row dicts, as a list."""
@@ -133,4 +151,4 @@ def load(target_, draft_=None, data=None, *, device: str | None = "cpu", dtype=N
     return Inputs(tgt, None if draft_ is None else draft(draft_, tgt), dataset(data, tgt))
 
 
-__all__ = ["project_root", "resolve", "is_path", "rows", "target", "draft", "dataset", "Inputs", "load"]
+__all__ = ["project_root", "resolve", "same_path", "is_path", "rows", "target", "draft", "dataset", "Inputs", "load"]

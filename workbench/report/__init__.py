@@ -9,7 +9,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('benchmark', 'export', 'plots', 'temperature', 'widgets')
+MODULES = ('benchmark', 'export', 'layout', 'plots', 'temperature', 'widgets')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -19,8 +19,16 @@ _WHERE = {
     'in_report': 'export',
     'setup_notebook': 'export',
     'plain_progress_bars': 'export',
+    'check_layout_on_display': 'export',
+    'ENV_CHECK': 'layout',
+    'layout_problems': 'layout',
+    'assert_clean_layout': 'layout',
+    'record_layout': 'layout',
     'Table': 'export',
     'table': 'export',
+    'agreement_table': 'export',
+    'cell_text': 'export',
+    'integral': 'export',
     'record_headline': 'export',
     'Page': 'export',
     'Report': 'export',

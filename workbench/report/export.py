@@ -27,6 +27,7 @@ import ast
 import contextlib
 import html
 import json
+import math
 import os
 import re
 import sys
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, jsonable, write_json
+from workbench.report.layout import ENV_CHECK, record_layout
 
 ENV_MODE = "WORKBENCH_REPORT"
 ENV_OUT = "WORKBENCH_REPORT_OUT"
@@ -86,6 +88,8 @@ def setup_notebook(*, dpi: int = 100) -> None:
         import matplotlib
 
         matplotlib.rcParams["figure.dpi"] = dpi
+        if os.environ.get(ENV_CHECK):            # a file: every figure shown is layout-checked into it
+            check_layout_on_display(ip)
     try:
         import pandas as pd
 
@@ -97,6 +101,21 @@ def setup_notebook(*, dpi: int = 100) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()   # model-loading bars are noise on a shared page
+
+
+def check_layout_on_display(ip) -> None:
+    """Run :func:`workbench.report.layout.record_layout` on every matplotlib figure the kernel shows (as a PNG),
+    before the inline backend renders it: the tests read the file ``WORKBENCH_LAYOUT_CHECK`` names."""
+    from matplotlib.figure import Figure
+
+    png = ip.display_formatter.formatters["image/png"]
+    render = png.lookup_by_type(Figure)
+
+    def checked(fig, render=render):
+        record_layout(fig)
+        return render(fig)
+
+    png.for_type(Figure, checked)
 
 
 def plain_progress_bars() -> None:
@@ -134,22 +153,92 @@ def plain_progress_bars() -> None:
 
 
 
+_WRAP_AFTER = re.compile(r"([,;/·=|])")      # a long cell may wrap after these separators, never inside a word
+_TABLE_CSS = (".wb-table table{table-layout:auto;width:auto;border-collapse:collapse}"
+              ".wb-table td,.wb-table th{white-space:normal;overflow-wrap:normal;word-break:normal;hyphens:none;"
+              "max-width:32em;text-align:left;vertical-align:top;padding:.2em .6em}"
+              ".wb-table td.num{white-space:nowrap;text-align:right}"
+              ".wb-table span.w{white-space:nowrap}")
+
+
+def integral(column) -> bool:
+    """True for a numeric column whose every finite value is a whole number (64.0 is shown as 64)."""
+    import numpy as np
+
+    try:
+        v = np.asarray(column, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    v = v[np.isfinite(v)]
+    return column.dtype.kind in "iuf" and bool(len(v)) and bool(np.all(v == np.round(v))) and bool(np.all(abs(v) < 1e15))
+
+
+def cell_text(v, *, whole: bool = False) -> str:
+    """One table cell or index value as text: floats to 3 decimals (the precision of every printed accept
+    length, so a table, a figure and a summary agree), whole numbers as integers, a list of numbers as
+    ``8·3·1·4``, a dict as ``key: value; ...``, None/NaN as "—".
+
+        >>> cell_text(2048.0, whole=True), cell_text(3.5952), cell_text([8, 3, 1, 4]), cell_text({"a": 1, "b": [1, 2]})
+        ('2048', '3.595', '8·3·1·4', 'a: 1; b: 1·2')
+    """
+    import numbers
+
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        v = float(v)
+        if whole and v == round(v):
+            return str(int(v))
+        return f"{v:.3f}" if abs(v) < 1000 else f"{v:.4g}"
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {cell_text(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)) or type(v).__name__ == "ndarray":
+        sep = "·" if all(isinstance(x, numbers.Number) for x in v) else ", "
+        return sep.join(cell_text(x) for x in v)
+    return str(v)
+
+
 class Table:
-    """A table that never cuts meaning (:func:`table`): every cell in full, long text wrapped, a key per column."""
+    """A table that never cuts meaning (:func:`table`): every cell in full, long text wrapped at separators
+    (never inside a word or a number), whole numbers as integers, no dict or list reprs, a key per column."""
 
     def __init__(self, frame, key: dict, title: str | None = None):
         self.frame, self.key, self.title = frame, dict(key), title
 
+    def cells(self) -> list[list[str]]:
+        """Every cell as the text shown (:func:`cell_text`), row by row."""
+        whole = {c: integral(self.frame[c]) for c in self.frame.columns}
+        return [[cell_text(v, whole=whole[c]) for c, v in zip(self.frame.columns, row)]
+                for row in self.frame.itertuples(index=False, name=None)]
+
     def _repr_html_(self) -> str:
-        body = self.frame.to_html(escape=True, na_rep="—", index=False, float_format=lambda x: f"{x:.3g}")
-        keys = "".join(f"<li><b>{html.escape(str(c))}</b>: {html.escape(self.key[c])}</li>" for c in self.frame.columns)
-        head = f"<p><b>{html.escape(self.title)}</b></p>" if self.title else ""
-        return (f'<div class="wb-table">{head}<style>.wb-table td, .wb-table th {{white-space: normal; '
-                f'overflow-wrap: anywhere; max-width: 40em; text-align: left}}</style>{body}'
+        e = html.escape
+        num = [self.frame[c].dtype.kind in "iuf" for c in self.frame.columns]
+
+        def pieces(text):           # breaks only at spaces and after separators: every piece is unbreakable
+            return " ".join("<wbr>".join(f'<span class="w">{e(p)}</span>' for p in _WRAP_AFTER.sub("\\1\0", w)
+                                         .split("\0") if p) for w in str(text).split())
+
+        def td(text, is_num):
+            return f'<td class="num">{pieces(text)}</td>' if is_num else f"<td>{pieces(text)}</td>"
+
+        head = "".join(f"<th>{pieces(c)}</th>" for c in self.frame.columns)
+        rows = "".join("<tr>" + "".join(td(t, n) for t, n in zip(r, num)) + "</tr>" for r in self.cells())
+        keys = "".join(f"<li><b>{e(str(c))}</b>: {e(self.key[c])}</li>" for c in self.frame.columns)
+        title = f"<p><b>{e(self.title)}</b></p>" if self.title else ""
+        return (f'<div class="wb-table">{title}<style>{_TABLE_CSS}</style><table class="dataframe">'
+                f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
                 f'<details open><summary>columns</summary><ul style="font-size:smaller">{keys}</ul></details></div>')
 
     def __repr__(self) -> str:
-        lines = ([self.title] if self.title else []) + [self.frame.to_string(index=False, na_rep="—"), "columns:"]
+        import pandas as pd
+
+        shown = pd.DataFrame(self.cells(), columns=[str(c) for c in self.frame.columns])
+        lines = ([self.title] if self.title else []) + [shown.to_string(index=False), "columns:"]
         for c in self.frame.columns:
             lines += textwrap.wrap(f"{c}: {self.key[c]}", width=100, initial_indent="  ", subsequent_indent="    ")
         return "\n".join(lines)
@@ -167,6 +256,17 @@ def table(frame, key: dict, *, title: str | None = None) -> Table:
     if missing:
         raise WorkbenchError(f"table: no explanation for column(s) {', '.join(missing)}: every column needs one")
     return Table(frame, key, title)
+
+
+def agreement_table(agreement, title: str | None = None) -> Table:
+    """The greedy agreement by source (``workbench.load.agreement.Agreement.by_source``) as a :func:`table`."""
+    import pandas as pd
+
+    rows = [{"source": k, **v} for k, v in agreement.by_source().items()]
+    return table(pd.DataFrame(rows, columns=["source", "samples", "tokens", "matches", "share", "min_sample"]), {
+        "source": "the rows' source ((all): every row)", "samples": "rows", "tokens": "response tokens counted",
+        "matches": "response tokens equal to the target's greedy choice", "share": "matches / tokens",
+        "min_sample": "the lowest share of any one row"}, title=title)
 
 
 def record_headline(name: str, values: dict, *, out=None) -> Path | None:
@@ -459,14 +559,13 @@ code{background:#f4f4f4;padding:0 .25em;border-radius:3px}
 """
 
 
-def _fmt_value(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.3f}" if abs(v) < 1000 else f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_fmt_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "; ".join(f"{k}: {_fmt_value(x)}" for k, x in v.items())
-    return "—" if v is None else str(v)
+# What a headline key's estimator means, in the words of docs/definitions.md (keys name it by Setting.accept_label).
+ESTIMATOR_WORDS = {
+    "decode path": "decode path: the chains a server verifies when the response is the target's greedy output, "
+                   "what it reports;",
+    "every position": "every position: all counted chains of the data (teacher-forced), the estimator the "
+                      "diagnosis ranks wirings by;",
+}
 
 
 def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Path:
@@ -496,9 +595,14 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
         if p.error:
             parts.append(f'<p class="err">{e(p.error)}</p>')
         if p.headline:
-            rows = "".join(f'<tr><td class="k">{e(str(k))}</td><td>{e(_fmt_value(v))}</td></tr>'
+            rows = "".join(f'<tr><td class="k">{e(str(k))}</td><td>{e(cell_text(v))}</td></tr>'
                            for k, v in p.headline.items())
             parts.append(f"<table>{rows}</table>")
+            named = [est for est in ESTIMATOR_WORDS if any(est in str(k) for k in p.headline)]
+            if named:
+                parts.append('<p class="desc est">' + " ".join(e(ESTIMATOR_WORDS[est]) for est in named)
+                             + (" The two estimators differ on the same wiring: neither is wrong."
+                                if len(named) > 1 else "") + "</p>")
         if p.status != "missing":
             parts.append(f'<p class="desc">{p.seconds:.1f} s</p>')
         parts.append("</div>")

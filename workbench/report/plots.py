@@ -49,6 +49,18 @@ def save(fig, path, *, dpi: int = 110):
     return path
 
 
+def _wrap(text: str, width: int = 110) -> str:
+    """A title wrapped to the figure's width (a line longer than the figure is cut off or runs over labels)."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(part, width) for part in str(text).split("\n"))
+
+
+def _legend_below(fig, ax) -> None:
+    """The legend under the panels (constrained layout makes room): it never covers a point or a label."""
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize="small", ncols=1)
+
+
 def _grid_and_legend(ax) -> None:
     """The house style of a bar/curve panel: a light horizontal grid and a small legend."""
     ax.grid(axis="y", alpha=0.3)
@@ -123,7 +135,7 @@ def acceptance_curves(results, *, title: str | None = None, K: int | None = None
         k = np.arange(1, steps + 1)
         acc = chain_statistics(np.minimum(r.chains["accepted"], steps), steps)["accept_length"]
         what = "accept length" if len(labels) == 1 else shown[label].accept_label("every-position")
-        name = f"{label}  ({what} {acc:.2f}, n={r.n_chains} chains)"
+        name = f"{label}  ({what} {acc:.3f}, n={r.n_chains} chains)"
         for ax, key in ((ax_c, "conditional"), (ax_m, "cumulative")):
             vals = np.asarray(getattr(r, key), float)[:steps]
             ax.errorbar(k, vals, yerr=_errs(vals, iv[key][:steps]), marker="o", capsize=3, color=color, label=name)
@@ -132,13 +144,13 @@ def acceptance_curves(results, *, title: str | None = None, K: int | None = None
     kmax = max(r.steps for r in results.values()) if K is None else int(K)
     for ax in (ax_c, ax_m):
         ax.set_xlabel("draft position k (tokens after the bonus token)")
-        ax.set_ylabel("acceptance rate (fraction of chains)")
+        ax.set_ylabel("acceptance rate (share of chains)" if ax is ax_c else "share of chains")
         ax.set_ylim(-0.02, 1.02)
         ax.set_xticks(range(1, kmax + 1))
         ax.grid(alpha=0.3)
-    ax_m.legend(loc="upper right", fontsize="small")
-    fig.suptitle(title or ("Per-position acceptance (bars: 95% Wilson intervals)"
-                           + (f"; legend: {labels.pop()}" if len(labels) == 1 else "")))
+    _legend_below(fig, ax_m)
+    fig.suptitle(_wrap(title or ("Per-position acceptance (bars: 95% Wilson intervals)"
+                                 + (f"; legend: {labels.pop()}" if len(labels) == 1 else ""))))
     return fig
 
 
@@ -154,7 +166,7 @@ def accept_length_histogram(results, *, title: str | None = None):
         share = h / h.sum() if h.sum() else h
         x = np.arange(len(h)) + (i - (n - 1) / 2) * width
         ax.bar(x, share, width=width, color=color,
-               label=f"{label}  (E[A]+1 = {r.accept_length:.2f}, n={int(h.sum())} chains)")
+               label=f"{label}  (E[A]+1 = {r.accept_length:.3f}, n={int(h.sum())} chains)")
     ax.set_xticks(range(kmax + 1))
     ax.set_xlabel("accepted draft tokens a per chain (bonus token not counted)")
     ax.set_ylabel("share of chains")
@@ -182,7 +194,7 @@ def decode_path_comparison(results, *, title: str | None = None):
     for xi, (a, b) in enumerate(zip(every, path)):
         for dx, v in ((-0.2, a), (0.2, b)):
             if v is not None and not math.isnan(v):
-                ax.annotate(f"{v:.2f}", (xi + dx, v), ha="center", va="bottom", fontsize="small",
+                ax.annotate(f"{v:.3f}", (xi + dx, v), ha="center", va="bottom", fontsize="small",
                             xytext=(0, 3), textcoords="offset points")
     ax.set_xticks(x, labels)
     ax.set_xlabel("wiring (taps fed to the draft)")
@@ -228,21 +240,19 @@ def speedup_projection(results, *, ratio: float | None = None, cost_model=None, 
     ``ratio`` (one draft step ÷ one target forward), default each result's own; the title names it.
     """
     results = as_results(results)
-    fig, (ax,) = _figure(1, height=3.8)
+    fig, (ax,) = _figure(1, height=4.4)
     models = {}
     for (label, r), color in zip(results.items(), _colors(len(results))):
         cm = r.projection_model(ratio, cost_model)
         if cm is None:
             raise WorkbenchError(f"speedup_projection: no cost model or cost ratio for {label!r} (none was "
                                  f"measured): pass ratio=, e.g. 0.05, or cost_model=")
-        models[label] = cm.describe()
+        models[label] = cm.label
         p = projection(r, cm, n_boot=200)
         k = np.array([d["k"] for d in p["rows"]])
         s = np.array([d["speedup"] for d in p["rows"]], float)
         err = _errs(s, [[d["speedup_low"], d["speedup_high"]] for d in p["rows"]])
-        verdict = (f"best K'={p['best']}" if p["best"] is not None else
-                   f"K' within noise: {', '.join(map(str, p['within_noise']))}")
-        ax.errorbar(k, s, yerr=err, marker="o", capsize=3, color=color, label=f"{label}: {verdict}")
+        ax.errorbar(k, s, yerr=err, marker="o", capsize=3, color=color, label=f"{label}: {p['short']}")
         near = [i for i, d in enumerate(p["rows"]) if d["k"] in p["within_noise"]]
         if p["best"] is not None:
             i = [d["k"] for d in p["rows"]].index(p["best"])
@@ -252,17 +262,18 @@ def speedup_projection(results, *, ratio: float | None = None, cost_model=None, 
                     markeredgecolor=color)
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="no speculation (1×)")
     ax.set_xlabel("draft depth K' (draft tokens per verify step)")
-    ax.set_ylabel("projected speed-up (× target-only decoding)")
+    ax.set_ylabel("speed-up (× target-only)")
     ax.set_xticks(range(1, max(r.steps for r in results.values()) + 1))
     same = len(set(models.values())) == 1
     if not same:
         for line, (label, desc) in zip(ax.get_legend_handles_labels()[0], models.items()):
             line.set_label(f"{line.get_label()} ({desc})")
-    ax.set_title(title or ("Speed-up projection: tokens/step · verify(1) ÷ (K'·draft + verify(K'+1)); bars: 95% "
-                           "accept-length interval and timing spread; ★ clearly best K', ○ within noise"
-                           + (f"\n{next(iter(models.values()))}" if same else "")), fontsize="medium")
+    ax.set_title(_wrap(title or ("Projected speed-up by draft depth K' (bars: 95% accept-length interval and timing "
+                                 "spread; ★ clearly best K', ○ within noise)"
+                                 + (f"\ncost model: {next(iter(models.values()))}" if same else "")), 120),
+                 fontsize="medium")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend_below(fig, ax)
     return fig
 
 
@@ -297,13 +308,13 @@ def tree_sweep(sweep, *, value: str | None = None, title: str | None = None):
             ax.set_ylabel("num_draft_tokens N")
         ax.set_title(f"eagle_topk {k}" + (" (chain)" if k == 1 else ""))
         i, j = np.unravel_index(np.nanargmax(grid), grid.shape)
-        ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", color="white", fontsize="small")
+        ax.text(j, i, f"{grid[i, j]:.3f}", ha="center", va="center", color="white", fontsize="small")
         if best[1] == k:
             ax.plot([steps.index(best[0])], [ns.index(best[2])], marker="*", markersize=16, color="red")
     if im is not None:
         fig.colorbar(im, ax=axes, label=value.replace("_", " "))
     what = "projected speed-up" if value == "speedup" else "accept length (E[A]+1)"
-    fig.suptitle(title or f"Flag sweep, wiring {sweep.spec}: {what}; ★ best shape")
+    fig.suptitle(_wrap(title or f"Flag sweep, wiring {sweep.spec}: {what}; ★ best shape"))
     return fig
 
 
@@ -348,7 +359,7 @@ def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: s
             ax_c.scatter(idx, idx, marker="s", s=110 + 90 * g, facecolors="none", edgecolors=[color],
                          linewidths=2)
         ax_n.legend(fontsize="small", loc="best")
-    fig.suptitle(title or _tap_stats_title(stats))
+    fig.suptitle(_wrap(title or _tap_stats_title(stats)))
     return fig
 
 
@@ -484,7 +495,7 @@ def rewire_bars(result, *, title: str | None = None):
     ax.bar(x, vals, 0.6, yerr=_errs(vals, ivs), capsize=4, color=[colors[n] for n, _ in parts])
     for xi, v in enumerate(vals):
         if v is not None and not math.isnan(v):
-            ax.annotate(f"{v:.2f}", (xi, v), ha="left", va="bottom", fontsize="small", xytext=(8, 2),
+            ax.annotate(f"{v:.3f}", (xi, v), ha="left", va="bottom", fontsize="small", xytext=(8, 2),
                         textcoords="offset points")               # beside the error bar, not on it
     ax.axhline(result.reference.accept_length, color="#4c78a8", linestyle="--", linewidth=1)
     ax.set_xticks(x, [f"{n}\n{feeds[n]}" for n, _ in parts], fontsize="small")
@@ -662,7 +673,7 @@ def accept_vs_temperature(sweep, *, title: str | None = None):
     for t, r in zip(T, rows):
         v = r["decode-path accept length"]
         if not math.isnan(v):
-            ax.annotate(f"{v:.2f}", (t, v), ha="center", va="bottom", fontsize="small", xytext=(0, 6),
+            ax.annotate(f"{v:.3f}", (t, v), ha="center", va="bottom", fontsize="small", xytext=(0, 6),
                         textcoords="offset points")
     ax.set_xticks(T, [f"{t:g}" for t in T])
     ax.set_xlabel("temperature T (each point on data sampled from the target at T; T = 0: greedy)")

@@ -52,7 +52,7 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
              progress: bool = True, acc_topk: int = 5, cache_dir=None, seed: int = 0, setting: Setting | None = None,
              ctx: distributed.Context | None = None, out_dir=None, name: str | None = None,
              everywhere: bool = False, max_memory=None, engine: str | None = None, eagle_topk: int | None = None,
-             num_draft_tokens: int | None = None) -> dict[str, "AcceptanceResult"] | None:
+             num_draft_tokens: int | None = None, cost_model=None) -> dict[str, "AcceptanceResult"] | None:
     """Acceptance of ``draft`` on ``target`` for each wiring, from ONE target pass over ``dataset``.
 
         >>> # res = simulate(target, draft, ds, ["embed,L1,L3", "L1,L3,L4"], K=4, limit=200)
@@ -84,7 +84,13 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
     ``engine`` (a record of :mod:`workbench.engines.records`): evaluate what that engine computes (its
     Eagle-3.1 options, rotary offset, embedding and lm_head source; :func:`workbench.wiring.apply_engine`,
     which changes ``draft`` in place); ``wirings=None`` then means the taps the engine feeds.
+
+    ``cost_model`` (a :class:`workbench.stats.cost.CostModel`, its JSON path): the one cost model of this
+    draft and target that every result's speed-up projection uses, instead of the time ratio of this
+    run's batches (which differs from run to run, and for a tree is not one draft step's cost). Pass the
+    same model to every run whose speed-ups are compared (notebook 03 measures it once).
     """
+    cm = as_cost_model(cost_model)
     setting = resolve_setting(K, setting, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens)
     setting.check_simulable()
     if engine is not None:
@@ -113,8 +119,12 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
                               progress=progress and ctx.is_main, acc_topk=acc_topk, cache_dir=cache_dir, seed=seed,
                               max_memory=max_memory)
 
-    return distributed.sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
-                               max_positions=target.max_positions, everywhere=everywhere)
+    out = distributed.sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
+                              max_positions=target.max_positions, everywhere=everywhere)
+    for r in (out or {}).values() if cm is not None else ():
+        r.cost_model = cm
+        r.cost_ratio = cm.ratio if cm.kind == "fixed" else r.cost_ratio
+    return out
 
 
 def draft_counts(draft, feats, ids, att, next_token, loss_mask, lengths, setting: Setting, *, acc_topk: int = 0,
@@ -270,14 +280,11 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     setting = resolve_setting(K, setting, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens).replace(
         engine=None if engine is None else engines.get(engine).name)
     res = simulate(tgt, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting, ctx=ctx,
-                   out_dir=shard_dir, max_memory=max_memory, acc_topk=acc_topk)
+                   out_dir=shard_dir, max_memory=max_memory, acc_topk=acc_topk, cost_model=cm)
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]
     warn_once(result.agreement, result.setting)      # once per run, in plain words (workbench.load.agreement)
-    if cm is not None:
-        result.cost_model = cm
-        result.cost_ratio = cm.ratio if cm.kind == "fixed" else result.cost_ratio
     return result, note
 
 

@@ -25,10 +25,11 @@ Two kinds of model, one formula:
   draft(k) = r, verify(N) = 1 for every N (a memory-bound target: verifying 64 tokens costs what one
   does). For chains this is the old ``τ / (1 + K·r)``; it cannot choose N.
 - **measured** (:func:`measure`, ``workbench tune --measure-cost-model out.json --device cuda``):
-  medians of repeated, fixed-size probes: a target forward of N new tokens after a prefix of
+  a low quantile of interleaved, repeated fixed-size probes after untimed warm-up calls (:func:`_timed`): a target forward of N new tokens after a prefix of
   ``prefix`` tokens in the KV cache (N in :data:`VERIFY_PROBES`), a draft step of k lanes after the
   same prefix (k in :data:`LANE_PROBES`); between probes linear, beyond them the last slope.
-  The spread (min, max over repeats) is kept. Read back with :meth:`CostModel.load` (``--cost-model``).
+  The spread (min, median over repeats) is kept; a median far above the minimum marks the model
+  :attr:`CostModel.too_noisy` (a busy machine), and its projections then name no best K'. Read back with :meth:`CostModel.load` (``--cost-model``).
 
 Every projection names its model's device (:meth:`CostModel.describe`); a model measured on a CPU is
 labelled "indicative only": CPU costs do not choose GPU flags (:attr:`CostModel.indicative`).
@@ -53,6 +54,9 @@ LANE_PROBES = (1, 2, 4, 8)
 PREFIX = 256
 REPEATS = 7
 COST_SCHEMA = 1
+QUANTILE = 0.2          # the estimate of one probe: this low quantile of its repeats (load only ever adds time)
+WARMUP = 2              # untimed calls of every probe first (kernels, allocator, caches)
+TOO_WIDE = 1.5          # a probe whose median exceeds its minimum by this factor: too noisy to rank
 
 
 def _interp(table: dict, x: float) -> float:
@@ -82,9 +86,9 @@ class CostModel(Rendered):
     device: str | None = None                    # "cuda", "cpu", None (a fixed ratio: no device)
     device_name: str | None = None               # e.g. "NVIDIA H200", the CPU model
     kind: str = "measured"                       # "measured" or "fixed"
-    draft_step: dict = field(default_factory=dict)   # k lanes -> median seconds of one draft step
-    verify: dict = field(default_factory=dict)       # N tokens -> median seconds of one target forward
-    spread: dict = field(default_factory=dict)       # {"draft_step": {k: [min, max]}, "verify": {N: [min, max]}}
+    draft_step: dict = field(default_factory=dict)   # k lanes -> seconds of one draft step (a low quantile)
+    verify: dict = field(default_factory=dict)       # N tokens -> seconds of one target forward (a low quantile)
+    spread: dict = field(default_factory=dict)       # {"draft_step": {k: [min, median]}, "verify": {N: [min, median]}}
     prefix: int = PREFIX
     repeats: int = 0
     target: str | None = None
@@ -102,6 +106,12 @@ class CostModel(Rendered):
     def ratio(self) -> float:
         """One single-lane draft step over one single-token target forward."""
         return self.draft_time(1) / self.verify_time(1)
+
+    @property
+    def too_noisy(self) -> bool:
+        """Some probe's median exceeds its minimum by :data:`TOO_WIDE` or more: the machine was busy while
+        measuring, and the projections built on it do not rank K' (they say so)."""
+        return any(hi > TOO_WIDE * lo for part in self.spread.values() for lo, hi in part.values() if lo > 0)
 
     @property
     def indicative(self) -> bool:
@@ -158,6 +168,15 @@ class CostModel(Rendered):
         high = float(tokens_high) * v[1][1] / (int(steps) * d[0] + v[0][N])
         return (low, high)
 
+    @property
+    def label(self) -> str:
+        """A few words for a figure: the model's kind and device, and its caveats."""
+        if self.kind == "fixed":
+            return f"fixed ratio draft step / target forward = {self.ratio:.3g}"
+        notes = [w for w, on in (("indicative only", self.indicative), ("timings too noisy to rank", self.too_noisy))
+                 if on]
+        return f"measured on {self.device}" + (f" ({', '.join(notes)})" if notes else "")
+
     def describe(self) -> str:
         """One line naming the model and its device (every projection prints it)."""
         if self.kind == "fixed":
@@ -167,7 +186,11 @@ class CostModel(Rendered):
         dev = f"{self.device}" + (f" ({self.device_name})" if self.device_name else "")
         text = (f"cost model measured on {dev}: draft step {self.draft_time(1) * 1e3:.3g} ms, target verify "
                 f"of 1 / {max(self.verify)} tokens {self.verify_time(1) * 1e3:.3g} / "
-                f"{self.verify_time(max(self.verify)) * 1e3:.3g} ms (median of {self.repeats}, prefix {self.prefix})")
+                f"{self.verify_time(max(self.verify)) * 1e3:.3g} ms (low quantile of {self.repeats} interleaved "
+                f"repeats after warm-up, prefix {self.prefix})")
+        if self.too_noisy:
+            text += (f"; timings too noisy to rank (a median over {TOO_WIDE:g}× its minimum: a busy machine; "
+                     f"measure again when it is idle)")
         if self.indicative:
             text += "; indicative only: CPU costs do not choose GPU flags"
         return text
@@ -261,16 +284,18 @@ def projection(result, cost_model, *, n_boot: int = 500) -> dict:
     ``rows``: per K' (a tree result: its own shape only) ``tokens_per_step`` = E[min(A, K')]+1 with its 95%
     bootstrap interval over samples (``tokens_low``/``tokens_high``), ``speedup`` and its range
     ``speedup_low``/``speedup_high`` (:meth:`CostModel.speedup_range`: the tokens' interval and the timing
-    spread together). ``best``: the K' whose low end lies above every other K''s high end, else None;
+    spread together). ``best``: the K' whose low end lies above every other K''s high end, else None (also
+    with a single option, a tree's own shape, and with a cost model too noisy to rank);
     ``within_noise``: the K' whose high end reaches the highest point estimate's low end (the candidates
-    the data cannot tell apart). ``text``: one line saying which.
+    the data cannot tell apart). ``text``: one line saying which (:func:`verdict`), and why when the best
+    projection is a slowdown. Every speed-up the workbench prints or draws comes from here.
     """
     cm = cost_model
     st = result.setting
     A = result.chains["accepted"]
     c = result.chains
     depths = [result.steps] if st.eagle_topk > 1 else list(range(1, result.steps + 1))
-    rows = []
+    rows, shapes = [], {}
     for k in depths:
         capped = type(result).from_arrays(result.spec, k, sample=c["sample"], t=c["t"],
                                               accepted=np.minimum(A, k), samples=result.samples)
@@ -279,37 +304,82 @@ def projection(result, cost_model, *, n_boot: int = 500) -> dict:
         lo, hi = capped.intervals(n_boot=n_boot)["accept_length"]
         shape = (k, st.eagle_topk, st.num_draft_tokens) if st.eagle_topk > 1 else (k, 1, None)
         s_lo, s_hi = cm.speedup_range(lo, hi, *shape)
+        shapes[k] = shape
         rows.append({"k": k, "tokens_per_step": tps, "tokens_low": lo, "tokens_high": hi,
                      "speedup": cm.speedup(tps, *shape), "speedup_low": s_lo, "speedup_high": s_hi})
+    return {"rows": rows, **verdict(rows, cm, shapes=shapes), "cost_model": cm.describe()}
+
+
+def verdict(rows: list[dict], cm: CostModel, *, shapes: dict | None = None) -> dict:
+    """``best``, ``within_noise``, ``text`` and ``short`` (a figure's legend) of projection ``rows`` (each ``k``, ``speedup``, ``speedup_low``,
+    ``speedup_high``, ``tokens_per_step``): the one rule every speed-up verdict follows.
+
+    "Clearly best" needs at least two options and a cost model steady enough to rank
+    (:attr:`CostModel.too_noisy`); a projected slowdown (< 1×) says why: the verify step's cost in target
+    forwards against the tokens it yields.
+
+        >>> rows = [{"k": 5, "speedup": 0.84, "speedup_low": 0.8, "speedup_high": 0.9, "tokens_per_step": 2.13}]
+        >>> verdict(rows, CostModel.fixed(0.3), shapes={5: (5, 4, 8)})["text"]
+        'one shape, nothing to choose between: 0.84× (slower than target-only decoding: a verify step costs 2.5 target forwards (5 draft steps × 0.3 + the verify of 8 tokens) and yields 2.13 tokens)'
+    """
     finite = [r for r in rows if not math.isnan(r["speedup"])]
-    best, near = None, []
-    if finite:
-        top = max(finite, key=lambda r: r["speedup"])
-        near = [r["k"] for r in finite if r["speedup_high"] >= top["speedup_low"]]
-        if near == [top["k"]]:
-            best = top["k"]
-    if best is not None:
-        text = f"best K'={best}: clearly best (its range lies above every other K')"
-    elif near:
-        text = (f"no single best K': K' in {{{', '.join(map(str, near))}}} within noise (their ranges overlap the "
-                f"best point estimate's); more samples or a steadier cost model would decide")
+    best, near, parts = None, [], []
+    if not finite:
+        return {"best": None, "within_noise": [], "text": "no projection: no counted chains", "short": "no chains"}
+    top = max(finite, key=lambda r: r["speedup"])
+    near = [r["k"] for r in finite if r["speedup_high"] >= top["speedup_low"]]
+    if len(finite) == 1:
+        parts.append(f"one shape, nothing to choose between: {top['speedup']:.3g}×")
+        short = f"{top['speedup']:.3g}×"
+    elif cm.too_noisy:
+        parts.append(f"best point estimate K'={top['k']} ({top['speedup']:.3g}×), but the timings are too noisy "
+                     f"to rank K' (a busy machine: measure the cost model again when it is idle)")
+        near = [r["k"] for r in finite]
+        short = "timings too noisy to rank K'"
+    elif near == [top["k"]]:
+        best = top["k"]
+        short = f"best K'={best}"
+        parts.append(f"best K'={best} ({top['speedup']:.3g}×): clearly best (its range lies above every other K')")
     else:
-        text = "no projection: no counted chains"
-    return {"rows": rows, "best": best, "within_noise": near, "text": text, "cost_model": cm.describe()}
+        parts.append(f"no single best K': K' in {{{', '.join(map(str, near))}}} within noise (their ranges overlap "
+                     f"the best point estimate's; best point estimate K'={top['k']}, {top['speedup']:.3g}×); more "
+                     f"samples or a steadier cost model would decide")
+        short = f"K' within noise: {', '.join(map(str, near))}"
+    if top["speedup"] < 1:
+        parts[-1] += f" ({slowdown_reason(top, cm, (shapes or {}).get(top['k']))})"
+        short += "; a slowdown"
+    return {"best": best, "within_noise": near, "text": " ".join(parts), "short": short}
+
+
+def slowdown_reason(row: dict, cm: CostModel, shape=None) -> str:
+    """Why a projection is below 1×: one verify step's cost in target forwards against its tokens; ``shape``
+    (steps, eagle_topk, N or None) defaults to a chain of depth ``row["k"]``."""
+    shape = shape or (row["k"], 1, None)
+    cost = cm.step_time(*shape) / cm.verify_time(1)
+    draft = shape[0] * cm.draft_time(shape[1]) / cm.verify_time(1)
+    steps = f"{shape[0]} draft step" + ("s" if shape[0] != 1 else "")
+    return (f"slower than target-only decoding: a verify step costs {cost:.2g} target forwards ({steps} × "
+            f"{draft / shape[0]:.2g} + the verify of {shape[2] or shape[0] + 1} tokens) and yields "
+            f"{row['tokens_per_step']:.2f} tokens")
 
 
 # ----------------------------------------------------------------------------------------- measuring
 
-def _timed(probes: dict, repeats: int, sync) -> tuple[dict, dict]:
-    """Median and (min, max) seconds of each probe, the repeats INTERLEAVED (repeat r times every probe before
-    repeat r+1), so a load spike or a clock change lands on all probes alike instead of on one.
+def _timed(probes: dict, repeats: int, sync, *, warmup: int = WARMUP, q: float = QUANTILE) -> tuple[dict, dict]:
+    """A low quantile (``q``) and the spread (min, median) in seconds of each probe, after ``warmup`` untimed
+    calls of each, the repeats INTERLEAVED (repeat r times every probe before repeat r+1), so a load spike
+    or a clock change lands on all probes alike instead of on one. A busy machine only ever adds time, so
+    the low quantile is the cost and one slow repeat (a 12 ms probe among 2.7 ms ones) moves neither the
+    estimate nor the spread's low end; a median far above the minimum says the machine was busy
+    (:attr:`CostModel.too_noisy`).
 
         >>> med, spread = _timed({"a": lambda: None, "b": lambda: None}, 3, lambda: None)
         >>> sorted(med), all(lo <= med[k] <= hi for k, (lo, hi) in spread.items())
         (['a', 'b'], True)
     """
-    for fn in probes.values():                   # warm-up (kernels, allocator)
-        fn()
+    for _ in range(int(warmup)):
+        for fn in probes.values():
+            fn()
     sync()
     ts = {k: [] for k in probes}
     for _ in range(int(repeats)):
@@ -318,7 +388,8 @@ def _timed(probes: dict, repeats: int, sync) -> tuple[dict, dict]:
             fn()
             sync()
             ts[k].append(time.perf_counter() - t0)
-    return ({k: statistics.median(v) for k, v in ts.items()}, {k: [min(v), max(v)] for k, v in ts.items()})
+    est = {k: float(np.quantile(v, q)) for k, v in ts.items()}
+    return est, {k: [min(v), max(est[k], statistics.median(v))] for k, v in ts.items()}
 
 
 def measure(target, draft, *, prefix: int = PREFIX, verify_probes=VERIFY_PROBES, lane_probes=LANE_PROBES,
@@ -394,4 +465,4 @@ def measure(target, draft, *, prefix: int = PREFIX, verify_probes=VERIFY_PROBES,
                      draft=getattr(draft, "name", None))
 
 
-__all__ = ["CostModel", "as_cost_model", "measure", "projection", "VERIFY_PROBES", "LANE_PROBES", "PREFIX", "REPEATS"]
+__all__ = ["CostModel", "as_cost_model", "measure", "projection", "verdict", "slowdown_reason", "VERIFY_PROBES", "LANE_PROBES", "PREFIX", "REPEATS"]

@@ -391,14 +391,16 @@ class AcceptanceResult(Rendered):
                       f"{self.seed}) for accept lengths",
         }
 
-    def speedup(self, ratio: float | None = None, *, cost_model=None) -> list[dict]:
+    def speedup(self, ratio: float | None = None, *, cost_model=None, n_boot: int = 200) -> list[dict]:
         """Projected speed-up (tokens per second over plain decoding) from a :mod:`workbench.stats.cost` model.
 
             >>> r = AcceptanceResult.from_arrays("L1", K=2, sample=[0, 0], t=[0, 1], accepted=[2, 1])
             >>> [(d["k"], round(d["speedup"], 3), d["best"]) for d in r.speedup(0.1)]
-            [(1, 1.818, False), (2, 2.083, True)]
+            [(1, 1.818, False), (2, 2.083, False)]
 
-        A chain: one row per K' = 1..K with tokens per verify step E[min(A, K')] + 1 (a chain that
+        The rows of :func:`workbench.stats.cost.projection` (the one projection rule for chains and trees),
+        ``best`` True only on the K' it calls clearly best (never with a single option, never within
+        noise). A chain: one row per K' = 1..K with tokens per verify step E[min(A, K')] + 1 (a chain that
         accepted A of K would accept min(A, K') of K'). A tree (eagle_topk > 1): one row, its own
         shape (another depth or N is another selection: ``workbench tune`` sweeps them). Speed-up =
         tokens per step · verify(1) / (K'·draft(k) + verify(N)) (``CostModel.speedup``); ``ratio``
@@ -409,21 +411,9 @@ class AcceptanceResult(Rendered):
         if cm is None:
             raise WorkbenchError(f"speedup needs a cost model or a draft/target cost ratio >= 0 (got {ratio!r}; none "
                                  f"was measured: pass ratio=, e.g. 0.05, or cost_model=)")
-        A = self.chains["accepted"]
-        st = self.setting
-        if st.eagle_topk > 1:
-            tps = float(A.mean()) + 1 if len(A) else math.nan
-            rows = [{"k": self.steps, "tokens_per_step": tps,
-                     "speedup": cm.speedup(tps, self.steps, st.eagle_topk, st.num_draft_tokens), "best": False}]
-        else:
-            rows = []
-            for k in range(1, self.steps + 1):
-                tps = float(np.minimum(A, k).mean()) + 1 if len(A) else math.nan
-                rows.append({"k": k, "tokens_per_step": tps, "speedup": cm.speedup(tps, k), "best": False})
-        finite = [r for r in rows if not math.isnan(r["speedup"])]
-        if finite:
-            max(finite, key=lambda r: r["speedup"])["best"] = True
-        return rows
+        p = projection(self, cm, n_boot=n_boot)
+        return [{"k": d["k"], "tokens_per_step": d["tokens_per_step"], "speedup": d["speedup"],
+                 "best": d["k"] == p["best"]} for d in p["rows"]]
 
     def projection_model(self, ratio=None, cost_model=None):
         """The CostModel a projection uses, or None: the one given (``cost_model`` or a fixed ``ratio``),

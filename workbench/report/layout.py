@@ -1,0 +1,166 @@
+"""A figure layout check from matplotlib's own extents: nothing clipped, no legend over data, no axes overlap.
+
+    >>> from matplotlib.figure import Figure
+    >>> fig = Figure(figsize=(4, 3), layout="constrained")
+    >>> ax = fig.subplots()
+    >>> _ = ax.plot([0, 1, 2], [0, 1, 0], marker="o", label="a line")
+    >>> _ = ax.legend(loc="lower center")
+    >>> layout_problems(fig)
+    []
+    >>> _ = ax.plot([1], [0.5], marker="o")
+    >>> _ = ax.legend(loc="center")                       # over the point (1, 0.5)
+    >>> [p.split(":")[0] for p in layout_problems(fig)]
+    ['legend covers data']
+
+:func:`layout_problems` draws the figure once (``canvas.draw()``) and reads the display-space extents
+(``get_window_extent``) of every visible text, legend, axes and plotted element:
+
+- **clipped text**: a title, label, tick label, legend or annotation reaching outside the figure. Outside
+  the figure is cut by ``savefig`` (``plots.save``); the inline backend saves with ``bbox_inches="tight"``,
+  and the figure's own box is the stricter of the two.
+- **overlapping text**: two texts of the frame (titles, axis labels, tick labels, a colour bar's label,
+  legends) covering each other, e.g. a two-line title over a y-label, a legend over another axes' labels.
+- **legend covers data**: a legend's box holds a plotted point (a line's vertices in data coordinates), a
+  bar, or an error bar's end.
+- **axes overlap**: two axes (colour bars included) share display area.
+
+Notebooks run it on every figure they show when ``WORKBENCH_LAYOUT_CHECK`` names a file
+(:func:`workbench.report.export.setup_notebook` installs the hook): one JSON line per figure shown, with
+its problems, so a test reads what the kernel saw on the real figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+ENV_CHECK = "WORKBENCH_LAYOUT_CHECK"
+TOLERANCE = 1.0       # pixels: extents that touch are not an overlap
+
+
+def _visible(a) -> bool:
+    return a.get_visible() and (not hasattr(a, "get_text") or bool(a.get_text().strip()))
+
+
+def _overlap(a, b, tol: float = TOLERANCE) -> bool:
+    return (min(a.x1, b.x1) - max(a.x0, b.x0) > tol) and (min(a.y1, b.y1) - max(a.y0, b.y0) > tol)
+
+
+def _inside(inner, outer, tol: float = TOLERANCE) -> bool:
+    return (inner.x0 >= outer.x0 - tol and inner.y0 >= outer.y0 - tol and inner.x1 <= outer.x1 + tol
+            and inner.y1 <= outer.y1 + tol)
+
+
+def _name(a) -> str:
+    text = a.get_text() if hasattr(a, "get_text") else type(a).__name__
+    return repr(text if len(text) <= 50 else text[:47] + "...")
+
+
+def _frame_texts(fig) -> list[tuple[str, object]]:
+    """(owner, text artist) of every frame text: suptitle, figure texts, titles, axis and tick labels."""
+    out = []
+    for t in dict.fromkeys(list(fig.texts) + [getattr(fig, "_suptitle", None), getattr(fig, "_supxlabel", None),
+                                              getattr(fig, "_supylabel", None)]):
+        if t is not None and _visible(t):
+            out.append(("figure", t))
+    for i, ax in enumerate(fig.axes):
+        own = [ax.title, getattr(ax, "_left_title", None), getattr(ax, "_right_title", None),
+               ax.xaxis.label, ax.yaxis.label]
+        for axis in (ax.xaxis, ax.yaxis):                     # only the ticks drawn (inside the view limits)
+            lo, hi = sorted(axis.get_view_interval())
+            own += [t for loc, t in zip(axis.get_ticklocs(), axis.get_ticklabels())
+                    if lo - 1e-9 * max(1, abs(hi - lo)) <= loc <= hi + 1e-9 * max(1, abs(hi - lo))]
+        out += [(f"axes {i}", t) for t in own if t is not None and _visible(t)]
+    return out
+
+
+def _data_points(ax, renderer):
+    """Display coordinates of what an axes plots: line vertices, bars' corners and centres, error-bar ends."""
+    import numpy as np
+    from matplotlib.collections import LineCollection
+    from matplotlib.patches import Rectangle
+
+    pts = []
+    for line in ax.get_lines():
+        if not line.get_visible() or line.get_transform() != ax.transData:   # axhline: axes-spanning guides
+            continue
+        xy = np.column_stack([np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)])
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if len(xy):
+            pts.append(ax.transData.transform(xy))
+    for patch in ax.patches:
+        if isinstance(patch, Rectangle) and patch.get_visible() and patch.get_height() and patch.get_width():
+            b = patch.get_window_extent(renderer)
+            pts.append(np.array([[b.x0, b.y1], [b.x1, b.y1], [(b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2]]))
+    for coll in ax.collections:
+        if isinstance(coll, LineCollection) and coll.get_visible():
+            for seg in coll.get_segments():
+                if len(seg):
+                    pts.append(coll.get_transform().transform(np.asarray(seg, float)))
+    return np.vstack(pts) if pts else np.empty((0, 2))
+
+
+def layout_problems(fig) -> list[str]:
+    """The layout problems of ``fig`` (module docstring), one line each; [] when it reads cleanly."""
+    import numpy as np
+
+    if not hasattr(fig.canvas, "get_renderer"):      # a Figure built without pyplot: the canvas savefig uses
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    box = fig.bbox
+    texts = _frame_texts(fig)
+    legends = [(f"axes {i}", ax.get_legend()) for i, ax in enumerate(fig.axes) if ax.get_legend() is not None]
+    legends += [("figure", lg) for lg in fig.legends]
+    annotations = [t for ax in fig.axes for t in ax.texts if _visible(t)]
+    for owner, t in texts + [(o, lg) for o, lg in legends] + [("data", t) for t in annotations]:
+        if not _inside(t.get_window_extent(renderer), box):
+            problems.append(f"clipped text: {_name(t)} ({owner}) reaches outside the figure")
+    frame = texts + legends
+    for i, (o1, a) in enumerate(frame):
+        ea = a.get_window_extent(renderer)
+        for o2, b in frame[i + 1:]:
+            if _overlap(ea, b.get_window_extent(renderer)):
+                problems.append(f"overlapping text: {_name(a)} ({o1}) and {_name(b)} ({o2})")
+    for owner, lg in legends:
+        lb = lg.get_window_extent(renderer)
+        for ax in fig.axes:
+            p = _data_points(ax, renderer)
+            hit = p[(p[:, 0] > lb.x0 + TOLERANCE) & (p[:, 0] < lb.x1 - TOLERANCE)
+                    & (p[:, 1] > lb.y0 + TOLERANCE) & (p[:, 1] < lb.y1 - TOLERANCE)] if len(p) else p
+            if len(hit):
+                problems.append(f"legend covers data: the legend of {owner} holds {len(hit)} plotted point(s) "
+                                f"of axes {fig.axes.index(ax)}")
+    extents = [ax.get_window_extent(renderer) for ax in fig.axes]
+    for i in range(len(extents)):
+        for j in range(i + 1, len(extents)):
+            if _overlap(extents[i], extents[j]):
+                problems.append(f"axes overlap: axes {i} and axes {j}")
+    return list(dict.fromkeys(problems))
+
+
+def assert_clean_layout(fig) -> None:
+    """Raise AssertionError naming every problem of :func:`layout_problems` (for tests)."""
+    problems = layout_problems(fig)
+    title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else \
+        next((ax.get_title() for ax in fig.axes if ax.get_title()), "")
+    assert not problems, f"figure {title[:80]!r}:\n  " + "\n  ".join(problems)
+
+
+def record_layout(fig, path=None) -> list[str]:
+    """Append ``{"title", "problems"}`` of ``fig`` as one JSON line to ``path`` (default the file named by
+    ``WORKBENCH_LAYOUT_CHECK``); returns the problems. The notebooks' display hook calls it."""
+    path = path or os.environ.get(ENV_CHECK)
+    problems = layout_problems(fig)
+    if path:
+        title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else \
+            next((ax.get_title() for ax in fig.axes if ax.get_title()), "")
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"title": title, "problems": problems}) + "\n")
+    return problems
+
+
+__all__ = ["ENV_CHECK", "layout_problems", "assert_clean_layout", "record_layout"]
