@@ -23,6 +23,8 @@ What gets built into ``out`` (every piece with the library's own code paths):
 - ``draft-mismatched/``: an EAGLE-3 draft trained on ``embed,L1,L{N//2-1}`` whose config says ids
   ``[1, N//2-1, N-4]`` (SGLang serves ``L1,L{N//2-1},L{N-4}``): the classic bug.
 - ``draft-aligned/``: the same recipe trained on ``L1,L{N//2-1},L{N-4}``: the healthy reference.
+  Both drafts have a reduced vocabulary with ``d2t``/``t2d`` (SpecForge's pick from ``train.jsonl``) and,
+  as the target, head_dim 32: a real vLLM (CPU) loads and serves them.
 - ``manifest.json``: sizes, seeds, taps, losses, per-step accuracy, timings (wall and CPU), versions,
   ``tap_stats`` (norm per tap, cosines between taps), ``data.responses`` (how varied the responses
   are) and ``story``: each draft's decode-path accept length on ``val.jsonl`` under its training taps
