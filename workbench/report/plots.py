@@ -586,7 +586,7 @@ def live_comparison(cmp):
     ax.set_xlabel("sample (dataset row)")
     ax.set_ylabel("accept length (mean A + 1)")
     ax.set_ylim(0.9, cmp.K + 1.1)
-    ax.set_title(f"live vs offline, K={cmp.K}: {cmp.verdict_code}" + (f" ({cmp.matched})" if cmp.matched else ""))
+    ax.set_title(f"live vs offline, K={cmp.K}: {cmp.headline}", wrap=True)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside the axes: never clipped
     ax.grid(alpha=0.3)
     return fig
@@ -636,8 +636,7 @@ def live_requests(cmp):
     ax.set_yticks(range(len(order)), [w + (" (trained)" if w == cmp.trained else "") for w in order], fontsize=7)
     ax.set_xticks(range(len(cmp.samples)), [str(s.row) for s in cmp.samples], fontsize=7)
     ax.set_xlabel("request (dataset row)")
-    ax.set_title(f"which wiring reproduces each request ({cmp.mode}): {cmp.verdict_code}"
-                 + (f" ({cmp.matched})" if cmp.matched else ""))
+    ax.set_title(f"which wiring reproduces each request ({cmp.mode}): {cmp.headline}", wrap=True)
     ax.legend(handles=[Patch(color=c, label=k) for k, c in STATUS_COLORS.items()], fontsize=7,
               loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
