@@ -117,8 +117,8 @@ def acceptance_curves(results, *, title: str | None = None, K: int | None = None
         >>> from workbench.stats.statistics import AcceptanceResult
         >>> r = AcceptanceResult.from_arrays("L1", K=3, sample=[0, 0], t=[0, 1], accepted=[3, 1])
         >>> fig = acceptance_curves(r, K=2)
-        >>> len(fig.axes[0].lines[0].get_xdata()), fig.axes[1].get_legend().get_texts()[0].get_text()[:28]
-        (2, 'L1  (accept length 2.50, n=2')
+        >>> len(fig.axes[0].lines[0].get_xdata()), fig.legends[0].get_texts()[0].get_text()[:29]
+        (2, 'L1  (accept length 2.500, n=2')
     """
     results = as_results(results)
     if K is not None:

@@ -307,15 +307,16 @@ def projection(result, cost_model, *, n_boot: int = 500) -> dict:
         shapes[k] = shape
         rows.append({"k": k, "tokens_per_step": tps, "tokens_low": lo, "tokens_high": hi,
                      "speedup": cm.speedup(tps, *shape), "speedup_low": s_lo, "speedup_high": s_hi})
-    return {"rows": rows, **verdict(rows, cm, shapes=shapes), "cost_model": cm.describe()}
+    n = len(np.unique(result.chains["sample"])) if len(result.chains["sample"]) else 0
+    return {"rows": rows, **verdict(rows, cm, shapes=shapes, n_samples=n), "cost_model": cm.describe()}
 
 
-def verdict(rows: list[dict], cm: CostModel, *, shapes: dict | None = None) -> dict:
+def verdict(rows: list[dict], cm: CostModel, *, shapes: dict | None = None, n_samples: int | None = None) -> dict:
     """``best``, ``within_noise``, ``text`` and ``short`` (a figure's legend) of projection ``rows`` (each ``k``, ``speedup``, ``speedup_low``,
     ``speedup_high``, ``tokens_per_step``): the one rule every speed-up verdict follows.
 
-    "Clearly best" needs at least two options and a cost model steady enough to rank
-    (:attr:`CostModel.too_noisy`); a projected slowdown (< 1×) says why: the verify step's cost in target
+    "Clearly best" needs at least two options, at least two samples (``n_samples``: one sample gives the
+    bootstrap no interval) and a cost model steady enough to rank (:attr:`CostModel.too_noisy`); a projected slowdown (< 1×) says why: the verify step's cost in target
     forwards against the tokens it yields.
 
         >>> rows = [{"k": 5, "speedup": 0.84, "speedup_low": 0.8, "speedup_high": 0.9, "tokens_per_step": 2.13}]
@@ -331,6 +332,11 @@ def verdict(rows: list[dict], cm: CostModel, *, shapes: dict | None = None) -> d
     if len(finite) == 1:
         parts.append(f"one shape, nothing to choose between: {top['speedup']:.3g}×")
         short = f"{top['speedup']:.3g}×"
+    elif n_samples is not None and n_samples < 2:
+        parts.append(f"best point estimate K'={top['k']} ({top['speedup']:.3g}×), but {n_samples} sample gives no "
+                     f"interval to rank K' (more samples would decide)")
+        near = [r["k"] for r in finite]
+        short = "too few samples to rank K'"
     elif cm.too_noisy:
         parts.append(f"best point estimate K'={top['k']} ({top['speedup']:.3g}×), but the timings are too noisy "
                      f"to rank K' (a busy machine: measure the cost model again when it is idle)")
