@@ -154,6 +154,24 @@ def add_engine_arguments(parser, *, default: str | None = None, what: str = "the
                         help="deprecated: use --engine sglang-2026.04 (classic) or --engine sglang (first-id-1)")
 
 
+def add_subcommands(parser, name: str, subcommands) -> None:
+    """A command group (``workbench sglang ...``, ``workbench vllm ...``): each ``add(sub)`` of ``subcommands`` adds
+    one sub-command whose parser sets ``sub_run`` to its function; :func:`run_subcommand` calls it."""
+    sub = parser.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
+    for add in subcommands:
+        add(sub)
+    parser.set_defaults(group_parser=parser)
+
+
+def run_subcommand(args) -> int:
+    """Run the sub-command the user named (usage and exit 2 when none was named)."""
+    fn = getattr(args, "sub_run", None)
+    if fn is None:
+        args.group_parser.print_help()
+        return 2
+    return fn(args)
+
+
 def add_live_arguments(p, *, kind: str, url: str, timeout: float) -> None:
     """The options every live ``compare`` shares: the server, the models and data, the request limits, the
     wirings (``kind``: "SGLang" or "vLLM"; ``url``: an example URL; ``timeout``: the default per request)."""

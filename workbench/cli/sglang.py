@@ -17,7 +17,13 @@ import json
 import os
 import sys
 
-from workbench.cli import add_engine_arguments, add_live_arguments, engine_of
+from workbench.cli import (
+    add_engine_arguments,
+    add_live_arguments,
+    add_subcommands,
+    engine_of,
+    run_subcommand,
+)
 
 NAME = "sglang"
 HELP = ("SGLang helpers: lint the server's speculative-decoding flags; compare a live server's acceptance "
@@ -38,7 +44,7 @@ def _add_lint(sub):
     add_engine_arguments(p, default="sglang", what="the server's engine and version (sglang = current, "
                                                 "sglang-2026.04 = releases before 2026-05)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(_sglang_run=_run_lint)
+    p.set_defaults(sub_run=_run_lint)
 
 
 def _add_compare(sub):
@@ -71,25 +77,18 @@ def _add_compare(sub):
                         "--enable-deterministic-inference)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto for the offline side")
     p.add_argument("--json", metavar="OUT", help="also write the comparison as JSON to OUT")
-    p.set_defaults(_sglang_run=_run_compare)
+    p.set_defaults(sub_run=_run_compare)
 
 
 SUBCOMMANDS = [_add_lint, _add_compare]
 
 
 def add_arguments(parser):
-    sub = parser.add_subparsers(dest="sglang_command", metavar="SUBCOMMAND")
-    for add in SUBCOMMANDS:
-        add(sub)
-    parser.set_defaults(_sglang_parser=parser)
+    add_subcommands(parser, NAME, SUBCOMMANDS)
 
 
 def run(args) -> int:
-    fn = getattr(args, "_sglang_run", None)
-    if fn is None:
-        args._sglang_parser.print_help()
-        return 2
-    return fn(args)
+    return run_subcommand(args)
 
 
 def _run_lint(args) -> int:

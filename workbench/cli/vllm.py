@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from workbench.cli import add_live_arguments
+from workbench.cli import add_live_arguments, add_subcommands, run_subcommand
 
 NAME = "vllm"
 HELP = ("vLLM helpers: lint the server's --speculative-config against the draft and target; compare a live "
@@ -43,7 +43,7 @@ def _add_lint(sub):
                         "runner; gpu as the V2 runner (0.32's GPU default, no eagle_config ids); auto = cpu unless "
                         "the command has a GPU hint (CUDA_VISIBLE_DEVICES, --gpu-memory-utilization)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(_vllm_run=_run_lint)
+    p.set_defaults(sub_run=_run_lint)
 
 
 def _add_serve(sub):
@@ -69,14 +69,14 @@ def _add_serve(sub):
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for /v1/models (default 300)")
     p.add_argument("--foreground", action="store_true", help="stay attached (Ctrl-C stops the server)")
     p.add_argument("--json", action="store_true", help="print the server's PID, URL, log and stop command as JSON")
-    p.set_defaults(_vllm_run=_run_serve)
+    p.set_defaults(sub_run=_run_serve)
 
 
 def _add_stop(sub):
     p = sub.add_parser("stop", help="stop a server `workbench vllm serve` started",
                        description="Stop a vLLM server by its PID (SIGTERM to the server, then its process group).")
     p.add_argument("pid", type=int)
-    p.set_defaults(_vllm_run=_run_stop)
+    p.set_defaults(sub_run=_run_stop)
 
 
 def _add_compare(sub):
@@ -105,25 +105,18 @@ def _add_compare(sub):
     s.add_argument("--seed", type=int, default=None, metavar="S", help="send each row's seed (sampled runs)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto for the offline side")
     p.add_argument("--json", metavar="OUT", help="also write the comparison as JSON to OUT")
-    p.set_defaults(_vllm_run=_run_compare)
+    p.set_defaults(sub_run=_run_compare)
 
 
 SUBCOMMANDS = [_add_lint, _add_compare, _add_serve, _add_stop]
 
 
 def add_arguments(parser):
-    sub = parser.add_subparsers(dest="vllm_command", metavar="SUBCOMMAND")
-    for add in SUBCOMMANDS:
-        add(sub)
-    parser.set_defaults(_vllm_parser=parser)
+    add_subcommands(parser, NAME, SUBCOMMANDS)
 
 
 def run(args) -> int:
-    fn = getattr(args, "_vllm_run", None)
-    if fn is None:
-        args._vllm_parser.print_help()
-        return 2
-    return fn(args)
+    return run_subcommand(args)
 
 
 def _run_lint(args) -> int:
