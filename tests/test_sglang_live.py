@@ -296,7 +296,7 @@ def test_figures_show_live_and_every_wiring():
     ax = live_comparison(c).axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["live (3.50)", "offline embed,L1,L3 trained (1.00)", "offline L1,L3,L4 (3.50)"]
-    assert "match-other (L1,L3,L4)" in ax.get_title()
+    assert "the SGLang server feeds L1,L3,L4" in ax.get_title() and "match-other" not in ax.get_title()
     assert len(live_histograms(c).axes[0].patches) == 3 * (K + 1)
 
 
@@ -447,4 +447,4 @@ def test_request_figure_shows_each_wiring_per_request():
     img = ax.get_images()[0].get_array()
     assert img.shape == (2, 8) and [t.get_text() for t in ax.get_yticklabels()] == [W1, f"{W2} (trained)"]
     assert (img[0] == 0).all() and (img[1] == 2).all()            # W1 identical everywhere, W2 differs
-    assert f"match-other ({W1})" in ax.get_title()
+    assert f"the SGLang server feeds {W1}" in ax.get_title()

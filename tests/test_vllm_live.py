@@ -64,7 +64,7 @@ def test_per_request_verdict_names_the_served_wiring(world):
         live_requests,
     )
 
-    assert f"match-other ({VLLM_READING})" in live_comparison(cmp).axes[0].get_title()
+    assert f"the vLLM server feeds {VLLM_READING}, as vLLM" in live_comparison(cmp).axes[0].get_title()
     assert len(live_histograms(cmp).axes[0].patches) == 3 * (K + 1) and live_requests(cmp).axes
 
 
