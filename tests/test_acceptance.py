@@ -188,7 +188,10 @@ def test_empty_result_is_nan_not_crash():
 
 def test_speedup_projection():
     # A values of K=3 chains
-    r = AcceptanceResult.from_arrays("L1", K=3, sample=[0] * 4, t=[0, 1, 2, 3], accepted=[3, 3, 1, 0])
+    one = AcceptanceResult.from_arrays("L1", K=3, sample=[0] * 4, t=[0, 1, 2, 3], accepted=[3, 3, 1, 0])
+    assert not any(d["best"] for d in one.speedup(0.0))              # one sample: no interval, no "best"
+    r = AcceptanceResult.from_arrays("L1", K=3, sample=[0] * 4 + [1] * 4, t=[0, 1, 2, 3] * 2,
+                                     accepted=[3, 3, 1, 0] * 2)
     sp = r.speedup(0.0)
     assert [d["tokens_per_step"] for d in sp] == [1.75, 2.25, 2.75]   # E[min(A,K')]+1
     assert [d["best"] for d in sp] == [False, False, True]          # free drafting: more is better
