@@ -144,8 +144,11 @@ for c in cmp.candidates:
                                 f"{cmp.setting.accept_label('decode-path')}")
     key[f"status {c.spec}"] = "identical / tie / differs: does that decode reproduce the request's fingerprint"
 report_table(frame, key)
-print("live and server accept lengths may differ: the server's own field counts its way (SGLang may count the "
-      "prefill token; vLLM reports its last step whole), the live column reads every reply the same way")
+
+# %% [markdown]
+# Where `live_accept_length` and `server_accept_length` differ, the server counts its own way (SGLang's field
+# may count the prefill token; vLLM reports a request's last verify step whole); the live column reads every
+# reply the same way, and that is the number compared with the offline decodes.
 
 # %% [markdown]
 # ## Verdict
