@@ -8,8 +8,9 @@ same requests once per wiring (issue 27 item 7).
 Measured side by side in one run, on the demo's mismatched draft and ``val.jsonl`` (the first ``--limit``
 rows, greedy, ``max_tokens`` = each row's response length):
 
-- **offline**: ``workbench diagnose --engine vllm`` over every candidate wiring (load target, draft and
-  data; one target pass per stage; chains for every candidate): wall seconds, ``--repeats`` times;
+- **offline**: the command ``workbench diagnose --engine vllm`` over every candidate wiring, in a fresh process
+  (start-up, load target, draft and data, one target pass per stage, chains for every candidate): wall seconds,
+  ``--repeats`` times;
 - **live**: for each of the first ``--candidates`` wirings (cap 3: each restart costs 30-80 s), a real vLLM
   server (``.venv-vllm``, ``--enforce-eager``) whose draft config names that wiring's ids at the top level,
   the same requests, then stop: start-up seconds (until ``/v1/models`` answers) and serving seconds.
@@ -25,6 +26,7 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,8 +80,9 @@ def serve_once(target: Path, draft: Path, rows: list[dict], *, k: int, log: Path
 def measure(demo=None, *, repeats: int = 3, limit: int = 16, candidates: int = 3, k: int = 4, quick: bool = False,
             device: str = "cpu") -> list[dict]:
     """The figures (``workbench.report.benchmark`` schema) of one side-by-side run; see the module docstring."""
+    import pandas as pd
+
     from workbench import rows as data
-    from workbench.analysis.diagnose import diagnose_files
     from workbench.engines import records as engines
     from workbench.engines.wiring import load_config
     from workbench.live.vllm_server import find_python
@@ -89,12 +92,19 @@ def measure(demo=None, *, repeats: int = 3, limit: int = 16, candidates: int = 3
     target, draft, val = demo / "target", demo / "draft-mismatched", demo / "val.jsonl"
     limit = 4 if quick else int(limit)
     rows = data.load(val).rows(limit)
-    offline_s, dx = [], None
-    for _ in range(1 if quick else max(1, int(repeats))):
-        t0 = time.perf_counter()
-        dx = diagnose_files(target, draft, val, engine="vllm", K=k, limit=limit, progress=False, device=device)
-        offline_s.append(time.perf_counter() - t0)
-    table = dx.table
+    offline_s, table = [], None
+    with tempfile.TemporaryDirectory(prefix="wb-vllm-diag-") as tmp:
+        for i in range(1 if quick else max(1, int(repeats))):   # the command a user runs, in a fresh process
+            out = Path(tmp) / f"dx-{i}.json"
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "workbench", "diagnose", "--target", str(target), "--draft",
+                            str(draft), "--data", str(val), "--engine", "vllm", "--steps", str(k), "--limit",
+                            str(limit), "--device", device, "--quiet", "--json", str(out)],
+                           check=False, capture_output=True, text=True, timeout=1800)
+            offline_s.append(time.perf_counter() - t0)
+            if not out.is_file():
+                raise WorkbenchError(f"workbench diagnose wrote no {out.name}: run it alone to see why")
+            table = pd.DataFrame(json.loads(out.read_text())["table"])
     ranked = table[table["feasible"].astype(bool) & table["decode_path_accept_length"].notna()]
     specs = ranked["spec"].tolist()[: max(1, min(3, int(candidates)))]
     tcfg = load_config(target)
