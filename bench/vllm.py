@@ -30,19 +30,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from bench.common import find_demo
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
-
-
-def _post(url: str, body: dict, timeout: float = 300.0) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:       # the server this run started, on 127.0.0.1
-        return json.loads(r.read())
 
 
 def draft_for(draft: Path, ids: list[int], out: Path) -> Path:
@@ -56,7 +48,7 @@ def draft_for(draft: Path, ids: list[int], out: Path) -> Path:
 
 def serve_once(target: Path, draft: Path, rows: list[dict], *, k: int, log: Path) -> dict:
     """Start a real server, send every row once (greedy), stop: start-up s, serving s, pooled accept length."""
-    from workbench.live.vllm_server import running_server
+    from workbench.live.vllm_server import complete, running_server
 
     t0 = time.perf_counter()
     with running_server(target, draft, k=k, enforce_eager=True, log=log, timeout=600) as srv:
@@ -65,10 +57,8 @@ def serve_once(target: Path, draft: Path, rows: list[dict], *, k: int, log: Path
         steps = accepted = 0
         for r in rows:
             n_prompt = int(r["n_prompt_tokens"])
-            out = _post(f"{srv.url}/v1/completions", {
-                "model": str(target), "prompt": [int(x) for x in r["input_ids"][:n_prompt]],
-                "max_tokens": int(r["n_response_tokens"]), "temperature": 0.0, "top_p": 1.0, "top_k": -1,
-                "ignore_eos": True, "return_token_ids": True})
+            out = complete(srv.url, r["input_ids"][:n_prompt], max_tokens=int(r["n_response_tokens"]),
+                           temperature=0.0, model=str(target), top_p=1.0, top_k=-1, ignore_eos=True)
             sd = (out.get("metrics") or {}).get("speculative_decoding") or {}
             steps += int(sd.get("num_spec_steps", 0))
             accepted += int(sd.get("num_accepted_draft_tokens", 0))

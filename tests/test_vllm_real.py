@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from workbench.core.errors import WorkbenchError
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "vllm_plugin" / "repro.py"
@@ -32,18 +31,12 @@ APPLIED = "workbench-vllm-cpu-fix: applied"
 
 
 def _vllm_python() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            if "avx512f" not in f.read().split():
-                pytest.skip("NO REAL vLLM: this CPU has no AVX-512 (avx512f), which vllm-cpu needs")
-    except OSError:
-        pytest.skip("NO REAL vLLM: /proc/cpuinfo unreadable (vllm-cpu needs Linux x86 with AVX-512)")
-    from workbench.live.vllm_server import find_python
+    from workbench.live.vllm_server import available, find_python
 
-    try:
-        return find_python()
-    except WorkbenchError as e:
-        pytest.skip(f"NO REAL vLLM: {e}")
+    ok, why = available()
+    if not ok:
+        pytest.skip(f"NO REAL vLLM: {why}")
+    return find_python()
 
 
 @pytest.fixture(scope="module")

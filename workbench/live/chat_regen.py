@@ -30,8 +30,7 @@ from workbench.core.sampling import Sampling
 from workbench.live.regenerate import (
     Job,
     RegenerateResult,
-    generate_hf,
-    generate_server,
+    generate_jobs,
     settings_of,
     target_info,
 )
@@ -115,12 +114,8 @@ def regenerate_chats(target, data, out, *, tokenizer=None, max_new_tokens: int |
                     raise WorkbenchError(f"{c.where}: turn {j}: the prompt ({len(ids)} tokens) fills the target's "
                                          f"{info.max_positions} positions")
                 jobs.append(Job(c.row * 1000 + k, f"{c.where}: turn {j}", c.source, ids, [], [], cap, {"conv": c, "turn": j}))
-        if url is not None:
-            gens = generate_server(client, jobs, eos_ids=info.eos_ids, ignore_eos=ignore_eos, sampling=sampling,
-                                   vocab_size=info.vocab_size)
-        else:
-            gens = generate_hf(target, jobs, eos_ids=info.eos_ids, ignore_eos=ignore_eos, sampling=sampling,
-                               batch_size=batch_size, agreement=False)
+        gens = generate_jobs(jobs, target=target, client=client if url is not None else None, info=info,
+                             ignore_eos=ignore_eos, sampling=sampling, batch_size=batch_size)
         for job, gen in zip(jobs, gens):
             c, j = job.record["conv"], job.record["turn"]
             answers[c.row].append(tok.decode(gen.tokens, skip_special_tokens=True).strip())
