@@ -35,12 +35,11 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.live.http import HttpClient
 
 VENV = ".venv-vllm"
 PYTHON_ENV = "WORKBENCH_VLLM_PYTHON"
@@ -132,11 +131,6 @@ def build_command(python: str, target, draft, *, k: int, port: int, host: str = 
     if enforce_eager:
         cmd += ["--enforce-eager"]
     return cmd + [str(a) for a in extra_args]
-
-
-def _get(url: str, timeout: float = 5.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as r:       # noqa: S310 (local server)
-        return r.read()
 
 
 def _tail(path, n: int = 6) -> str:
@@ -281,8 +275,9 @@ def start(target, draft, *, k: int = 4, port: int | None = None, host: str = "12
                     tee.join(5)
                 raise WorkbenchError(f"vLLM server exited with code {code} before answering "
                                      f"(log {log}): {_tail(log)}")
-            with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
-                if json.loads(_get(url + "/v1/models", timeout=2.0)).get("data"):
+            with contextlib.suppress(WorkbenchError):
+                reply = HttpClient(url, timeout=2.0, retries=0).request("/v1/models")
+                if isinstance(reply, dict) and reply.get("data"):
                     break
             if time.monotonic() - t0 > timeout:
                 raise WorkbenchError(f"vLLM server did not answer {url}/v1/models within {timeout:.0f} s "
@@ -328,17 +323,13 @@ def running_server(target, draft, **kwargs):
 # ------------------------------------------------------------------------------------------- clients
 
 def post(url: str, path: str, body: dict, timeout: float = 300.0) -> dict:
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:    # noqa: S310 (local server)
-            return json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        raise WorkbenchError(f"{url}{path}: HTTP {e.code}: {e.read().decode(errors='replace')[:500]}") from None
+    """POST JSON to the server at ``url`` through the live clients' :class:`~workbench.live.http.HttpClient`
+    (only that URL: no proxy, no redirect)."""
+    return HttpClient(url, timeout=timeout, retries=0).request(path, body)
 
 
 def model_name(url: str) -> str:
-    return json.loads(_get(url + "/v1/models"))["data"][0]["id"]
+    return HttpClient(url, timeout=5.0, retries=0).request("/v1/models")["data"][0]["id"]
 
 
 def complete(url: str, prompt_ids: list[int], *, max_tokens: int = 16, temperature: float = 0.0,
@@ -356,7 +347,7 @@ _METRIC = re.compile(r'^(vllm:spec_decode_[a-z_]+?)(?:\{([^}]*)\})?\s+([0-9.eE+-
 
 def spec_metrics(url: str) -> dict:
     """The ``vllm:spec_decode_*`` counters of ``/metrics`` (:func:`parse_spec_metrics`)."""
-    return parse_spec_metrics(_get(url + "/metrics").decode())
+    return parse_spec_metrics(HttpClient(url, timeout=5.0, retries=0).request("/metrics", raw=True))
 
 
 def parse_spec_metrics(text: str) -> dict:
