@@ -20,6 +20,8 @@ def add_arguments(parser):
     parser.add_argument("--tokenizer", metavar="DIR", help="local tokenizer folder: checks ids < vocab size, decodes "
                                                            "--preview; conversations: tokenised with its chat template "
                                                            "(turns, mask method, template shown)")
+    parser.add_argument("--chat-template", default=None, metavar="NAME|FILE",
+                        help="conversations: a named template of the tokenizer or a .jinja file instead of its default")
     parser.add_argument("--vocab-size", type=int, metavar="V", help="check ids < V without a tokenizer")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     parser.add_argument("--preview", type=int, metavar="ROW", help="also show row ROW (0-based) decoded, prompt vs response")
@@ -41,13 +43,14 @@ def run(args) -> int:
     if sniff(args.path) in ("chat", "prompts"):           # conversations: turns, template, mask method
         from workbench.load.chat import chat_dataset, describe_conversations
 
-        chat = describe_conversations(args.path, args.tokenizer, limit=args.limit)
+        chat = describe_conversations(args.path, args.tokenizer, limit=args.limit,
+                                      chat_template=args.chat_template)
         if args.tokenizer is None or sniff(args.path) == "prompts":
             print(json.dumps({"conversations": chat}) if args.json else chat)
             return 0
         if not args.json:
             print(chat + "\n")
-        ds = chat_dataset(args.path, args.tokenizer, vocab_size=args.vocab_size)
+        ds = chat_dataset(args.path, args.tokenizer, vocab_size=args.vocab_size, chat_template=args.chat_template)
     else:
         ds = data.load(args.path, tokenizer=args.tokenizer, vocab_size=args.vocab_size)
     ins = ds.inspect(max_problems=max(args.max_problems, 0), first_error=args.first_error, limit=args.limit)

@@ -27,6 +27,10 @@ def add_arguments(parser):
                         help="one row per conversation with every reply masked: SpecForge's training layout "
                              "(default: one row per reply with its history as the server sees it, speculators' "
                              "layout = one server request). Accept lengths are the same on a prefix-stable template")
+    parser.add_argument("--chat-template", default=None, metavar="NAME|FILE",
+                        help="a named template of the tokenizer (additional_chat_templates/NAME.jinja, e.g. the "
+                             "demo's 'plain') or a .jinja file, instead of its default template (as SGLang's "
+                             "--chat-template)")
     parser.add_argument("--chat-template-kwargs", default=None, metavar="JSON",
                         help='extra template variables, e.g. \'{"enable_thinking": false}\' (Qwen3 non-thinking)')
     parser.add_argument("--on-error", choices=["raise", "skip"], default="raise",
@@ -53,7 +57,7 @@ def run(args) -> int:
             raise WorkbenchError("--chat-template-kwargs: expected a JSON object")
     res = prepare(args.tokenizer, args.data, args.out, max_length=args.max_length, all_turns=args.all_turns,
                   too_long="truncate" if args.truncate else "drop", chat_template_kwargs=kwargs,
-                  on_error=args.on_error, limit=args.limit)
+                  chat_template=args.chat_template, on_error=args.on_error, limit=args.limit)
     print(res.summary())
     if args.json:
         write_json(args.json, res.to_dict())

@@ -61,29 +61,53 @@ def template_name(text: str) -> str:
     return "custom"
 
 
+def pick_template(tokenizer, template: str | None = None, where: str = "tokenizer") -> tuple[str, str]:
+    """(template text, its label): the tokenizer's default template, one of its named templates
+    (``additional_chat_templates/NAME.jinja``) or a ``.jinja`` file, as SGLang's ``--chat-template`` takes it.
+
+        >>> class Tok: chat_template = {"default": "A", "plain": "B"}
+        >>> pick_template(Tok()), pick_template(Tok(), "plain")
+        (('A', 'default'), ('B', 'plain'))
+    """
+    found = getattr(tokenizer, "chat_template", None)
+    named = dict(found) if isinstance(found, dict) else ({"default": found} if isinstance(found, str) else {})
+    if template is not None and template in named:
+        return named[template], template
+    if template is not None:
+        import os
+
+        if os.path.isfile(template):
+            with open(template, encoding="utf-8") as f:
+                return f.read(), os.path.basename(template)
+        raise WorkbenchError(f"--chat-template {template}: neither a template of {where} (it has: "
+                             f"{', '.join(named) or 'none'}) nor a .jinja file")
+    t = named.get("default") or next(iter(named.values()), None)
+    if not isinstance(t, str) or not t.strip():
+        raise WorkbenchError(f"{where}: the tokenizer has no chat template (expected chat_template in "
+                             f"tokenizer_config.json or chat_template.jinja; set tokenizer.chat_template to "
+                             f"the target's template, or pass --chat-template FILE.jinja)")
+    return t, "default"
+
+
 @dataclass
 class ChatTemplate:
-    """The target's tokenizer and its chat template; ``kwargs`` go to the template (``enable_thinking``, ...)."""
+    """The target's tokenizer and its chat template; ``kwargs`` go to the template (``enable_thinking``, ...);
+    ``template``: a named template of the tokenizer or a ``.jinja`` file instead of its default
+    (:func:`pick_template`)."""
 
     tokenizer: object
     kwargs: dict = field(default_factory=dict)
     where: str = "tokenizer"
+    template: str | None = None
 
     def __post_init__(self):
         if is_path(self.tokenizer):
             self.where = str(self.tokenizer)
             self.tokenizer = rows_mod.load_tokenizer(self.tokenizer)
-        t = getattr(self.tokenizer, "chat_template", None)
-        if isinstance(t, dict):
-            t = t.get("default") or next(iter(t.values()), None)
-        if not isinstance(t, str) or not t.strip():
-            raise WorkbenchError(f"{self.where}: the tokenizer has no chat template (expected chat_template in "
-                                 f"tokenizer_config.json or chat_template.jinja; set tokenizer.chat_template to "
-                                 f"the target's template)")
-        self.text = t
-        self.sha256 = hashlib.sha256(t.encode()).hexdigest()[:16]
-        self.tagged = has_generation_tags(t)
-        self.name = template_name(t)
+        self.text, self.label = pick_template(self.tokenizer, self.template, self.where)
+        self.sha256 = hashlib.sha256(self.text.encode()).hexdigest()[:16]
+        self.tagged = has_generation_tags(self.text)
+        self.name = template_name(self.text)
         self.bos = getattr(self.tokenizer, "bos_token_id", None)
 
     def render(self, messages, tools, *, gen: bool, mask: bool = False, where: str = "", turn: int = 0):
@@ -91,7 +115,7 @@ class ChatTemplate:
         try:
             out = self.tokenizer.apply_chat_template(
                 messages, tools=tools, tokenize=True, return_dict=True, add_generation_prompt=gen,
-                return_assistant_tokens_mask=mask, **self.kwargs)
+                return_assistant_tokens_mask=mask, chat_template=self.text, **self.kwargs)
         except Exception as e:               # jinja's raise_exception, TemplateError, TypeError: many types
             why = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
             raise WorkbenchError(f"{where}: turn {turn}: the chat template fails on it ({type(e).__name__}: {why})") from None
@@ -102,7 +126,7 @@ class ChatTemplate:
         return ids, ([int(x) for x in out["assistant_masks"]] if mask else None)
 
     def describe(self) -> str:
-        return (f"chat template {self.name} sha256 {self.sha256} "
+        return (f"chat template {self.name}{'' if self.label == 'default' else f' ({self.label})'} sha256 {self.sha256} "
                 f"({'with' if self.tagged else 'without'} generation tags"
                 + (f"; kwargs {self.kwargs}" if self.kwargs else "") + ")")
 
@@ -220,10 +244,12 @@ def chat_rows(convs, tpl: ChatTemplate, *, all_turns: bool = False, max_length: 
 
 
 def chat_dataset(data, tokenizer, *, vocab_size: int | None = None, all_turns: bool = False,
-                 max_length: int | None = None, chat_template_kwargs: dict | None = None):
+                 max_length: int | None = None, chat_template_kwargs: dict | None = None,
+                 chat_template: str | None = None):
     """A conversation file (or ``hf:`` name) tokenised on the fly: a :class:`workbench.rows.Dataset` of its rows
-    (in memory; ``workbench prepare`` writes them to a file). Prompt-only files raise (regenerate them first)."""
-    tpl = ChatTemplate(tokenizer, dict(chat_template_kwargs or {}))
+    (in memory; ``workbench prepare`` writes them to a file). Prompt-only files raise (regenerate them first).
+    ``chat_template``: a named template of the tokenizer or a ``.jinja`` file (default: its default template)."""
+    tpl = ChatTemplate(tokenizer, dict(chat_template_kwargs or {}), template=chat_template)
     tally = Tally()
     rows = list(chat_rows(conversations.read(data), tpl, all_turns=all_turns, max_length=max_length,
                           file=str(data), tally=tally))
@@ -236,7 +262,8 @@ def chat_dataset(data, tokenizer, *, vocab_size: int | None = None, all_turns: b
     return ds
 
 
-def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, limit: int | None = None) -> str:
+def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, limit: int | None = None,
+                           chat_template: str | None = None) -> str:
     """``workbench inspect`` of a conversation or prompt file: records, turns, roles; with the target's
     ``tokenizer``: the template used, the mask method per row and the first row with its masked spans in [[ ]]."""
     convs = list(itertools.islice(conversations.read(data), limit))
@@ -252,7 +279,7 @@ def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, lim
     if tokenizer is None:
         lines.append("  (give --tokenizer T to tokenise with the target's chat template and see the masks)")
         return "\n".join(lines)
-    tpl = ChatTemplate(tokenizer)
+    tpl = ChatTemplate(tokenizer, template=chat_template)
     lines.append(f"  {tpl.describe()}")
     chats = [c for c in convs if not c.prompt_only]
     if not chats:
@@ -275,5 +302,5 @@ def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, lim
     return "\n".join(lines)
 
 
-__all__ = ["describe_conversations", "ChatTemplate", "chat_rows", "chat_dataset", "turn_row", "all_turns_row", "Tally",
+__all__ = ["describe_conversations", "ChatTemplate", "pick_template", "chat_rows", "chat_dataset", "turn_row", "all_turns_row", "Tally",
            "has_generation_tags", "template_name", "GENERATION_TAG", "EMPTY_THINK"]

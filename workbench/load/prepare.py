@@ -78,9 +78,10 @@ def _resume(part: str) -> tuple[list[str], int]:
 
 def prepare(tokenizer, data, out, *, max_length: int | None = None, all_turns: bool = False,
             too_long: str = "drop", chat_template_kwargs: dict | None = None, on_error: str = "raise",
-            flush_every: int = 256, limit: int | None = None) -> PrepareResult:
+            flush_every: int = 256, limit: int | None = None, chat_template: str | None = None) -> PrepareResult:
     """Tokenise the conversations of ``data`` (path or ``hf:`` name) into ``out`` (JSON Lines); see the module
-    docstring. ``on_error="skip"`` counts bad records (first one named) instead of stopping."""
+    docstring. ``on_error="skip"`` counts bad records (first one named) instead of stopping. ``chat_template``: a
+    named template of the tokenizer or a ``.jinja`` file instead of its default (``--chat-template``)."""
     if on_error not in ("raise", "skip"):
         raise WorkbenchError(f"on_error={on_error!r}: expected 'raise' or 'skip'")
     if max_length is not None and int(max_length) < 2:
@@ -88,7 +89,7 @@ def prepare(tokenizer, data, out, *, max_length: int | None = None, all_turns: b
     out = os.fspath(out)
     if os.path.abspath(os.fspath(data)) == os.path.abspath(out):
         raise WorkbenchError(f"--out {out}: the same file as --data (expected a new file)")
-    tpl = ChatTemplate(tokenizer, dict(chat_template_kwargs or {}))
+    tpl = ChatTemplate(tokenizer, dict(chat_template_kwargs or {}), template=chat_template)
     settings = {"template": tpl.describe(), "template_sha256": tpl.sha256, "layout": "all-turns" if all_turns
                 else "per-turn", "max_length": max_length, "too_long": too_long, "kwargs": tpl.kwargs,
                 "limit": limit}
