@@ -1,8 +1,9 @@
 """The acceptance test of issue 28: a conversation file and its `workbench prepare` output give the same accept
 lengths, and both equal those of rows built here from explicit token ids, with both mask methods (the template's
 generation tags, the per-turn prefix method) and in both row layouts (one row per reply, all turns in one row),
-on the smoke demo's trained target and aligned draft. The smoke tokenizer has no chat template: the test gives
-it one, in two variants (with and without generation tags)."""
+on the smoke demo's trained target and aligned draft, with the demo's own chat template in its two variants
+(the default with generation tags, ``plain`` without). The reference below knows only the template's text
+layout, written out by hand: each piece is encoded alone and the ids are joined."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from workbench import rows
 from workbench.load import inputs
+from workbench.load.chat import chat_dataset
 from workbench.load.prepare import prepare
 from workbench.simulate.acceptance import accept
 from workbench.simulate.exact import exact_simulate
@@ -20,11 +22,6 @@ from workbench.simulate.exact import exact_simulate
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 EOT = "<|endoftext|>"
-PLAIN = ("{% for m in messages %}{{ m.role }}:\n{{ m.content }}" + EOT + "{% endfor %}"
-         "{% if add_generation_prompt %}assistant:\n{% endif %}")
-TAGGED = ("{% for m in messages %}{% if m.role == 'assistant' %}assistant:\n{% generation %}{{ m.content }}" + EOT +
-          "{% endgeneration %}{% else %}{{ m.role }}:\n{{ m.content }}" + EOT + "{% endif %}{% endfor %}"
-          "{% if add_generation_prompt %}assistant:\n{% endif %}")
 
 
 def texts(demo, tok, n):
@@ -41,18 +38,16 @@ def texts(demo, tok, n):
 
 
 def reference(tok, conv):
-    """Per-turn and all-turns rows of ``conv`` from explicit ids: each piece encoded alone, then joined."""
+    """Per-turn and all-turns rows of ``conv`` from explicit ids: the demo template's layout (``### Role:`` and a
+    newline before each turn's text, a blank line between turns), each piece encoded alone, then joined."""
     enc = lambda s: tok.backend_tokenizer.encode(s, add_special_tokens=False).ids  # noqa: E731
-    eot = tok.convert_tokens_to_ids(EOT)
     ids, mask, per_turn = [], [], []
-    for m in conv:
+    for k, m in enumerate(conv):
+        head = enc(("\n\n" if k else "") + f"### {m['role'].capitalize()}:\n")
+        body = enc(m["content"])
         if m["role"] == "assistant":
-            head, body = enc("assistant:\n"), enc(m["content"]) + [eot]
             per_turn.append({"input_ids": ids + head + body, "loss_mask": [0] * (len(ids) + len(head)) + [1] * len(body)})
-            ids, mask = ids + head + body, mask + [0] * len(head) + [1] * len(body)
-        else:
-            piece = enc(f"{m['role']}:\n") + enc(m["content"]) + [eot]
-            ids, mask = ids + piece, mask + [0] * len(piece)
+        ids, mask = ids + head + body, mask + [0] * len(head) + [int(m["role"] == "assistant")] * len(body)
     return per_turn, {"input_ids": ids, "loss_mask": mask}
 
 
@@ -76,26 +71,27 @@ def run(tgt, drf, data):
     return res
 
 
-@pytest.mark.parametrize("template, method", [(TAGGED, "generation"), (PLAIN, "prefix")])
-def test_conversation_prepared_and_reference_give_the_same_accept_lengths(world, template, method):
+@pytest.mark.parametrize("template, method", [(None, "generation"), ("plain", "prefix")])
+def test_conversation_prepared_and_reference_give_the_same_accept_lengths(world, smoke_demo, template, method):
     tmp, tgt, drf, convs, path = world
-    tgt.tokenizer.chat_template = template
-    tok_dir = tmp / f"tok-{method}"
-    tgt.tokenizer.save_pretrained(str(tok_dir))
+    tok_dir = str(smoke_demo / "tokenizer")                          # the demo's tokenizer, its own templates
     refs = [reference(tgt.tokenizer, c) for c in convs]
     ref_per_turn = [r for per, _ in refs for r in per]
     ref_all = [a for _, a in refs]
     results = {}
     for layout in ("per-turn", "all-turns"):
         out = tmp / f"{method}-{layout}.jsonl"
-        res = prepare(str(tok_dir), str(path), out, all_turns=layout == "all-turns")
+        res = prepare(tok_dir, str(path), out, all_turns=layout == "all-turns", chat_template=template)
         assert dict(res.tally.methods) == {method: len(ref_per_turn) if layout == "per-turn" else len(ref_all)}
         rows = [json.loads(x) for x in out.read_text().splitlines()]
         want = ref_per_turn if layout == "per-turn" else ref_all
         assert [(r["input_ids"], r["loss_mask"]) for r in rows] == [(w["input_ids"], w["loss_mask"]) for w in want]
         results[f"prepared {layout}"] = run(tgt, drf, str(out))
         results[f"reference {layout}"] = run(tgt, drf, want)
-    results["conversation file"] = run(tgt, drf, str(path))                   # on the fly, per-turn
+        results[f"conversation file {layout}"] = run(tgt, drf, chat_dataset(
+            str(path), tok_dir, all_turns=layout == "all-turns", chat_template=template))     # on the fly
+    if template is None:
+        results["conversation file, the target's tokenizer"] = run(tgt, drf, str(path))
     base = results["reference per-turn"]
     assert base.n_chains > 20 and (base.chains["accepted"] > 0).mean() > 0.2   # a real, non-trivial acceptance
     for name, r in results.items():
@@ -110,7 +106,6 @@ def test_the_exact_loop_decodes_each_reply_of_an_all_turns_row(world):
     """The exact loop (a real speculative decode with the target) restarts at each reply of an all-turns row:
     the same verify steps as the per-turn rows."""
     tmp, tgt, drf, convs, _ = world
-    tgt.tokenizer.chat_template = PLAIN
     refs = [reference(tgt.tokenizer, c) for c in convs[:2]]
     w = drf.config.get("workbench", {}).get("trained_taps")
     wiring = ",".join(w) if w else None
@@ -121,35 +116,48 @@ def test_the_exact_loop_decodes_each_reply_of_an_all_turns_row(world):
 
 
 def test_mt_bench_to_accept_lengths_in_two_commands(world, smoke_demo, tmp_path, capsys):
-    """regenerate (each second turn asked after the target's own first answer), then accept."""
-    import shutil
-
+    """The demo's MT-bench-style questions.jsonl: regenerate (each second turn asked after the target's own first
+    answer, rendered with the target's chat template), then accept."""
     from workbench.cli import main as cli_main
 
     _, tgt, _, _, _ = world
-    target = tmp_path / "target"
-    shutil.copytree(smoke_demo / "target", target)
-    tgt.tokenizer.chat_template = PLAIN
-    tgt.tokenizer.save_pretrained(str(target))                       # the target folder with a chat template
-    q = tmp_path / "question.jsonl"
-    q.write_text("".join(json.dumps({"question_id": 81 + i, "category": "writing" if i % 2 else "coding",
-                                     "turns": [u, "def shorter(self):"]}) + "\n"
-                         for i, (u, _) in enumerate(texts(smoke_demo, tgt.tokenizer, 3))))
+    q = smoke_demo / "questions.jsonl"
+    questions = [json.loads(x) for x in q.read_text().splitlines()]
+    assert len(questions) == 8 and all(len(x["turns"]) == 2 for x in questions)
     out = tmp_path / "mtbench-target.jsonl"
-    assert cli_main(["regenerate", "--target", str(target), "--data", str(q), "--out", str(out),
+    assert cli_main(["regenerate", "--target", str(smoke_demo / "target"), "--data", str(q), "--out", str(out),
                      "--max-new-tokens", "12", "--quiet"]) == 0
     rows = [json.loads(x) for x in out.read_text().splitlines()]
-    assert len(rows) == 6 and {r["generation"]["by"] for r in rows} == {"target"}
-    assert [r["prepared"]["turn"] for r in rows[:2]] == [1, 3] and {r["source"] for r in rows} == {"writing", "coding"}
+    assert len(rows) == 16 and {r["generation"]["by"] for r in rows} == {"target"}
+    assert [r["prepared"]["turn"] for r in rows[:2]] == [1, 3]
+    assert {r["source"] for r in rows} == {x["category"] for x in questions}
     first, second = rows[0], rows[1]
     answer = tgt.tokenizer.decode(first["input_ids"][first["n_prompt_tokens"]:], skip_special_tokens=True).strip()
     prompt2 = tgt.tokenizer.decode(second["input_ids"][:second["n_prompt_tokens"]])
-    assert f"assistant:\n{answer}<|endoftext|>user:\ndef shorter(self):<|endoftext|>assistant:\n" in prompt2
+    assert prompt2 == (f"### User:\n{questions[0]['turns'][0]}\n\n### Assistant:\n{answer}\n\n"
+                       f"### User:\n{questions[0]['turns'][1]}\n\n### Assistant:\n")
     assert all(0 < r["n_response_tokens"] <= 12 for r in rows)
     capsys.readouterr()
-    assert cli_main(["accept", "--target", str(target), "--draft", str(smoke_demo / "draft-aligned"), "--data",
-                     str(out), "--quiet"]) == 0
+    assert cli_main(["accept", "--target", str(smoke_demo / "target"), "--draft", str(smoke_demo / "draft-aligned"),
+                     "--data", str(out), "--quiet"]) == 0
     assert "accept length" in capsys.readouterr().out
+
+
+def test_demo_chat_file_both_template_variants(smoke_demo):
+    """val-chat.jsonl under the demo's two templates: the same rows and masks, the mask named by its method, and the
+    replies are the target's greedy answers (up to the text round trip of a cut reply)."""
+    from workbench.load import agreement
+
+    tgt = inputs.target(str(smoke_demo / "target"), progress=False)
+    lines = (smoke_demo / "val-chat.jsonl").read_text().splitlines()
+    assert len(lines) >= 12 and all(len(json.loads(x)["messages"]) == 2 for x in lines)
+    tagged = chat_dataset(str(smoke_demo / "val-chat.jsonl"), str(smoke_demo / "tokenizer"))
+    plain = chat_dataset(str(smoke_demo / "val-chat.jsonl"), str(smoke_demo / "target"), chat_template="plain")
+    assert tagged.chat["methods"] == {"generation": len(lines)} and plain.chat["methods"] == {"prefix": len(lines)}
+    assert "with generation tags" in tagged.chat["template"] and "(plain)" in plain.chat["template"]
+    assert [(r["input_ids"], r["loss_mask"]) for r in tagged.rows()] == [(r["input_ids"], r["loss_mask"])
+                                                                          for r in plain.rows()]
+    assert agreement.measure(tgt, tagged).share > 0.9
 
 
 def test_regenerate_refuses_all_turns_rows():

@@ -10,7 +10,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('build', 'recipe', 'samples', 'story', 'target')
+MODULES = ('build', 'chat', 'recipe', 'samples', 'story', 'target')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -24,6 +24,15 @@ _WHERE = {
     'DEMO_PATHS': 'build',
     'BUILD_TIME': 'build',
     'fill_paths': 'build',
+    'N_QUESTIONS': 'build',
+    'TAGGED': 'chat',
+    'PLAIN': 'chat',
+    'TEMPLATES': 'chat',
+    'CHAT': 'chat',
+    'QUESTIONS': 'chat',
+    'add_templates': 'chat',
+    'chat_prompts': 'chat',
+    'write_chat_files': 'chat',
     'FOREIGN': 'recipe',
     'SAMPLED_TEMPERATURES': 'recipe',
     'STDLIB_MODULES': 'recipe',

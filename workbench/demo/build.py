@@ -8,7 +8,9 @@
 What gets built into ``out`` (every piece with the library's own code paths):
 
 - ``tokenizer/``: a byte-level BPE (``tokenizers``) trained on the standard library's own source
-  and docstrings, wrapped in ``PreTrainedTokenizerFast`` (``AutoTokenizer.from_pretrained`` loads it).
+  and docstrings, wrapped in ``PreTrainedTokenizerFast`` (``AutoTokenizer.from_pretrained`` loads it), with
+  a chat template in two variants: the default with ``{% generation %}`` tags, ``plain`` without
+  (:mod:`workbench.demo.chat`).
 - ``target/``: a ``LlamaForCausalLM`` (N ≥ 8 decoder layers) trained briefly with a plain torch loop,
   saved with ``save_pretrained`` and reloaded through :func:`workbench.capture.load_target`.
   It carries a fixed "massive" constant in ``L{N-4}`` that the next layer removes (:func:`set_massive`),
@@ -20,6 +22,8 @@ What gets built into ``out`` (every piece with the library's own code paths):
 - ``val-foreign.jsonl``: val's prompts with the stdlib text's own continuation (:func:`foreign_rows`);
   ``val-T0.3.jsonl``, ``val-T0.7.jsonl``, ``val-T1.0.jsonl``: val's prompts with responses sampled
   from the target through :func:`workbench.regenerate.regenerate` (:func:`sampled_files`).
+- ``val-chat.jsonl``: conversations over val's prompts whose replies are the target's own greedy answers to
+  the chat-rendered prompts; ``questions.jsonl``: an MT-bench-style prompt file (two turns per question).
 - ``draft-mismatched/``: an EAGLE-3 draft trained on ``embed,L1,L{N//2-1}`` whose config says ids
   ``[1, N//2-1, N-4]`` (SGLang serves ``L1,L{N//2-1},L{N-4}``): the classic bug.
 - ``draft-aligned/``: the same recipe trained on ``L1,L{N//2-1},L{N-4}``: the healthy reference.
@@ -50,6 +54,7 @@ from workbench import rows as data
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 from workbench.core.sampling import Sampling, sampled_name
+from workbench.demo.chat import CHAT, QUESTIONS, add_templates, write_chat_files
 from workbench.demo.recipe import (
     EOS,
     FOREIGN,
@@ -78,7 +83,8 @@ from workbench.model import capture, checkpoint, draft, train
 from workbench.model.capture import hf_progress
 
 MANIFEST = "manifest.json"
-FORMAT = 4  # bump when the layout of the demo changes: older builds are then rebuilt
+N_QUESTIONS = 8   # questions.jsonl: MT-bench-style records of two turns
+FORMAT = 5  # bump when the layout of the demo changes: older builds are then rebuilt
 
 # ----------------------------------------------------------------------------------------- text
 
@@ -189,6 +195,8 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
     t = time.perf_counter()
     text = corpus(cfg.n_modules)
     tokenizer = train_tokenizer(text["train"], cfg.vocab_size, tmp / "tokenizer")
+    add_templates(tokenizer)                                     # the demo's chat template, two variants
+    tokenizer.save_pretrained(str(tmp / "tokenizer"))
     vocab = len(tokenizer)
     timings["tokenizer"] = round(time.perf_counter() - t, 2)
     say(f"tokenizer: {vocab} tokens from {len(text['files'])} stdlib files ({timings['tokenizer']} s)")
@@ -222,6 +230,13 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
 
     t = time.perf_counter()
     with deterministic_seed(seed):
+        chat_info = write_chat_files(target, tmp, val_prompts, response_len=cfg.response_len, n_questions=N_QUESTIONS)
+    timings["chat"] = round(time.perf_counter() - t, 2)
+    say(f"chat: {CHAT} ({chat_info['conversations']} conversations), {QUESTIONS} ({chat_info['questions']} "
+        f"questions) ({timings['chat']} s)")
+
+    t = time.perf_counter()
+    with deterministic_seed(seed):
         sampled_s = sampled_files(target, tmp, SAMPLED_TEMPERATURES, seed)
     timings["sampled"] = round(time.perf_counter() - t, 2)
     say(f"sampled: {', '.join(sampled_s)} ({timings['sampled']} s)")
@@ -245,7 +260,8 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
     return {
         "format": FORMAT, "size": size, "seed": seed, "config": asdict(cfg),
         "files": ["tokenizer", "target", "train.jsonl", "val.jsonl", FOREIGN,
-                  *[sampled_name(t) for t in SAMPLED_TEMPERATURES], "draft-mismatched", "draft-aligned"],
+                  *[sampled_name(t) for t in SAMPLED_TEMPERATURES], CHAT, QUESTIONS, "draft-mismatched",
+                  "draft-aligned"],
         "file_notes": file_notes(cfg.response_len),
         "text": {"stdlib": sysconfig.get_paths()["stdlib"], "files": text["files"], "heldout": text["heldout"]},
         "target": {"n_layers": cfg.n_layers, "hidden_size": cfg.hidden_size, "head_dim": cfg.attn_head_dim,
@@ -254,7 +270,8 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
                    "losses": tinfo["losses"], "final_loss": tinfo["losses"][-1]},
         "data": {"n_train": len(train_rows), "n_val": len(val_rows), "prompt_len": cfg.prompt_len,
                  "response_len": cfg.response_len, "sources": list(SOURCES),
-                 "responses": {"train": response_stats(train_rows), "val": response_stats(val_rows)}},
+                 "responses": {"train": response_stats(train_rows), "val": response_stats(val_rows)},
+                 "chat": chat_info},
         "taps": demo_taps(cfg.n_layers), "tap_stats": taps_info, "story": story, "drafts": drafts, "timings": timings, "versions": _versions(),
     }
 

@@ -240,6 +240,11 @@ def file_notes(response_len: int) -> dict:
                           "notebooks measure on",
              FOREIGN: "val.jsonl's prompts, responses = the stdlib text's own continuation (same length): "
                       "data the target did not write (generation.by = 'corpus')"}
+    notes["val-chat.jsonl"] = ("conversations over val.jsonl's prompts (decoded to text as the user turn) whose replies "
+                               "are the target's own greedy answers to the chat-rendered prompt (the tokenizer's "
+                               f"default chat template; at most {response_len} tokens, EOS stopping, stripped text)")
+    notes["questions.jsonl"] = ("an MT-bench-style prompt file (question_id, category, two turns) over val prompts: "
+                                "workbench regenerate, then workbench accept (docs/data.md)")
     for t in SAMPLED_TEMPERATURES:
         notes[sampled_name(t)] = (f"val.jsonl's prompts, responses sampled from the target at temperature {t:g} "
                                   "(top_p 1, top_k -1, seed = the demo's seed; workbench.live.regenerate, HF "
