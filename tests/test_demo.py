@@ -118,7 +118,7 @@ def test_smoke_target_and_tokenizer_load_offline_with_from_pretrained(smoke_demo
     assert model.config.vocab_size == len(tok) == demo.read_manifest(smoke_demo)["target"]["vocab_size"]
     for folder in ("tokenizer", "target"):              # the chat template in two variants, as users load it
         t = AutoTokenizer.from_pretrained(str(smoke_demo / folder)).chat_template
-        assert set(t) == {"default", "plain"} and "{% generation %}" in t["default"] and "generation" not in t["plain"]
+        assert set(t) == {"default", "plain"} and "{% generation %}" in t["default"] and "{% generation %}" not in t["plain"]
 
 
 def test_smoke_rows_follow_the_seed_schema_and_responses_are_the_targets_greedy_tokens(smoke_demo):
