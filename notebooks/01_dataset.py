@@ -32,6 +32,8 @@ target = ""          # target model folder (HF format) for the greedy agreement,
 device = "cpu"       # cpu, cuda, cuda:N (the target's one pass for the agreement)
 foreign = ""         # data the target did not write, shown next to `data`, empty: <demo>/val-foreign.jsonl if the demo has it
 regenerate_limit = 64  # foreign rows to regenerate and compare before/after (0: all)
+chat = ""            # conversations (SpecForge / ShareGPT / OpenAI messages), empty: <demo>/val-chat.jsonl if the demo has it
+chat_templates = ""  # chat templates of `tokenizer` to compare, comma-separated (e.g. "default,plain"), empty: all it has
 
 # %%
 from workbench.report import record_headline, setup_notebook
@@ -173,6 +175,49 @@ if foreign:
     else:
         print("(the estimates before/after need the demo's draft: shown for the demo target only)")
 
+# %% [markdown]
+# ## Conversations through the target's chat template
+# Most data is held as conversations, not token ids. `chat` is tokenised with the target's own chat template
+# (transformers' `apply_chat_template`), one row per reply with its history as the server sees it
+# (`workbench prepare` writes the same rows to a file; docs/data.md). The loss mask covers the replies: from
+# the template's `{% generation %}` tags when it has them (mask method **generation**), else from speculators'
+# per-turn prefix method (**prefix**: the history with the generation prompt must be a token prefix of the
+# history with the reply). The demo's tokenizer carries its template in two variants, with the tags
+# (`default`) and without (`plain`): both must give the same rows. Below, the rendered template of one row:
+# green, the masked reply tokens the draft is measured on; grey, the template's text and the history.
+
+# %%
+from workbench.load import chat as wb_chat
+
+chat = chat or (os.path.join(demo_dir, "val-chat.jsonl") if demo_dir else "")
+chat_cmp = None
+if not chat:
+    print("no conversations: set `chat` to a conversation file (docs/data.md lists the layouts)")
+elif not os.path.exists(chat):
+    print(f"{chat} does not exist: this demo was built before the demo gained its chat file (rebuild it with "
+          f"`make demo`), or set `chat` to a file of your own; skipping this section")
+else:
+    print(wb_chat.describe_conversations(chat, tokenizer, limit=None))
+    chat_cmp = wb_chat.compare_templates(chat, tokenizer, [n for n in chat_templates.split(",") if n] or None)
+    display(table(chat_cmp.to_frame(), {
+        "template": "the tokenizer's chat template (default, or a named one: --chat-template NAME)",
+        "generation tags": "does the template mark the replies with {% generation %}?",
+        "mask method": "how the reply tokens were found: generation tags, else the per-turn prefix method",
+        "rows": "one row per reply", "masked tokens": "reply tokens in the loss mask",
+        f"same rows as {next(iter(chat_cmp.datasets))}": "the same token ids and masks as the first template"}))
+    print("every template gives the same rows" if chat_cmp.agree else
+          "the templates give different rows: the mask methods disagree on what a reply is")
+
+# %%
+if chat_cmp is not None:
+    chat_ds = next(iter(chat_cmp.datasets.values()))
+    display(widgets.sample_explorer(chat_ds, sample=0))
+    agree_chat = agreement.measure(tgt, chat_ds)
+    print(f"{os.path.basename(chat)}: {agree_chat.headline()}")
+    print("(a reply stored as text is tokenised again: where the target wrote a word in pieces the tokenizer would "
+          "merge, e.g. 'l','e' -> 'le', the ids differ from what it generated; `workbench regenerate` on the "
+          "conversation file writes the generated ids themselves)" if agree_chat.share < 0.98 else "")
+
 # %%
 v = inspection.validation
 record_headline("01_dataset", {
@@ -183,4 +228,6 @@ record_headline("01_dataset", {
     "greedy agreement": agree.share,
     **({"greedy agreement · foreign (before → after regenerate)":
         f"{agree_before.share:.3f} → {agree_regen.share:.3f}"} if regenerated else {}),
+    **({"chat file": os.path.basename(chat), "chat mask methods": {n: d.chat["methods"] for n, d in chat_cmp.datasets.items()},
+        "chat templates agree": chat_cmp.agree, "chat greedy agreement": agree_chat.share} if chat_cmp is not None else {}),
 });

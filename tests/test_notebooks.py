@@ -141,6 +141,13 @@ def test_every_notebook_runs_on_the_smoke_demo(report_dir, smoke_demo):
     assert 0.9 <= head["01_dataset"]["greedy agreement"] <= 1.0
     before, after = head["01_dataset"]["greedy agreement · foreign (before → after regenerate)"].split(" → ")
     assert float(before) < 0.98 and float(after) >= 0.99
+    # the demo's conversations, under its two chat templates: the same rows, each mask method named
+    assert head["01_dataset"]["chat file"] == "val-chat.jsonl" and head["01_dataset"]["chat templates agree"] is True
+    n_chat = len((Path(smoke_demo) / "val-chat.jsonl").read_text().splitlines())
+    assert head["01_dataset"]["chat mask methods"] == {"default": {"generation": n_chat}, "plain": {"prefix": n_chat}}
+    assert 0.9 <= head["01_dataset"]["chat greedy agreement"] <= 1.0
+    page = (report_dir / "01_dataset.html").read_text()
+    assert "### Assistant:" in _visible_text(page) and "mask method: generation" in _visible_text(page)
     assert head["02_wiring"]["draft trained on"] == ",".join(manifest["drafts"]["draft-mismatched"]["trained_taps"])
     assert head["02_wiring"]["SGLang feeds"] == ",".join(manifest["drafts"]["draft-mismatched"]["sglang_taps"])
     assert head["02_wiring"]["mean cos(embed, layer taps)"] < head["02_wiring"]["mean cos(L1, other layer taps)"]

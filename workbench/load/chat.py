@@ -89,6 +89,20 @@ def pick_template(tokenizer, template: str | None = None, where: str = "tokenize
     return t, "default"
 
 
+def template_names(tokenizer) -> list[str]:
+    """The names of the tokenizer's chat templates (``default`` first), [] when it has none.
+
+        >>> class Tok: chat_template = {"plain": "B", "default": "A"}
+        >>> template_names(Tok())
+        ['default', 'plain']
+    """
+    if is_path(tokenizer):
+        tokenizer = rows_mod.load_tokenizer(tokenizer)
+    found = getattr(tokenizer, "chat_template", None)
+    names = list(found) if isinstance(found, dict) else (["default"] if isinstance(found, str) else [])
+    return sorted(names, key=lambda n: (n != "default", n))
+
+
 @dataclass
 class ChatTemplate:
     """The target's tokenizer and its chat template; ``kwargs`` go to the template (``enable_thinking``, ...);
@@ -262,6 +276,53 @@ def chat_dataset(data, tokenizer, *, vocab_size: int | None = None, all_turns: b
     return ds
 
 
+@dataclass
+class TemplateComparison:
+    """One conversation file tokenised under several chat templates (:func:`compare_templates`): the datasets, and
+    a table of what each template made of it (mask method, rows, masked tokens, the same rows as the first?)."""
+
+    data: str
+    datasets: dict                     # template name -> Dataset (its .chat says template, methods, notices)
+
+    def rows_of(self, name: str) -> list:
+        return [(list(r["input_ids"]), list(r["loss_mask"])) for r in self.datasets[name].rows()]
+
+    def to_records(self) -> list[dict]:
+        first = next(iter(self.datasets))
+        base = self.rows_of(first)
+        out = []
+        for name, ds in self.datasets.items():
+            rows = self.rows_of(name)
+            out.append({"template": name, "generation tags": "without" not in ds.chat["template"],
+                        "mask method": ", ".join(f"{k} ({n} rows)" for k, n in ds.chat["methods"].items()),
+                        "rows": len(rows), "masked tokens": sum(sum(m) for _, m in rows),
+                        f"same rows as {first}": rows == base})
+        return out
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.to_records())
+
+    @property
+    def agree(self) -> bool:
+        """Do all templates give the same ids and masks?"""
+        base = self.rows_of(next(iter(self.datasets)))
+        return all(self.rows_of(n) == base for n in self.datasets)
+
+
+def compare_templates(data, tokenizer, names=None, *, all_turns: bool = False) -> TemplateComparison:
+    """``data`` (a conversation file) tokenised under each of ``names`` (default: every template of the tokenizer,
+    :func:`template_names`): does a template without generation tags (prefix method) mask what one with them does?"""
+    tok = rows_mod.load_tokenizer(tokenizer) if is_path(tokenizer) else tokenizer
+    names = list(names) if names else template_names(tok)
+    if not names:
+        raise WorkbenchError(f"{tokenizer}: the tokenizer has no chat template (expected chat_template in "
+                             "tokenizer_config.json or chat_template.jinja)")
+    return TemplateComparison(str(data), {n: chat_dataset(data, tok, all_turns=all_turns, chat_template=n)
+                                          for n in names})
+
+
 def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, limit: int | None = None,
                            chat_template: str | None = None) -> str:
     """``workbench inspect`` of a conversation or prompt file: records, turns, roles; with the target's
@@ -302,5 +363,6 @@ def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, lim
     return "\n".join(lines)
 
 
-__all__ = ["describe_conversations", "ChatTemplate", "pick_template", "chat_rows", "chat_dataset", "turn_row", "all_turns_row", "Tally",
+__all__ = ["describe_conversations", "ChatTemplate", "pick_template", "template_names", "compare_templates",
+           "TemplateComparison", "chat_rows", "chat_dataset", "turn_row", "all_turns_row", "Tally",
            "has_generation_tags", "template_name", "GENERATION_TAG", "EMPTY_THINK"]
