@@ -96,7 +96,7 @@ def write_chat_files(target, out: Path, val_prompts: list[tuple], *, response_le
     n_q = min(n_questions, len(texts) // 2)
     with atomic_write(out / QUESTIONS) as f:
         for q in range(n_q):
-            a, b = 2 * q, 2 * q + 1
+            a, b = q, n_q + q                      # sources alternate: code and prose questions, both turns
             f.write(json.dumps({"question_id": 81 + q, "category": val_prompts[a][0], "turns": [texts[a], texts[b]]})
                     + "\n")
     return {"conversations": len(texts) - n_empty, "empty_replies_left_out": n_empty, "questions": n_q,
