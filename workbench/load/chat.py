@@ -271,7 +271,8 @@ def chat_dataset(data, tokenizer, *, vocab_size: int | None = None, all_turns: b
         raise WorkbenchError(f"{data}: no rows (every conversation was dropped: {dict(tally.dropped)})")
     ds = rows_mod.load(rows, tokenizer=tpl.tokenizer, vocab_size=vocab_size)
     ds.name, ds.default_source = f"{data} (tokenised with the {tpl.name} chat template)", str(data)
-    ds.chat = {"template": tpl.describe(), "methods": dict(tally.methods), "notices": list(tally.notices.values()),
+    ds.chat = {"template": tpl.describe(), "generation_tags": tpl.tagged, "methods": dict(tally.methods),
+               "notices": list(tally.notices.values()),
                "dropped": dict(tally.dropped), "layout": "all-turns" if all_turns else "per-turn"}
     return ds
 
@@ -293,7 +294,7 @@ class TemplateComparison:
         out = []
         for name, ds in self.datasets.items():
             rows = self.rows_of(name)
-            out.append({"template": name, "generation tags": "without" not in ds.chat["template"],
+            out.append({"template": name, "generation tags": ds.chat["generation_tags"],
                         "mask method": ", ".join(f"{k} ({n} rows)" for k, n in ds.chat["methods"].items()),
                         "rows": len(rows), "masked tokens": sum(sum(m) for _, m in rows),
                         f"same rows as {first}": rows == base})
