@@ -161,3 +161,49 @@ def test_regenerate_refuses_all_turns_rows():
            "prepared": {"layout": "all-turns", "replies": 2, "file": "chats.jsonl"}}
     with pytest.raises(WorkbenchError, match="all.jsonl:1: an all-turns row .* chats.jsonl"):
         make_job(row, max_new_tokens=None, info=TargetInfo("t", 8, None, frozenset()))
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_live_compare_sends_one_request_per_reply_of_an_all_turns_row(world, engine):
+    """A server verifies each reply in its own request: an all-turns row is sent as one request per reply (the
+    history before it as prompt, the reply's length as max tokens), so `workbench sglang/vllm compare` on the
+    all-turns file and on the per-turn file send the same requests, get the same outputs and the same verdict."""
+    from workbench.live import fake_sglang, fake_vllm, sglang_live, vllm_live
+
+    tmp, tgt, drf, convs, path = world
+    tgt.tokenizer.chat_template = PLAIN
+    tok_dir = tmp / "tok-live"
+    tgt.tokenizer.save_pretrained(str(tok_dir))
+    files = {}
+    for layout in ("per-turn", "all-turns"):
+        files[layout] = tmp / f"live-{layout}.jsonl"
+        prepare(str(tok_dir), str(path), files[layout], all_turns=layout == "all-turns")
+    serve, compare = ((fake_sglang.serve, sglang_live.compare) if engine == "sglang"
+                      else (fake_vllm.serve, vllm_live.compare))
+    kw = {} if engine == "sglang" else {"probe": 0}          # the probes are per row (and seeded by row)
+    got = {}
+    with serve(tgt, drf, K=3) as url:
+        for layout, f in files.items():
+            got[layout] = (compare(url, tgt, drf, str(f), progress=False, **kw), list(url.state.requests))
+            url.state.requests.clear()
+    (per, sent_per), (whole, sent_whole) = got["per-turn"], got["all-turns"]
+    assert len(whole.samples) == len(per.samples) == 2 * len(convs)                 # one request per reply
+    assert [s.reply for s in whole.samples] == [0, 1] * len(convs) and {s.reply for s in per.samples} == {0}
+    assert [(s.prompt_ids, s.output_ids, s.max_new_tokens) for s in whole.samples] == \
+        [(s.prompt_ids, s.output_ids, s.max_new_tokens) for s in per.samples]
+    same = lambda sent: sorted(json.dumps(b, sort_keys=True) for b in sent)  # noqa: E731  (sent concurrently)
+    assert same(sent_whole) == same(sent_per)                                      # exactly the same requests
+    second = whole.samples[1]                                                      # reply 2: its history is the row's
+    row = json.loads(files["all-turns"].read_text().splitlines()[0])
+    first_reply = row["loss_mask"].index(1)
+    assert whole.samples[0].prompt_ids == row["input_ids"][:first_reply]
+    assert second.prompt_ids == row["input_ids"][:len(second.prompt_ids)] and len(second.prompt_ids) > \
+        first_reply + whole.samples[0].max_new_tokens and row["loss_mask"][len(second.prompt_ids) - 1] == 0
+    assert (whole.verdict_code, whole.matched) == (per.verdict_code, per.matched)
+    assert whole.live_accept_length == pytest.approx(per.live_accept_length, abs=1e-12)
+    assert per.live_accept_length > 1.2 and per.ranking()[0]["identical"] == len(per.samples), per.summary()
+    for c in per.candidates:
+        assert whole.offline_accept_length(c.spec) == pytest.approx(per.offline_accept_length(c.spec), abs=1e-12)
+        assert [whole.offline_accept_length(c.spec, i) for i in range(len(whole.samples))] == \
+            pytest.approx([per.offline_accept_length(c.spec, i) for i in range(len(per.samples))], nan_ok=True)
+    assert [d["reply"] for d in whole.per_sample()] == [0, 1] * len(convs)

@@ -293,8 +293,8 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         check["greedy"] = greedy_summary(fp.greedy_mismatches(target, [(s.prompt_ids, s.output_ids) for s in base],
                                                               served_dtype))
     if probe_zero:
-        ref = {s.row: s for s in base}
-        same = [ref[s.row] for s in probe_zero if s.row in ref]
+        ref = {(s.row, s.reply): s for s in base}
+        same = [ref[s.row, s.reply] for s in probe_zero if (s.row, s.reply) in ref]
         use = not metrics_only
         check["near_zero"] = greedy_summary(
             fp.greedy_mismatches(target, [(s.prompt_ids, s.output_ids) for s in probe_zero], served_dtype),
