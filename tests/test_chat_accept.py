@@ -192,7 +192,7 @@ def test_live_compare_sends_one_request_per_reply_of_an_all_turns_row(world, smo
     assert [s.reply for s in whole.samples] == [0, 1] * len(convs) and {s.reply for s in per.samples} == {0}
     assert [(s.prompt_ids, s.output_ids, s.max_new_tokens) for s in whole.samples] == \
         [(s.prompt_ids, s.output_ids, s.max_new_tokens) for s in per.samples]
-    same = lambda sent: sorted(json.dumps(b, sort_keys=True) for b in sent)  # noqa: E731  (sent concurrently)
+    same = lambda sent: sorted(json.dumps(b, sort_keys=True) for b in sent)  # sent concurrently
     assert same(sent_whole) == same(sent_per)                                      # exactly the same requests
     second = whole.samples[1]                                                      # reply 2: its history is the row's
     row = json.loads(files["all-turns"].read_text().splitlines()[0])
@@ -268,7 +268,7 @@ def test_an_interrupted_conversation_run_resumes_after_its_last_complete_round(w
     _, tgt, _, _, _ = world
     tgt.tokenizer.chat_template = PLAIN
     q = mt_bench(tmp_path / "question.jsonl", texts(smoke_demo, tgt.tokenizer, 4))
-    kw = dict(max_new_tokens=10, batch_size=2, progress=False)
+    kw = {"max_new_tokens": 10, "batch_size": 2, "progress": False}
     with count_forwards(tgt.model) as c_full:
         full = regenerate_chats(tgt, q, tmp_path / "full.jsonl", **kw)
 

@@ -16,7 +16,11 @@ OUT.part are kept).
 Exit codes: 0 done, 1 done but some rows were skipped, 2 bad input.
 """
 
-from workbench.cli import add_chat_template_arguments, add_device_arguments, chat_template_kwargs
+from workbench.cli import (
+    add_chat_template_arguments,
+    add_device_arguments,
+    chat_template_kwargs,
+)
 
 NAME = "regenerate"
 HELP = "replace the data's responses with the target's own greedy (or sampled) continuation"
@@ -60,11 +64,10 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from workbench.core.devices import parse_dtype, resolve_device
+    from workbench.core.errors import WorkbenchError
     from workbench.core.files import write_json
     from workbench.core.sampling import Sampling
     from workbench.live.regenerate import regenerate
-
-    from workbench.core.errors import WorkbenchError
     from workbench.rows.conversations import sniff
 
     kwargs = chat_template_kwargs(args.chat_template_kwargs)
