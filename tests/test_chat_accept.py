@@ -169,3 +169,143 @@ def test_regenerate_refuses_all_turns_rows():
            "prepared": {"layout": "all-turns", "replies": 2, "file": "chats.jsonl"}}
     with pytest.raises(WorkbenchError, match="all.jsonl:1: an all-turns row .* chats.jsonl"):
         make_job(row, max_new_tokens=None, info=TargetInfo("t", 8, None, frozenset()))
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_live_compare_sends_one_request_per_reply_of_an_all_turns_row(world, smoke_demo, engine):
+    """A server verifies each reply in its own request: an all-turns row is sent as one request per reply (the
+    history before it as prompt, the reply's length as max tokens), so `workbench sglang/vllm compare` on the
+    all-turns file and on the per-turn file send the same requests, get the same outputs and the same verdict."""
+    from workbench.live import fake_sglang, fake_vllm, sglang_live, vllm_live
+
+    tmp, tgt, _, convs, path = world
+    drf = inputs.draft(str(smoke_demo / "draft-aligned"), tgt)          # its own copy: a server changes it in place
+    tgt.tokenizer.chat_template = PLAIN
+    tok_dir = tmp / "tok-live"
+    tgt.tokenizer.save_pretrained(str(tok_dir))
+    files = {}
+    for layout in ("per-turn", "all-turns"):
+        files[layout] = tmp / f"live-{layout}.jsonl"
+        prepare(str(tok_dir), str(path), files[layout], all_turns=layout == "all-turns")
+    serve, compare = ((fake_sglang.serve, sglang_live.compare) if engine == "sglang"
+                      else (fake_vllm.serve, vllm_live.compare))
+    kw = {} if engine == "sglang" else {"probe": 0}          # the probes are per row (and seeded by row)
+    got = {}
+    with serve(tgt, drf, K=3) as url:
+        for layout, f in files.items():
+            got[layout] = (compare(url, tgt, drf, str(f), progress=False, **kw), list(url.state.requests))
+            url.state.requests.clear()
+    (per, sent_per), (whole, sent_whole) = got["per-turn"], got["all-turns"]
+    assert len(whole.samples) == len(per.samples) == 2 * len(convs)                 # one request per reply
+    assert [s.reply for s in whole.samples] == [0, 1] * len(convs) and {s.reply for s in per.samples} == {0}
+    assert [(s.prompt_ids, s.output_ids, s.max_new_tokens) for s in whole.samples] == \
+        [(s.prompt_ids, s.output_ids, s.max_new_tokens) for s in per.samples]
+    same = lambda sent: sorted(json.dumps(b, sort_keys=True) for b in sent)  # sent concurrently
+    assert same(sent_whole) == same(sent_per)                                      # exactly the same requests
+    second = whole.samples[1]                                                      # reply 2: its history is the row's
+    row = json.loads(files["all-turns"].read_text().splitlines()[0])
+    first_reply = row["loss_mask"].index(1)
+    assert whole.samples[0].prompt_ids == row["input_ids"][:first_reply]
+    assert second.prompt_ids == row["input_ids"][:len(second.prompt_ids)] and len(second.prompt_ids) > \
+        first_reply + whole.samples[0].max_new_tokens and row["loss_mask"][len(second.prompt_ids) - 1] == 0
+    assert (whole.verdict_code, whole.matched) == (per.verdict_code, per.matched)
+    assert whole.live_accept_length == pytest.approx(per.live_accept_length, abs=1e-12)
+    assert per.live_accept_length > 1.2 and per.ranking()[0]["identical"] == len(per.samples), per.summary()
+    for c in per.candidates:
+        assert whole.offline_accept_length(c.spec) == pytest.approx(per.offline_accept_length(c.spec), abs=1e-12)
+        assert [whole.offline_accept_length(c.spec, i) for i in range(len(whole.samples))] == \
+            pytest.approx([per.offline_accept_length(c.spec, i) for i in range(len(per.samples))], nan_ok=True)
+    assert [d["reply"] for d in whole.per_sample()] == [0, 1] * len(convs)
+
+
+def mt_bench(path, pairs):
+    path.write_text("".join(json.dumps({"question_id": 81 + i, "category": "writing" if i % 2 else "coding",
+                                        "turns": [u, "def shorter(self):"]}) + "\n" for i, (u, _) in enumerate(pairs)))
+    return path
+
+
+def test_mt_bench_through_vllm_equals_the_hf_target_and_chat_template_options(world, smoke_demo, tmp_path, capsys):
+    """`workbench regenerate --server vllm --url URL --chat-template FILE --chat-template-kwargs JSON` on an MT-bench
+    file: each turn asked through /v1/completions (the vLLM stand-in, stopping at EOS as vLLM does) gives the rows
+    the HF target gives, token for token; the template is the file's, its variables the JSON's."""
+    import shutil
+
+    from workbench.cli import main as cli_main
+    from workbench.live.chat_regen import regenerate_chats
+    from workbench.live.fake_vllm import serve
+
+    _, tgt, _, _, _ = world
+    target = tmp_path / "target"
+    shutil.copytree(smoke_demo / "target", target)
+    tgt.tokenizer.chat_template = TAGGED                                 # the default: not the one asked for
+    tgt.tokenizer.save_pretrained(str(target))
+    jinja = tmp_path / "shout.jinja"
+    jinja.write_text("{{ banner }}" + PLAIN.replace("{{ m.role }}:", "{{ m.role | upper }}:"))
+    q = mt_bench(tmp_path / "question.jsonl", texts(smoke_demo, tgt.tokenizer, 3))
+    opts = ["--chat-template", str(jinja), "--chat-template-kwargs", '{"banner": "BANNER "}']
+    hf = regenerate_chats(tgt, q, tmp_path / "hf.jsonl", max_new_tokens=24, chat_template=str(jinja),
+                          chat_template_kwargs={"banner": "BANNER "}, progress=False)
+    drf = inputs.draft(str(smoke_demo / "draft-aligned"), tgt)
+    with serve(tgt, drf, K=3) as url:
+        assert cli_main(["regenerate", "--target", str(target), "--data", str(q), "--out", str(tmp_path / "v.jsonl"),
+                         "--max-new-tokens", "24", "--server", "vllm", "--url", url, "--quiet", *opts]) == 0
+        sent = url.state.requests
+    a = [json.loads(x) for x in (tmp_path / "hf.jsonl").read_text().splitlines()]
+    b = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert len(a) == len(b) == 6 and len(sent) == 6 and hf.complete
+    assert [r["input_ids"] for r in b] == [r["input_ids"] for r in a]               # token for token
+    assert [r["generation"]["finish"] for r in b] == [r["generation"]["finish"] for r in a]
+    assert {(r["generation"]["by"], r["generation"]["server"]) for r in b} == {("server", "vllm")}
+    assert b[0]["prepared"]["template_sha256"] == a[0]["prepared"]["template_sha256"]
+    second = tgt.tokenizer.decode(b[1]["input_ids"][:b[1]["n_prompt_tokens"]])
+    assert second.startswith("BANNER USER:\n") and "ASSISTANT:\n" in second and second.endswith("assistant:\n")
+    capsys.readouterr()
+    assert cli_main(["regenerate", "--target", str(target), "--data", str(q), "--out", str(tmp_path / "x.jsonl"),
+                     "--chat-template-kwargs", "[1]", "--quiet"]) == 2
+    assert "error: --chat-template-kwargs: got list [1]: expected a JSON object" in capsys.readouterr().err
+
+
+def test_an_interrupted_conversation_run_resumes_after_its_last_complete_round(world, smoke_demo, tmp_path):
+    """regenerate_chats writes each finished round to OUT.part: a run killed in round 2 resumes there (round 1 is
+    not asked again) and gives exactly the uninterrupted run's file; other settings are refused with one line; a
+    finished OUT is reported as done."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.live.chat_regen import regenerate_chats
+    from workbench.model.capture import count_forwards
+
+    _, tgt, _, _, _ = world
+    tgt.tokenizer.chat_template = PLAIN
+    q = mt_bench(tmp_path / "question.jsonl", texts(smoke_demo, tgt.tokenizer, 4))
+    kw = {"max_new_tokens": 10, "batch_size": 2, "progress": False}
+    with count_forwards(tgt.model) as c_full:
+        full = regenerate_chats(tgt, q, tmp_path / "full.jsonl", **kw)
+
+    class Killed(Exception):
+        pass
+
+    out = tmp_path / "out.jsonl"
+    calls = {"n": 0}
+
+    def boom(module, args, kwargs):                # killed in round 2 (once round 1 is written), a few steps in
+        if (tmp_path / "out.jsonl.part").exists() and (tmp_path / "out.jsonl.part").stat().st_size:
+            calls["n"] += 1
+            if calls["n"] > 2:
+                raise Killed()
+
+    h = tgt.model.register_forward_pre_hook(boom, with_kwargs=True)
+    try:
+        with pytest.raises(Killed):
+            regenerate_chats(tgt, q, out, **kw)
+    finally:
+        h.remove()
+    part = [json.loads(x) for x in (tmp_path / "out.jsonl.part").read_text().splitlines()]
+    assert not out.exists() and [r["generation"]["turn"] for r in part] == [0] * 4        # round 1 only, whole
+    with pytest.raises(WorkbenchError, match=r"made with other settings \(max_new_tokens: 10, now 11\)"):
+        regenerate_chats(tgt, q, out, **{**kw, "max_new_tokens": 11})
+    with count_forwards(tgt.model) as c:
+        res = regenerate_chats(tgt, q, out, **kw)
+    assert (res.n_resumed, res.n_new) == (4, 4) and 0 < c["samples"] < c_full["samples"]   # round 2 only
+    assert out.read_text() == (tmp_path / "full.jsonl").read_text() and full.n_new == 8
+    assert not (tmp_path / "out.jsonl.part").exists() and not (tmp_path / "out.jsonl.part.json").exists()
+    done = regenerate_chats(tgt, q, out, **kw)                                          # finished: reported, not redone
+    assert done.complete and (done.n_resumed, done.n_new, done.n_rows) == (8, 0, 8)

@@ -469,6 +469,59 @@ def test_server_path_equals_the_hf_path_and_sends_explicit_sampling(tmp_path):
     assert r1.n_rows == 6
 
 
+def test_vllm_path_equals_the_hf_path_token_for_token(tmp_path, capsys):
+    """`workbench regenerate --server vllm --url URL`: /v1/completions on token ids through the vLLM stand-in (which
+    stops at the target's EOS like vLLM, unless ignore_eos) gives the HF path's rows, EOS cut and finish included."""
+    from workbench.live.fake_vllm import serve
+
+    prompts = random_prompts(8, lo=3)
+    greedy = [g.tokens for g in generate_hf(tiny_target(max_pos=128), jobs_of(prompts, [12] * 8), agreement=False)]
+    eos = next(t for t in range(V) if 2 <= sum(t in g[1:] for g in greedy) < 8)     # EOS inside some outputs
+    target = tiny_target(eos=eos, max_pos=128)                                      # the same weights
+    draft = _draft_for(target)
+    target.model.save_pretrained(tmp_path / "target")
+    src = write(tmp_path / "in.jsonl", rows_of(prompts, [[1] * 12] * 8))
+    with serve(target, draft, K=3) as url:
+        for ignore in (False, True):
+            tag = "ign" if ignore else "eos"
+            hf = regenerate(target, src, tmp_path / f"hf-{tag}.jsonl", ignore_eos=ignore, progress=False)
+            rc = main(["regenerate", "--target", str(tmp_path / "target"), "--data", src, "--out",
+                       str(tmp_path / f"vllm-{tag}.jsonl"), "--server", "vllm", "--url", url, "--quiet"]
+                      + (["--ignore-eos"] if ignore else []))
+            assert rc == 0, capsys.readouterr().err
+            a, b = data.load(tmp_path / f"hf-{tag}.jsonl").rows(), data.load(tmp_path / f"vllm-{tag}.jsonl").rows()
+            assert [r["input_ids"] for r in b] == [r["input_ids"] for r in a]
+            assert [r["generation"]["finish"] for r in b] == [r["generation"]["finish"] for r in a]
+            if not ignore:
+                assert {r["generation"]["finish"] for r in a} == {"eos", "length"}      # both endings are covered
+            g = b[0]["generation"]
+            assert (g["by"], g["model"], g["server"]) == ("server", "fake-target", "vllm") and hf.n_rows == 8
+        sent = url.state.requests[-1]
+    assert sent["model"] == "fake-target" and sent["return_token_ids"] is True and sent["ignore_eos"] is True
+    assert (sent["temperature"], sent["top_p"], sent["top_k"], sent["min_p"]) == (0.0, 1.0, 0, 0.0)
+    assert sent["max_tokens"] == 12 and "seed" not in sent and "sampling_params" not in sent
+
+    # sampled with a seed: vLLM's names, one seed per row
+    def sampler(prompt, n, sampling_params):
+        return [(prompt[-1] + i) % V for i in range(n)], []
+
+    with serve(generate=sampler, eos_ids={eos}) as url:
+        regenerate(str(tmp_path / "target"), src, tmp_path / "s.jsonl", url=url, server="vllm",
+                   sampling=Sampling(0.7, top_p=0.9, top_k=12, seed=4), progress=False)
+        bodies = url.state.requests
+    assert {(b["temperature"], b["top_p"], b["top_k"]) for b in bodies} == {(0.7, 0.9, 12)}
+    assert len({b["seed"] for b in bodies}) == 8
+
+    # a server of another vocabulary: one line naming the request
+    capsys.readouterr()
+    with serve(generate=lambda prompt, n: ([V + 3] * n, []), eos_ids=()) as url:
+        assert main(["regenerate", "--target", str(tmp_path / "target"), "--data", src, "--out",
+                     str(tmp_path / "bad.jsonl"), "--server", "vllm", "--url", url, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "/v1/completions (" in err and f"token id {V + 3} outside the target vocab 0..{V - 1}" in err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+
+
 # ─────────────────────────────── the CLI ───────────────────────────────
 
 def test_cli_regenerate(tmp_path, capsys):

@@ -12,7 +12,8 @@ Skipped, loudly (``NO REAL vLLM: ...``), when that environment is missing or the
   the server's ``per_step_accepted`` on >= 15/16 requests and the verdict names it), ``--metrics-only`` (the same
   verdict or "undecided") and T=0.7 over 48 requests (live accept length within the offline interval) on one
   server; a copy of the draft with top-level ids [0, 2, 4] (read before the nested ones: embed,L1,L3); the
-  server without the fix (``WORKBENCH_VLLM_FIX=0``): "server-bug", no wiring named. The numbers are printed
+  server without the fix (``WORKBENCH_VLLM_FIX=0``): "server-bug", no wiring named; ``workbench regenerate
+  --server vllm`` on tokenised rows and on an MT-bench file gives the HF target's greedy rows (the first server). The numbers are printed
   (``MEASURED ...``, run with -s) and written to ``$WORKBENCH_VLLM_REAL_OUT`` when set.
 """
 
@@ -151,6 +152,57 @@ class TestDemoServer:
                           "per-request identical": cmp.ranking()[0]})
         assert len(cmp.samples) >= 48 and cmp.verdict_code not in ("server-bug", "server-not-greedy"), cmp.summary()
         assert dp_iv[0] <= live <= dp_iv[1] or pd_iv[0] <= live <= pd_iv[1], (live, dp_iv, pd_iv)
+
+
+    def test_regenerate_through_the_server_equals_the_hf_target(self, srv, smoke_demo, tmp_path):
+        """`workbench regenerate --server vllm`: tokenised rows and an MT-bench file (two turns, the second asked
+        after the target's own first answer; a .jinja template given with --chat-template) through the real
+        server give the HF target's greedy rows token for token."""
+        import json
+        import time
+
+        from workbench.cli import main
+        from workbench.live.chat_regen import regenerate_chats
+        from workbench.live.regenerate import regenerate
+        from workbench.model import capture
+
+        target = capture.load_target(smoke_demo / "target", progress=False)
+        read = lambda p: [json.loads(x) for x in p.read_text().splitlines()]  # noqa: E731
+        regenerate(target, smoke_demo / "val.jsonl", tmp_path / "hf.jsonl", ignore_eos=True, limit=8, progress=False)
+        t0 = time.perf_counter()
+        assert main(["regenerate", "--target", str(smoke_demo / "target"), "--data", str(smoke_demo / "val.jsonl"),
+                     "--out", str(tmp_path / "v.jsonl"), "--server", "vllm", "--url", srv.url, "--ignore-eos",
+                     "--limit", "8", "--quiet"]) == 0
+        rows_s = time.perf_counter() - t0
+        a, b = read(tmp_path / "hf.jsonl"), read(tmp_path / "v.jsonl")
+        same_rows = sum(x["input_ids"] == y["input_ids"] for x, y in zip(a, b))
+
+        eot = "<|endoftext|>"
+        jinja = tmp_path / "plain.jinja"
+        jinja.write_text("{% for m in messages %}{{ m.role }}:\n{{ m.content }}" + eot + "{% endfor %}"
+                         "{% if add_generation_prompt %}assistant:\n{% endif %}")
+        users = [target.tokenizer.decode(r["input_ids"][:r["n_prompt_tokens"]], skip_special_tokens=True).strip()
+                 for r in a[:3]]
+        q = tmp_path / "question.jsonl"
+        q.write_text("".join(json.dumps({"question_id": 81 + i, "category": "writing", "turns": [u, "def f(x):"]})
+                             + "\n" for i, u in enumerate(users)))
+        regenerate_chats(target, q, tmp_path / "chat-hf.jsonl", max_new_tokens=16, chat_template=str(jinja),
+                         progress=False)
+        t0 = time.perf_counter()
+        assert main(["regenerate", "--target", str(smoke_demo / "target"), "--data", str(q), "--out",
+                     str(tmp_path / "chat-v.jsonl"), "--server", "vllm", "--url", srv.url, "--max-new-tokens", "16",
+                     "--chat-template", str(jinja), "--quiet"]) == 0
+        chat_s = time.perf_counter() - t0
+        c, d = read(tmp_path / "chat-hf.jsonl"), read(tmp_path / "chat-v.jsonl")
+        same_chat = sum(x["input_ids"] == y["input_ids"] for x, y in zip(c, d))
+        _record("regenerate through vLLM", {"rows": len(a), "identical rows": same_rows, "rows seconds": round(rows_s, 2),
+                                            "chat rows": len(c), "identical chat rows": same_chat,
+                                            "chat seconds": round(chat_s, 2),
+                                            "chat finish": [y["generation"]["finish"] for y in d]})
+        assert len(a) == len(b) == 8 and same_rows == 8
+        assert b[0]["generation"]["server"] == "vllm" and b[0]["generation"]["model"].rstrip("/").endswith("target")
+        assert len(c) == len(d) == 6 and same_chat == 6
+        assert [y["generation"]["finish"] for y in d] == [x["generation"]["finish"] for x in c]
 
 
 @pytest.mark.slow

@@ -72,6 +72,36 @@ def add_run_arguments(parser, *, json_help: str) -> None:
     parser.add_argument("--json", metavar="OUT", help=json_help)
 
 
+def add_chat_template_arguments(parser) -> None:
+    """``--chat-template NAME|FILE`` and ``--chat-template-kwargs JSON`` (prepare, regenerate)."""
+    parser.add_argument("--chat-template", default=None, metavar="NAME|FILE",
+                        help="a named template of the tokenizer (additional_chat_templates/NAME.jinja, e.g. the "
+                             "demo's 'plain') or a .jinja file, instead of its default template (as SGLang's "
+                             "--chat-template)")
+    parser.add_argument("--chat-template-kwargs", default=None, metavar="JSON",
+                        help='extra template variables, e.g. \'{"enable_thinking": false}\' (Qwen3 non-thinking)')
+
+
+def chat_template_kwargs(text: str | None) -> dict | None:
+    """``--chat-template-kwargs``: a JSON object (None when not given), else a one-line WorkbenchError.
+
+        >>> chat_template_kwargs('{"enable_thinking": false}')
+        {'enable_thinking': False}
+    """
+    import json
+
+    if not text:
+        return None
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise WorkbenchError(f"--chat-template-kwargs: not JSON ({e.msg}); expected e.g. "
+                             "'{\"enable_thinking\": false}'") from None
+    if not isinstance(kwargs, dict):
+        raise WorkbenchError(f"--chat-template-kwargs: got {type(kwargs).__name__} {text[:40]}: expected a JSON object")
+    return kwargs
+
+
 def add_device_arguments(parser) -> None:
     """The flags every command that loads models shares: --device, --dtype, --trust-remote-code, --quiet."""
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")

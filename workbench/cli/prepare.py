@@ -8,6 +8,8 @@ Interrupt it at any time: re-running the same command resumes. Exit codes: 0 don
 were skipped (--on-error skip), 2 bad input (one line naming the file, line and turn). docs/data.md.
 """
 
+from workbench.cli import add_chat_template_arguments, chat_template_kwargs
+
 NAME = "prepare"
 HELP = "tokenise conversations with the target's chat template into rows (one per reply, or --all-turns)"
 
@@ -27,12 +29,7 @@ def add_arguments(parser):
                         help="one row per conversation with every reply masked: SpecForge's training layout "
                              "(default: one row per reply with its history as the server sees it, speculators' "
                              "layout = one server request). Accept lengths are the same on a prefix-stable template")
-    parser.add_argument("--chat-template", default=None, metavar="NAME|FILE",
-                        help="a named template of the tokenizer (additional_chat_templates/NAME.jinja, e.g. the "
-                             "demo's 'plain') or a .jinja file, instead of its default template (as SGLang's "
-                             "--chat-template)")
-    parser.add_argument("--chat-template-kwargs", default=None, metavar="JSON",
-                        help='extra template variables, e.g. \'{"enable_thinking": false}\' (Qwen3 non-thinking)')
+    add_chat_template_arguments(parser)
     parser.add_argument("--on-error", choices=["raise", "skip"], default="raise",
                         help="a bad record: stop with one line (default) or skip and count it")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="the first N records only")
@@ -40,21 +37,10 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import json
-
-    from workbench.core.errors import WorkbenchError
     from workbench.core.files import write_json
     from workbench.load.prepare import prepare
 
-    kwargs = None
-    if args.chat_template_kwargs:
-        try:
-            kwargs = json.loads(args.chat_template_kwargs)
-        except json.JSONDecodeError as e:
-            raise WorkbenchError(f"--chat-template-kwargs: not JSON ({e.msg}); expected e.g. "
-                                 "'{\"enable_thinking\": false}'") from None
-        if not isinstance(kwargs, dict):
-            raise WorkbenchError("--chat-template-kwargs: expected a JSON object")
+    kwargs = chat_template_kwargs(args.chat_template_kwargs)
     res = prepare(args.tokenizer, args.data, args.out, max_length=args.max_length, all_turns=args.all_turns,
                   too_long="truncate" if args.truncate else "drop", chat_template_kwargs=kwargs,
                   chat_template=args.chat_template, on_error=args.on_error, limit=args.limit)

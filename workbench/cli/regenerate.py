@@ -2,18 +2,25 @@
 
     $ workbench regenerate --target data/demo/target --data val-foreign.jsonl --out val-regen.jsonl
     $ workbench regenerate --target T --data in.jsonl --out out.jsonl --url http://127.0.0.1:30000
+    $ workbench regenerate --target T --data in.jsonl --out out.jsonl --server vllm --url http://127.0.0.1:8000
     $ workbench regenerate --target T --data in.jsonl --out out.jsonl --temperature 0.7 --top-p 0.95 --seed 1
     $ workbench regenerate --target T --data question.jsonl --out mtbench.jsonl --max-new-tokens 512   # prompts
 
 Conversation and prompt-only files (MT-bench turns, GSM8K question, HumanEval/plain prompt, Alpaca
-instruction + input, conversations) are chat-templated with the target's tokenizer; each user turn is asked
-after the target's own earlier answers (SpecForge's MT-bench), one output row per reply (docs/data.md).
+instruction + input, conversations) are chat-templated with the target's tokenizer (or --chat-template); each
+user turn is asked after the target's own earlier answers (SpecForge's MT-bench), one output row per reply
+(docs/data.md).
 
-Interrupt it at any time: re-running the same command resumes (rows already in OUT.part are kept).
+Interrupt it at any time: re-running the same command resumes (rows, or whole rounds of turns, already in
+OUT.part are kept).
 Exit codes: 0 done, 1 done but some rows were skipped, 2 bad input.
 """
 
-from workbench.cli import add_device_arguments
+from workbench.cli import (
+    add_chat_template_arguments,
+    add_device_arguments,
+    chat_template_kwargs,
+)
 
 NAME = "regenerate"
 HELP = "replace the data's responses with the target's own greedy (or sampled) continuation"
@@ -29,9 +36,11 @@ def add_arguments(parser):
                              "prompt-only files: 512)")
     parser.add_argument("--ignore-eos", action="store_true", help="do not stop at EOS: always generate M tokens")
     parser.add_argument("--url", default=None, metavar="URL",
-                        help="generate with a live SGLang server (POST /generate) instead of the HF target")
+                        help="generate with a live server (see --server) instead of the HF target")
     parser.add_argument("--server", choices=["sglang", "vllm"], default="sglang",
-                        help="the server behind --url (vllm: /v1/completions with token ids; see docs/data.md)")
+                        help="the server behind --url: sglang (POST /generate) or vllm (POST /v1/completions with "
+                             "token ids; the model id from /v1/models; docs/regenerate.md)")
+    add_chat_template_arguments(parser)
     s = parser.add_argument_group("sampling (default: greedy)")
     s.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (default)")
     s.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus cut, (0, 1] (default 1 = off)")
@@ -55,16 +64,13 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from workbench.core.devices import parse_dtype, resolve_device
+    from workbench.core.errors import WorkbenchError
     from workbench.core.files import write_json
     from workbench.core.sampling import Sampling
     from workbench.live.regenerate import regenerate
-
-    from workbench.core.errors import WorkbenchError
     from workbench.rows.conversations import sniff
 
-    if args.server == "vllm":
-        raise WorkbenchError("--server vllm: the vLLM client (/v1/completions with token ids, live/vllm_live.py) is "
-                             "not in this version yet; use --url with an SGLang server, or the HF target")
+    kwargs = chat_template_kwargs(args.chat_template_kwargs)
     sampling = Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     device = resolve_device(args.device) if args.url is None else "cpu"
     if sniff(args.data) in ("chat", "prompts"):
@@ -74,17 +80,21 @@ def run(args) -> int:
                                sampling=sampling, ignore_eos=args.ignore_eos, batch_size=args.batch_size,
                                limit=args.limit, device=device, dtype=parse_dtype(args.dtype, device),
                                trust_remote_code=args.trust_remote_code, concurrency=args.concurrency,
-                               timeout=args.timeout, retries=args.retries, progress=not args.quiet)
+                               timeout=args.timeout, retries=args.retries, progress=not args.quiet,
+                               server=args.server, chat_template=args.chat_template, chat_template_kwargs=kwargs)
         print(res.summary())
         if args.json:
             write_json(args.json, res.to_dict())
         return 0
+    if args.chat_template or kwargs:
+        raise WorkbenchError(f"--chat-template/--chat-template-kwargs: {args.data} holds tokenised rows (their prompts "
+                             "are kept as they are); the options apply to conversation and prompt-only files")
     res = regenerate(args.target, args.data, args.out, max_new_tokens=args.max_new_tokens, url=args.url,
                      sampling=sampling, ignore_eos=args.ignore_eos, batch_size=args.batch_size,
                      flush_every=args.flush_every, agreement=not args.no_agreement, on_error=args.on_error,
                      limit=args.limit, device=device, dtype=parse_dtype(args.dtype, device),
                      trust_remote_code=args.trust_remote_code, concurrency=args.concurrency, timeout=args.timeout,
-                     retries=args.retries, progress=not args.quiet)
+                     retries=args.retries, progress=not args.quiet, server=args.server)
     print(res.summary())
     if args.json:
         write_json(args.json, res.to_dict())

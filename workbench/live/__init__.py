@@ -10,7 +10,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('chat_regen', 'comparison', 'fake_sglang', 'fake_vllm', 'fingerprint', 'http', 'regenerate', 'sglang_live', 'vllm_live', 'vllm_server')
+MODULES = ('chat_regen', 'comparison', 'fake_sglang', 'fake_vllm', 'fingerprint', 'http', 'regenerate', 'samples', 'sglang_live', 'vllm_live', 'vllm_server')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -22,13 +22,13 @@ _WHERE = {
     'ALPHA': 'comparison',
     'GREEDY_SHARE': 'comparison',
     'METRICS_SLACK': 'comparison',
-    'SpecMeta': 'comparison',
-    'number_field': 'comparison',
-    'count_list': 'comparison',
+    'SpecMeta': 'samples',
+    'number_field': 'samples',
+    'count_list': 'samples',
     'ServerKind': 'comparison',
-    'LiveSample': 'comparison',
-    'prompt_of': 'comparison',
-    'collect': 'comparison',
+    'LiveSample': 'samples',
+    'prompt_of': 'samples',
+    'collect': 'samples',
     'Comparison': 'comparison',
     'offline_results': 'comparison',
     'counter_deltas': 'comparison',
@@ -53,6 +53,7 @@ _WHERE = {
     'FakeVllm': 'fake_vllm',
     'spec_decoding': 'fake_vllm',
     'metrics_text': 'fake_vllm',
+    'stop_at_eos': 'fake_vllm',
     'FIELDS': 'fingerprint',
     'COUNTING': 'fingerprint',
     'ServerSteps': 'fingerprint',
@@ -87,6 +88,12 @@ _WHERE = {
     'output_row': 'regenerate',
     'RegenerateResult': 'regenerate',
     'generate_jobs': 'regenerate',
+    'SERVERS': 'regenerate',
+    'server_client': 'regenerate',
+    'read_part': 'regenerate',
+    'check_same': 'regenerate',
+    'claim_part': 'regenerate',
+    'requests_of': 'samples',
     'SPEC_KEYS': 'sglang_live',
     'parse_meta_info': 'sglang_live',
     'Client': 'sglang_live',

@@ -3,7 +3,8 @@
     >>> # cmp = sglang_live.compare(url, target, draft, data)      # a client builds the Comparison
     >>> # cmp.verdict_code, cmp.matched, print(cmp.summary())
 
-:class:`LiveSample` is one request and its reply (the client's per-request fields in ``meta``);
+:class:`LiveSample` (:mod:`workbench.live.samples`, with :func:`collect`) is one request and its reply (the
+client's per-request fields in ``meta``; a row with several replies makes one request per reply);
 :func:`offline_results` decodes each request as a server on each candidate wiring would
 (:mod:`workbench.live.fingerprint`); :class:`Comparison` compares request by request (fingerprints, exact
 sign test against the runner-up, near-ties, the open last step) or, without per-request fields, in
@@ -20,17 +21,24 @@ requests, e.g. vLLM's ``/metrics``) give the aggregate verdict on the whole vect
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 from workbench import engines
-from workbench.core.errors import WorkbenchError
 from workbench.core.files import jsonable, write_json
 from workbench.core.render import Rendered
 from workbench.core.setting import SCHEMA_VERSION, Setting
 from workbench.engines import wiring as wmod
 from workbench.engines.candidates import Candidate, engine_label, serving_candidates
 from workbench.live import fingerprint as fp
+from workbench.live.samples import (  # noqa: F401  (importable from here, as before)
+    LiveSample,
+    SpecMeta,
+    collect,
+    count_list,
+    number_field,
+    prompt_of,
+    requests_of,
+)
 from workbench.stats.statistics import AcceptanceResult
 
 VERDICTS = ("match-trained", "match-other", "undecided", "below-all", "no-match", "server-not-greedy", "server-bug")
@@ -41,82 +49,6 @@ ALPHA = 0.05                 # the sign test's level for "separated"
 GREEDY_SHARE = 0.05          # more output tokens than this share off the target's argmax: the server is not greedy
 METRICS_SLACK = 0.02         # pooled counters: steps (share of all, at least 1) a fitting wiring may be off by
 
-
-
-@dataclass
-class SpecMeta:
-    """The speculative fields of one reply, engine-neutral; any of them may be None.
-
-    ``accept_length`` is the best per-request estimate of tokens per verify step: mean(A)+1 from
-    the histogram when there is one, else (accepted drafts + verify steps) / verify steps, else
-    ``completion_tokens / verify_ct`` (SGLang's own, which also counts the prefill token).
-    ``per_step_accepted``/``per_step_drafted``: A and the drafts per verify step, in order (vLLM's
-    ``detailed`` per-request metrics).
-    """
-
-    variant: str                          # the client's name of the reply's kind; "none" = no speculative field
-    completion_tokens: int | None = None
-    verify_ct: int | None = None
-    accepted_drafts: int | None = None    # drafted tokens accepted (bonus not counted)
-    proposed_drafts: int | None = None
-    histogram: list[int] | None = None    # H[a] = verify steps that accepted exactly a drafts
-    reported_accept_length: float | None = None   # the server's own accept length
-    reported_accept_rate: float | None = None
-    note: str | None = None               # why a field was set aside (e.g. an inconsistent histogram)
-    per_step_accepted: list[int] | None = None
-    per_step_drafted: list[int] | None = None
-    spec_tokens: int | None = None        # K as the reply states it (vLLM's num_spec_tokens)
-
-    @property
-    def has_spec(self) -> bool:
-        return self.variant != "none"
-
-    @property
-    def accept_length(self) -> float | None:
-        if self.histogram and sum(self.histogram) > 0:
-            n = sum(self.histogram)
-            return sum((a + 1) * h for a, h in enumerate(self.histogram)) / n
-        if self.verify_ct:
-            if self.accepted_drafts is not None:
-                return (self.accepted_drafts + self.verify_ct) / self.verify_ct
-            if self.completion_tokens is not None:
-                return self.completion_tokens / self.verify_ct
-            if self.reported_accept_length is not None:
-                return float(self.reported_accept_length)
-        return self.reported_accept_length
-
-    @property
-    def source_of_accept_length(self) -> str:
-        if self.histogram and sum(self.histogram) > 0:
-            return "histogram: mean(A)+1"
-        if self.verify_ct and self.accepted_drafts is not None:
-            return "(accepted drafts + verify steps) / verify steps"
-        if self.verify_ct and self.completion_tokens is not None:
-            return "completion_tokens / spec_verify_ct (counts the prefill token)"
-        return "server's spec_accept_length" if self.reported_accept_length is not None else "none"
-
-
-def number_field(meta: dict, key: str, where: str, kind=int, prefix: str = "meta_info"):
-    """``meta[key]`` as a non-negative int (or float with ``kind=float``), None when absent; a one-line
-    WorkbenchError naming ``prefix.key`` otherwise."""
-    v = meta.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and float(v) != int(v)) \
-            or (isinstance(v, float) and not math.isfinite(v)) or v < 0:
-        raise WorkbenchError(f"{where}: {prefix}.{key} = {v!r}: expected a non-negative "
-                             f"{'integer' if kind is int else 'number'}")
-    return int(v) if kind is int else float(v)
-
-
-def count_list(meta: dict, key: str, where: str, prefix: str = "meta_info"):
-    """``meta[key]`` as a list of non-negative integers, None when absent."""
-    v = meta.get(key)
-    if v is None:
-        return None
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
-        raise WorkbenchError(f"{where}: {prefix}.{key} = {str(v)[:60]}: expected a list of non-negative integers")
-    return list(v)
 
 
 @dataclass(frozen=True)
@@ -132,71 +64,6 @@ class ServerKind:
                      "loading or vocab mapping")
     quiet: str = ""                       # what the pooled counters need (vLLM: a server carrying no other traffic)
     bug_hint: str = ""                    # the likely cause and fix when the server is not greedy at T≈0
-
-
-@dataclass
-class LiveSample:
-    """One sample as the server answered it."""
-
-    row: int
-    where: str
-    source: str
-    prompt_ids: list[int]
-    output_ids: list[int]
-    max_new_tokens: int
-    meta: SpecMeta                        # the client's per-request fields, parsed
-    seconds: float
-
-    def as_row(self) -> dict:
-        """The offline row: prompt + the server's output, loss_mask 1 on the output."""
-        ids = list(self.prompt_ids) + list(self.output_ids)
-        return {"input_ids": ids, "loss_mask": [0] * len(self.prompt_ids) + [1] * len(self.output_ids),
-                "seq_len": len(ids), "n_prompt_tokens": len(self.prompt_ids),
-                "n_response_tokens": len(self.output_ids), "source": self.source, "_row": self.row,
-                "_where": self.where}
-
-
-
-def prompt_of(row: dict, i: int) -> tuple[list[int], int, str]:
-    where = row.get("_where", f"row {row.get('_row', i)}")
-    ids = row.get("input_ids")
-    if hasattr(ids, "tolist"):
-        ids = ids.tolist()
-    if not isinstance(ids, (list, tuple)) or not ids:
-        raise WorkbenchError(f"{where}: input_ids must be a non-empty list of token ids")
-    n = int(row.get("n_prompt_tokens", 0) or 0)
-    resp = row.get("n_response_tokens")
-    n_resp = int(resp) if resp is not None else len(ids) - n
-    if not 1 <= n < len(ids) or n_resp < 1:
-        raise WorkbenchError(f"{where}: n_prompt_tokens={n} of {len(ids)} tokens: expected a prompt of at least 1 "
-                             "token and a response (the server is sent the prompt, asked for the response length)")
-    return [int(x) for x in ids[:n]], n_resp, where
-
-
-
-def collect(client, rows: list[dict], ask, *, vocab_size: int | None = None, progress: bool = False,
-            path: str = "") -> list[LiveSample]:
-    """Each row's prompt sent through ``ask(prompt_ids, n_new, row, where) -> (output_ids, SpecMeta)``
-    (the client's request: n_new = the row's response length), ``client.concurrency`` at a time, as
-    :class:`LiveSample` in row order. A returned id outside ``vocab_size`` is a WorkbenchError."""
-    jobs = []
-    for i, row in enumerate(rows):
-        prompt, n_new, where = prompt_of(row, i)
-        jobs.append((int(row.get("_row", i)), where, str(row.get("source", "") or ""), prompt, n_new))
-
-    def one(job):
-        row, where, source, prompt, n_new = job
-        t0 = time.perf_counter()
-        out, meta = ask(prompt, n_new, row, where)
-        if vocab_size is not None:
-            bad = [x for x in out if not 0 <= x < vocab_size]
-            if bad:
-                raise WorkbenchError(f"{client.url}{path} ({where}): returned token id {bad[0]} outside the target "
-                                     f"vocab 0..{vocab_size - 1}: the server runs another model or tokenizer")
-        return LiveSample(row, where, source, prompt, [int(x) for x in out][:n_new], n_new, meta,
-                          time.perf_counter() - t0)
-
-    return client.map(one, jobs, progress=progress, desc="live")
 
 
 @dataclass
@@ -323,10 +190,12 @@ class Comparison(Rendered):
             return "server's internal_states avg_spec_accept_length (every request it served)"
         return "; ".join(srcs) or "none"
 
-    def offline_accept_length(self, spec: str, row: int | None = None) -> float:
+    def offline_accept_length(self, spec: str, sample: int | None = None) -> float:
+        """The offline accept length of wiring ``spec``: over every request, or of request ``sample`` (its index
+        in :attr:`samples`; a row with several replies makes several requests)."""
         r = self.offline[spec]
-        if row is not None:
-            on = r.chains["on_path"] & (r.chains["sample"] == row)
+        if sample is not None:
+            on = r.chains["on_path"] & (r.chains["sample"] == sample)
             a = r.chains["accepted"][on]
             return float(a.mean()) + 1 if len(a) else math.nan
         return float(r.decode_path["accept_length"])
@@ -559,7 +428,7 @@ class Comparison(Rendered):
         st = self.statuses()
         rows = []
         for i, s in enumerate(self.samples):
-            d = {"sample": s.row, "source": s.source, "n_prompt": len(s.prompt_ids), "n_output": len(s.output_ids),
+            d = {"sample": s.row, "reply": s.reply, "source": s.source, "n_prompt": len(s.prompt_ids), "n_output": len(s.output_ids),
                  "verify_ct": s.meta.verify_ct, "live_accept_length": s.meta.accept_length,
                  "server_accept_length": s.meta.reported_accept_length, "live_histogram": s.meta.histogram,
                  "fingerprint": fp.fields_of(s.meta) or None, "seconds": round(s.seconds, 3)}
@@ -568,7 +437,7 @@ class Comparison(Rendered):
                 if self.requests is not None:
                     d["offline_per_step_accepted"] = {c.spec: self.requests[c.spec][i].accepts for c in self.candidates}
             for c in self.candidates:
-                d[f"offline {c.spec}"] = self.offline_accept_length(c.spec, s.row)
+                d[f"offline {c.spec}"] = self.offline_accept_length(c.spec, i)
                 if st:
                     d[f"status {c.spec}"] = st[c.spec][i]
             rows.append(d)
@@ -658,11 +527,12 @@ class Comparison(Rendered):
 
 
 def offline_results(requests: dict, samples: list[LiveSample], K: int, setting: Setting) -> dict:
-    """{spec: AcceptanceResult} of the per-request decodes (every step on the decode path)."""
+    """{spec: AcceptanceResult} of the per-request decodes (every step on the decode path); its ``sample``
+    column is the request's index in ``samples`` (a row with several replies makes several requests)."""
 
     out = {}
     for spec, per in requests.items():
-        sample = [s.row for s, st in zip(samples, per) for _ in st.accepts]
+        sample = [i for i, st in enumerate(per) for _ in st.accepts]
         acc = [a for st in per for a in st.accepts]
         src = [s.source for s, st in zip(samples, per) for _ in st.accepts]
         out[spec] = AcceptanceResult.from_arrays(spec, K, sample=sample, t=list(range(len(acc))), accepted=acc,

@@ -17,7 +17,8 @@ with probability p(x), else a token from p without x: vLLM's default rejection r
 
 Replies as vLLM 0.32 gives them (``docs/vllm-notes.md``): ``choices[0].token_ids`` and a top-level
 ``metrics.speculative_decoding`` per ``detail``: ``"detailed"`` (``per_step_accepted``/``per_step_drafted``),
-``"summary"`` (counts and ``acceptance_histogram``), ``"none"`` (no per-request object). The last verify step
+``"summary"`` (counts and ``acceptance_histogram``), ``"none"`` (no per-request object). A request stops at the
+target's EOS (kept, finish_reason "stop") unless it sends ``ignore_eos`` (:func:`stop_at_eos`). The last verify step
 is reported whole (raw A), as vLLM reports a step that ran past ``max_tokens``. ``/metrics`` carries the
 ``vllm:spec_decode_*`` counters (with their ``_created`` gauges) over every request served.
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 
 from workbench.core.errors import WorkbenchError
 from workbench.live.fake_sglang import JsonHandler, engine_generator, loopback
+from workbench.live.regenerate import target_info
 from workbench.load import inputs
 
 DETAILS = ("detailed", "summary", "none")
@@ -53,6 +55,7 @@ class FakeVllm:
     model: str = "fake-target"
     buggy: bool = False
     version: str | None = "0.32.0"
+    eos_ids: frozenset = frozenset()                      # stop ids (unless the request says ignore_eos)
     requests: list[dict] = field(default_factory=list)   # every /v1/completions body received
     faults: list = field(default_factory=list)
     counters: dict = field(default_factory=dict)
@@ -96,6 +99,28 @@ def metrics_text(counters: dict, K: int, model: str) -> str:
     for i in range(K):
         lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {float(per[i]):.1f}')
     return "\n".join(lines) + "\n"
+
+
+def stop_at_eos(out: list[int], accepts: list[int], eos_ids, ignore_eos: bool) -> tuple[list[int], list[int], str]:
+    """What vLLM returns of a decode: the tokens up to and with the first stop id (kept in ``token_ids``, as vLLM
+    keeps an EOS), finish_reason "stop"; the verify steps that emitted them (the first token is the prefill's,
+    each step emits A+1); unless ``ignore_eos``, when every token comes back with finish_reason "length".
+
+        >>> stop_at_eos([5, 6, 2, 7, 8], [1, 1], {2}, False)
+        ([5, 6, 2], [1], 'stop')
+        >>> stop_at_eos([5, 6, 2, 7, 8], [1, 1], {2}, True)
+        ([5, 6, 2, 7, 8], [1, 1], 'length')
+    """
+    cut = None if ignore_eos else next((i for i, x in enumerate(out) if x in eos_ids), None)
+    if cut is None:
+        return out, accepts, "length"
+    out, kept, emitted = out[:cut + 1], [], 1
+    for a in accepts:
+        if emitted >= len(out):
+            break
+        kept.append(a)
+        emitted += int(a) + 1
+    return out, kept, "stop"
 
 
 def _sampling_params(body: dict) -> dict:
@@ -149,13 +174,14 @@ def _handler(state: FakeVllm, generate, lock: threading.Lock):
                 except WorkbenchError as e:
                     return self._send(400, {"error": {"message": str(e)}})
                 out = [int(x) for x in out][:n]
+                out, accepts, finish = stop_at_eos(out, list(accepts), state.eos_ids, bool(body.get("ignore_eos")))
                 c = state.counters
                 c["num_drafts"] = c.get("num_drafts", 0) + len(accepts)
                 c["num_draft_tokens"] = c.get("num_draft_tokens", 0) + state.K * len(accepts)
                 c["num_accepted_tokens"] = c.get("num_accepted_tokens", 0) + int(sum(accepts))
                 c["per_pos"] = [p + sum(a > i for a in accepts)
                                 for i, p in enumerate(c.get("per_pos") or [0] * state.K)]
-            choice = {"index": 0, "text": "", "finish_reason": "length", "token_ids": out,
+            choice = {"index": 0, "text": "", "finish_reason": finish, "token_ids": out,
                       "prompt_token_ids": ids if body.get("return_token_ids") else None}
             sd = spec_decoding(list(accepts), state.K, state.detail)
             return self._send(200, {"id": "cmpl-fake", "object": "text_completion", "model": state.model,
@@ -169,22 +195,27 @@ def _handler(state: FakeVllm, generate, lock: threading.Lock):
 
 @contextlib.contextmanager
 def serve(target=None, draft=None, wiring=None, *, K: int = 3, detail: str = "detailed", generate=None,
-          buggy: bool = False, faults=None, engine: str = "vllm", seed: int = 0, version: str | None = "0.32.0"):
+          buggy: bool = False, faults=None, engine: str = "vllm", seed: int = 0, version: str | None = "0.32.0",
+          eos_ids=None):
     """Start the stand-in on 127.0.0.1 (a free port); yields its URL (a ``str`` whose ``.state`` is the
     :class:`FakeVllm`). ``target``/``draft``: paths or loaded objects; ``wiring``: the taps it feeds (default:
     what ``engine`` feeds); ``K``: num_speculative_tokens; ``detail``: the per-request metrics level;
-    ``buggy``: verify sampled requests at a garbage temperature; ``version``: None = no ``/version``."""
+    ``buggy``: verify sampled requests at a garbage temperature; ``version``: None = no ``/version``;
+    ``eos_ids``: where a request stops unless it says ``ignore_eos`` (default: the target's, as vLLM stops at
+    the config's and generation_config's EOS; none with a ``generate`` callable)."""
     if detail not in DETAILS:
         raise WorkbenchError(f"fake vLLM detail {detail!r}: expected one of {', '.join(DETAILS)}")
     if int(K) < 1:
         raise WorkbenchError(f"fake vLLM K={K}: expected K >= 1")
     model = "fake-target"
+    if eos_ids is None:
+        eos_ids = target_info(target).eos_ids if target is not None else frozenset()
     if generate is None:
         if target is None or draft is None:
             raise WorkbenchError("fake vLLM: give target and draft (or a generate callable)")
         model = str(target) if inputs.is_path(target) else model
         generate, wiring = engine_generator(target, draft, wiring, engine, int(K), seed=seed)
     state = FakeVllm(url="", K=int(K), detail=detail, wiring=wiring, model=model, buggy=bool(buggy),
-                     version=version, faults=list(faults or []))
+                     version=version, faults=list(faults or []), eos_ids=frozenset(int(x) for x in eos_ids))
     with loopback(state, _handler(state, generate, threading.Lock())) as url:
         yield url

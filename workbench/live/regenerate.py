@@ -2,6 +2,7 @@
 
     >>> # res = regenerate("data/demo/target", "val-foreign.jsonl", "val-regen.jsonl")            # HF, KV cache
     >>> # res = regenerate("T", "in.jsonl", "out.jsonl", url="http://127.0.0.1:30000")            # SGLang /generate
+    >>> # res = regenerate("T", "in.jsonl", "out.jsonl", url="http://127.0.0.1:8000", server="vllm")  # vLLM
     >>> # res = regenerate("T", "in.jsonl", "out.jsonl", sampling=Sampling(0.7, top_p=0.95, seed=1))
     >>> # print(res.summary())
 
@@ -22,8 +23,10 @@ Generation, two ways:
   lm_head runs in position chunks there (``chunks.head_chunks``, as in the capture pass), so a long
   response never materialises its ``[B, R, V]`` logits.
   :func:`generate_reference` is the exact reference (one row, no cache, a full forward per token).
-- **Live SGLang** (:func:`generate_server`): ``POST /generate`` through ``sglang_live.Client``
-  (retries, concurrency), every sampling parameter sent explicitly.
+- **Live server** (:func:`generate_server`): SGLang's ``POST /generate`` through ``sglang_live.Client``, or
+  vLLM's ``POST /v1/completions`` on token ids (``return_token_ids``) through ``vllm_live.Client``
+  (``server="vllm"``; the model id from ``GET /v1/models``), retries, concurrency, every sampling parameter
+  sent explicitly in the server's own names.
 
 Sampling follows SGLang's rule (:mod:`workbench.core.sampling`); each row draws from its own generator
 seeded from ``(seed, input row)``, so results do not depend on batching or interruption.
@@ -54,7 +57,8 @@ from workbench import rows as dmod
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import input_fingerprint, is_path, write_json
 from workbench.core.sampling import Sampling, draw, row_generator
-from workbench.live.sglang_live import Client, sampling_params
+from workbench.live.sglang_live import Client as SglangClient
+from workbench.live.vllm_live import Client as VllmClient
 from workbench.load import inputs
 from workbench.load.agreement import greedy_matches_reference
 from workbench.model import capture
@@ -365,16 +369,33 @@ def generate_hf(target, jobs: list[Job], *, eos_ids=frozenset(), ignore_eos: boo
 
 # ───────────────────────────── server generation ─────────────────────────────
 
+SERVERS = {"sglang": SglangClient, "vllm": VllmClient}
+
+
+def server_client(url: str, server: str = "sglang", *, timeout: float = 120.0, retries: int = 3,
+                  concurrency: int = 4):
+    """The client of a live ``server`` ("sglang": ``POST /generate``; "vllm": ``POST /v1/completions`` with token
+    ids) at ``url``: what :func:`generate_server` asks."""
+    if server not in SERVERS:
+        raise WorkbenchError(f"--server {server!r}: expected one of {', '.join(SERVERS)}")
+    return SERVERS[server](url, timeout=timeout, retries=retries, concurrency=int(concurrency))
+
+
 def generate_server(client, jobs: list[Job], *, eos_ids=frozenset(), ignore_eos: bool = False,
                     sampling: Sampling = Sampling(), vocab_size: int | None = None) -> list[Generated]:
-    """Generate every job with a live SGLang server (``POST /generate``, ``client.concurrency`` in flight).
+    """Generate every job with a live server (``client.concurrency`` in flight): SGLang (``POST /generate``,
+    ``sglang_live.Client``) or vLLM (``POST /v1/completions`` on token ids with ``return_token_ids``,
+    ``vllm_live.Client``); both have ``generate(prompt_ids, max_new, where=, sampling=)`` and ``params``.
 
-    Every sampling parameter is sent (a server otherwise falls back to generation_config.json);
-    with a seed, each row's ``sampling_seed`` is :func:`workbench.sampling.row_seed` (SGLang honours it
-    with ``--enable-deterministic-inference``). Tokens after the first EOS are cut, like the HF path.
+    Every sampling parameter is sent, in the server's own names (a server otherwise falls back to
+    generation_config.json); with a seed, each row's seed is :func:`workbench.sampling.row_seed`
+    (SGLang's ``sampling_seed``, honoured with ``--enable-deterministic-inference``; vLLM's ``seed``);
+    ``ignore_eos`` when asked. Tokens after the first EOS are cut, like the HF path.
     """
+    path = getattr(client, "PATH", "/generate")
+
     def one(job: Job) -> Generated:
-        sp = sampling_params(sampling, job.row)          # the live comparison's parameters, row seed included
+        sp = client.params(sampling, job.row)            # the live comparison's parameters, row seed included
         if ignore_eos:
             sp["ignore_eos"] = True
         toks, meta = client.generate(job.prompt, job.max_new, where=job.where, sampling=sp)
@@ -382,16 +403,16 @@ def generate_server(client, jobs: list[Job], *, eos_ids=frozenset(), ignore_eos:
         if vocab_size is not None:
             bad = [x for x in toks if not 0 <= x < vocab_size]
             if bad:
-                raise WorkbenchError(f"{client.url}/generate ({job.where}): returned token id {bad[0]} outside the "
+                raise WorkbenchError(f"{client.url}{path} ({job.where}): returned token id {bad[0]} outside the "
                                      f"target vocab 0..{vocab_size - 1}: the server runs another model or tokenizer")
         if not toks:
-            raise WorkbenchError(f"{client.url}/generate ({job.where}): empty output_ids (expected at least 1 token)")
+            raise WorkbenchError(f"{client.url}{path} ({job.where}): no output tokens (expected at least 1)")
         if not ignore_eos:
             cut = next((i for i, x in enumerate(toks) if x in eos_ids), None)
             if cut is not None:
                 return Generated(toks[:cut + 1], "eos")
         fr = meta.get("finish_reason") if isinstance(meta, dict) else None
-        kind = fr.get("type") if isinstance(fr, dict) else None
+        kind = fr.get("type") if isinstance(fr, dict) else fr           # SGLang: {"type": ...}; vLLM: a string
         return Generated(toks, "length" if len(toks) >= job.max_new else str(kind or "stop"))
 
     return client.map(one, jobs)
@@ -399,10 +420,15 @@ def generate_server(client, jobs: list[Job], *, eos_ids=frozenset(), ignore_eos:
 
 # ───────────────────────────── output rows ─────────────────────────────
 
-def settings_of(by: str, info: TargetInfo, sampling: Sampling, max_new_tokens, ignore_eos: bool, model=None) -> dict:
-    return {"by": by, "model": model or info.name, "temperature": 0.0 if sampling.greedy else sampling.temperature,
-            "top_p": sampling.top_p, "top_k": sampling.top_k, "seed": sampling.seed, "dtype": info.dtype,
-            "max_new_tokens": int(max_new_tokens) if max_new_tokens else None, "ignore_eos": bool(ignore_eos)}
+def settings_of(by: str, info: TargetInfo, sampling: Sampling, max_new_tokens, ignore_eos: bool, model=None,
+                server: str | None = None) -> dict:
+    """The ``generation`` settings of a run (``server``: "sglang" or "vllm" when ``by`` is "server")."""
+    out = {"by": by, "model": model or info.name, "temperature": 0.0 if sampling.greedy else sampling.temperature,
+           "top_p": sampling.top_p, "top_k": sampling.top_k, "seed": sampling.seed, "dtype": info.dtype,
+           "max_new_tokens": int(max_new_tokens) if max_new_tokens else None, "ignore_eos": bool(ignore_eos)}
+    if server is not None:
+        out["server"] = server
+    return out
 
 
 def output_row(job: Job, gen: Generated, settings: dict) -> tuple[dict, list[str]]:
@@ -522,7 +548,7 @@ class RegenerateResult:
 
 # ───────────────────────────── the resumable writer ─────────────────────────────
 
-def _read_part(part: str, *, repair: bool = True) -> list[dict]:
+def read_part(part: str, *, repair: bool = True) -> list[dict]:
     """Rows already in ``part``; a torn last line (a kill mid-write) is cut off the file when ``repair``."""
     if not os.path.exists(part):
         return []
@@ -545,11 +571,35 @@ def _read_part(part: str, *, repair: bool = True) -> list[dict]:
     return rows
 
 
-def _check_same(found: dict, want: dict, where: str, fix: str) -> None:
+def check_same(found: dict, want: dict, where: str, fix: str) -> None:
+    """A one-line WorkbenchError naming the first key of ``want`` whose value ``found`` does not share."""
     diff = [k for k in want if found.get(k) != want[k]]
     if diff:
         k = diff[0]
         raise WorkbenchError(f"{where} was made with other settings ({k}: {found.get(k)!r}, now {want[k]!r}); {fix}")
+
+
+def claim_part(out: str, ident: dict) -> tuple[str, str]:
+    """(``OUT.part``, ``OUT.part.json``) of a resumable run: the state file is written with ``ident`` (``settings``,
+    ``data``: the input's fingerprint, any other keys) when new; when it exists, it must name the same run, else
+    a one-line WorkbenchError says what differs."""
+    part, state = out + ".part", out + ".part.json"
+    if not os.path.exists(state):
+        write_json(state, ident)
+        return part, state
+    try:
+        with open(state, encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        raise WorkbenchError(f"{state}: unreadable; delete it and {part} to start over") from None
+    fix = f"use the same settings to resume, or delete {part} and {state} to start over"
+    check_same(found.get("settings", {}), ident["settings"], f"the unfinished run in {part}", fix)
+    if found.get("data") != ident["data"]:
+        raise WorkbenchError(f"the unfinished run in {part} read another --data ({(found.get('data') or {}).get('path')}, "
+                             f"or that file changed); delete {part} and {state} to start over")
+    check_same(found, {k: v for k, v in ident.items() if k not in ("settings", "data")},
+               f"the unfinished run in {part}", fix)
+    return part, state
 
 
 def generate_jobs(jobs: list[Job], *, target, client, info, ignore_eos: bool, sampling, batch_size: int,
@@ -567,11 +617,12 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
                sampling: Sampling | None = None, ignore_eos: bool = False, batch_size: int = 8,
                flush_every: int = 64, agreement: bool = True, on_error: str = "raise", limit: int | None = None,
                device: str = "cpu", dtype=None, trust_remote_code: bool = False, concurrency: int = 4,
-               timeout: float = 120.0, retries: int = 3, progress: bool = True, client=None) -> RegenerateResult:
+               timeout: float = 120.0, retries: int = 3, progress: bool = True, client=None,
+               server: str = "sglang") -> RegenerateResult:
     """Regenerate ``data`` into ``out`` (JSON Lines); see the module docstring. Resumes a killed run.
 
     ``target``: a model folder or a loaded :class:`workbench.capture.Target` (with ``url`` only its
-    config and tokenizer are read). ``on_error``: "raise" stops at the first row that cannot be
+    config and tokenizer are read). ``server``: what runs at ``url``, "sglang" or "vllm" (:func:`server_client`). ``on_error``: "raise" stops at the first row that cannot be
     regenerated, "skip" counts it and goes on.
     """
     from tqdm.auto import tqdm
@@ -590,14 +641,10 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
         raise WorkbenchError(f"--out {out}: the same file as --data (expected a new file)")
 
     if url is not None:
-        client = client or Client(url, timeout=timeout, retries=retries, concurrency=int(concurrency))
+        client = client or server_client(url, server, timeout=timeout, retries=retries, concurrency=concurrency)
         info = target_info(target)
-        model_name = None
-        try:
-            model_name = client.server_info().get("model_path")
-        except WorkbenchError:
-            pass                                     # optional: an older or proxied server may not answer
-        settings = settings_of("server", info, sampling, max_new_tokens, ignore_eos, model=model_name or info.name)
+        settings = settings_of("server", info, sampling, max_new_tokens, ignore_eos,
+                               model=client.served_model() or info.name, server=client.KIND.lower())
     else:
         target = inputs.target(target, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                                progress=progress)
@@ -608,29 +655,16 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
     result = RegenerateResult(out=out, settings=settings)
     ident = {"version": 1, "settings": settings, "data": input_fingerprint(data)}
     if os.path.exists(out):
-        rows = _read_part(out, repair=False)
+        rows = read_part(out, repair=False)
         if rows:
-            _check_same(rows[0].get("generation") or {}, {k: settings[k] for k in _SETTINGS}, out,
+            check_same(rows[0].get("generation") or {}, {k: settings[k] for k in _SETTINGS}, out,
                         "choose another --out, or delete it to regenerate")
         for r in rows:
             result.add(r)
         result.n_resumed, result.complete = len(rows), True
         return result
-    part, state = out + ".part", out + ".part.json"
-    if os.path.exists(state):
-        try:
-            with open(state, encoding="utf-8") as f:
-                found = json.load(f)
-        except (OSError, json.JSONDecodeError):
-            raise WorkbenchError(f"{state}: unreadable; delete it and {part} to start over") from None
-        _check_same(found.get("settings", {}), settings, f"the unfinished run in {part}",
-                    f"use the same settings to resume, or delete {part} and {state} to start over")
-        if found.get("data") != ident["data"]:
-            raise WorkbenchError(f"the unfinished run in {part} read another --data ({found.get('data', {}).get('path')}, "
-                                 f"or that file changed); delete {part} and {state} to start over")
-    else:
-        write_json(state, ident)
-    done_rows = _read_part(part)
+    part, state = claim_part(out, ident)
+    done_rows = read_part(part)
     done = {int(r["generation"]["input_row"]) for r in done_rows if isinstance(r.get("generation"), dict)
             and isinstance(r["generation"].get("input_row"), int)}
     for r in done_rows:
@@ -701,5 +735,5 @@ def regenerate(target, data, out, *, max_new_tokens: int | None = None, url: str
     return result
 
 
-__all__ = ["regenerate", "generate_jobs", "generate_hf", "generate_reference", "generate_server", "RegenerateResult", "Job",
+__all__ = ["regenerate", "server_client", "SERVERS", "read_part", "check_same", "claim_part", "generate_jobs", "generate_hf", "generate_reference", "generate_server", "RegenerateResult", "Job",
            "Generated", "make_job", "target_info", "TargetInfo", "eos_ids_of", "output_row", "SKIP_REASONS"]

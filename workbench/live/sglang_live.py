@@ -115,6 +115,7 @@ class Client(HttpClient):
 
     KIND = "SGLang"
     ARTICLE = "an"
+    PATH = "/generate"                    # where :meth:`generate` asks (named in errors)
     info_endpoint: str | None = field(default=None, repr=False)
 
     def server_info(self) -> dict:
@@ -130,6 +131,19 @@ class Client(HttpClient):
             raise WorkbenchError(f"{self.url}{path}: expected a JSON object, got {type(info).__name__}")
         self.info_endpoint = path
         return info
+
+    def served_model(self) -> str | None:
+        """The server's ``model_path`` (``/server_info``; None when it does not answer: an older or proxied
+        server), as ``generation.model`` records it."""
+        try:
+            return self.server_info().get("model_path")
+        except WorkbenchError:
+            return None
+
+    @staticmethod
+    def params(sampling=None, row: int | None = None) -> dict:
+        """The ``sampling_params`` of a request for data row ``row``: :func:`sampling_params`."""
+        return sampling_params(sampling, row)
 
     def generate(self, input_ids: list[int], max_new_tokens: int, *, where: str = "sample",
                  sampling: dict | None = None) -> tuple[list[int], dict]:

@@ -128,6 +128,7 @@ class Client(HttpClient):
 
     KIND = "vLLM"
     ARTICLE = "a"
+    PATH = "/v1/completions"              # where :meth:`generate` asks (named in errors)
     model: str | None = None
 
     def models(self) -> list[str]:
@@ -167,6 +168,23 @@ class Client(HttpClient):
             raise WorkbenchError(f"{self.url}/v1/completions ({where}): choices[0] has no 'token_ids' list (vLLM "
                                  "returns it with \"return_token_ids\": true; older servers do not)")
         return out, reply
+
+    def served_model(self) -> str:
+        """The model id every request names (``GET /v1/models``, first id), as ``generation.model`` records it."""
+        return self.model or self.models()[0]
+
+    @staticmethod
+    def params(sampling=None, row: int | None = None) -> dict:
+        """The sampling fields of a request for data row ``row``: :func:`request_params`."""
+        return request_params(sampling, row)
+
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, *, where: str = "sample",
+                 sampling: dict | None = None) -> tuple[list[int], dict]:
+        """:meth:`complete` in the shape of ``sglang_live.Client.generate``: (token ids, {"finish_reason": the
+        choice's finish_reason ("length", "stop", ...), "reply": the whole reply}); ``sampling``: the request's
+        fields (:meth:`params`, plus ``ignore_eos``)."""
+        out, reply = self.complete(prompt_ids, max_new_tokens, sampling=sampling, where=where)
+        return out, {"finish_reason": reply["choices"][0].get("finish_reason"), "reply": reply}
 
     def spec_counters(self) -> dict:
         """The ``vllm:spec_decode_*`` counters of ``/metrics`` ({} when the server has none)."""
@@ -293,8 +311,8 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         check["greedy"] = greedy_summary(fp.greedy_mismatches(target, [(s.prompt_ids, s.output_ids) for s in base],
                                                               served_dtype))
     if probe_zero:
-        ref = {s.row: s for s in base}
-        same = [ref[s.row] for s in probe_zero if s.row in ref]
+        ref = {(s.row, s.reply): s for s in base}
+        same = [ref[s.row, s.reply] for s in probe_zero if (s.row, s.reply) in ref]
         use = not metrics_only
         check["near_zero"] = greedy_summary(
             fp.greedy_mismatches(target, [(s.prompt_ids, s.output_ids) for s in probe_zero], served_dtype),

@@ -578,7 +578,7 @@ def live_comparison(cmp):
     live = [s.meta.accept_length if s.meta.accept_length is not None else math.nan for s in cmp.samples]
     ax.plot(xs, live, "ko-", lw=2, label=f"live ({cmp.live_accept_length:.2f})", zorder=3)
     for c in cmp.candidates:
-        ys = [cmp.offline_accept_length(c.spec, s.row) for s in cmp.samples]
+        ys = [cmp.offline_accept_length(c.spec, i) for i in range(len(cmp.samples))]
         tag = " trained" if c.trained else ""
         ax.plot(xs, ys, "--", marker=".", alpha=0.8,
                 label=f"offline {c.spec}{tag} ({cmp.offline_accept_length(c.spec):.2f})")
