@@ -22,6 +22,13 @@ from workbench.simulate.exact import exact_simulate
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 EOT = "<|endoftext|>"
+# Templates of the tests' own for the live and resume tests below (unlike the demo's: the end-of-turn token, EOS,
+# is part of each turn and of the masked reply, as in real templates).
+PLAIN = ("{% for m in messages %}{{ m.role }}:\n{{ m.content }}" + EOT + "{% endfor %}"
+         "{% if add_generation_prompt %}assistant:\n{% endif %}")
+TAGGED = ("{% for m in messages %}{% if m.role == 'assistant' %}assistant:\n{% generation %}{{ m.content }}" + EOT +
+          "{% endgeneration %}{% else %}{{ m.role }}:\n{{ m.content }}" + EOT + "{% endif %}{% endfor %}"
+          "{% if add_generation_prompt %}assistant:\n{% endif %}")
 
 
 def texts(demo, tok, n):
@@ -91,6 +98,9 @@ def test_conversation_prepared_and_reference_give_the_same_accept_lengths(world,
         results[f"conversation file {layout}"] = run(tgt, drf, chat_dataset(
             str(path), tok_dir, all_turns=layout == "all-turns", chat_template=template))     # on the fly
     if template is None:
+        from workbench.demo.chat import TEMPLATES
+
+        tgt.tokenizer.chat_template = dict(TEMPLATES)          # as built (tests below set templates of their own)
         results["conversation file, the target's tokenizer"] = run(tgt, drf, str(path))
     base = results["reference per-turn"]
     assert base.n_chains > 20 and (base.chains["accepted"] > 0).mean() > 0.2   # a real, non-trivial acceptance
