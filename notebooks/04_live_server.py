@@ -130,7 +130,9 @@ if "offline_per_step_accepted" in frame:  # vLLM: one column per wiring instead 
     per_wiring = frame.pop("offline_per_step_accepted")
     for c in cmp.candidates:
         frame[f"per step {c.spec}"] = [d.get(c.spec) if isinstance(d, dict) else None for d in per_wiring]
-key = {"sample": "dataset row of the request", "source": "the row's data source",
+key = {"sample": "dataset row of the request", "reply": "which reply of the row (0: the first; a row holding a whole "
+                                                        "conversation sends one request per reply)",
+       "source": "the row's data source",
        "n_prompt": "prompt tokens sent", "n_output": "tokens the server generated",
        "verify_ct": "the server's verify steps for this request (SGLang spec_verify_ct, vLLM num_spec_steps)",
        "live_accept_length": "tokens per verify step of this request as the workbench reads the reply: mean(A)+1 "
