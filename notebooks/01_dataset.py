@@ -209,9 +209,11 @@ else:
           "the templates give different rows: the mask methods disagree on what a reply is")
 
 # %%
-if chat_cmp is not None:
-    chat_ds = next(iter(chat_cmp.datasets.values()))
-    display(widgets.sample_explorer(chat_ds, sample=0))
+chat_ds = next(iter(chat_cmp.datasets.values())) if chat_cmp is not None else None
+widgets.sample_explorer(chat_ds, sample=0) if chat_ds is not None else None
+
+# %%
+if chat_ds is not None:
     agree_chat = agreement.measure(tgt, chat_ds)
     print(f"{os.path.basename(chat)}: {agree_chat.headline()}")
     print("(a reply stored as text is tokenised again: where the target wrote a word in pieces the tokenizer would "
