@@ -40,6 +40,7 @@ _WHERE = {
     'decode_ids': 'preview',
     'preview_text': 'preview',
     'preview_html': 'preview',
+    'token_html': 'preview',
     'KeyInfo': 'reports',
     'Description': 'reports',
     'ValidationReport': 'reports',

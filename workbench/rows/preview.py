@@ -79,13 +79,24 @@ def preview_text(pv: Preview) -> str:
 
 
 
+def token_html(text: str) -> str:
+    """A token's text, escaped; in a token that is only whitespace (an indent, ``"\\n   "``) the spaces become
+    no-break spaces, since an HTML export (nbconvert re-parses the page) collapses whitespace-only text.
+
+        >>> token_html("\\n  "), token_html(" <b>")
+        ('\\n\xa0\xa0', ' &lt;b&gt;')
+    """
+    out = html.escape(text)
+    return out.replace(" ", "\u00a0") if not text.strip() else out
+
+
 def preview_html(pv: Preview) -> str:
     colours = {0: "#e6e6e6", 1: "#c8f0c8"}
     toks = []
     for p, (x, t, m) in enumerate(zip(pv.input_ids, pv.tokens, pv.loss_mask)):
         title = html.escape(f"pos {p} · id {x} · loss_mask {m}", quote=True)
         toks.append(f'<span class="wb-tok wb-loss{m}" title="{title}" style="background:{colours[m]};'
-                    f'border-right:1px solid #fff">{html.escape(t)}</span>')
+                    f'border-right:1px solid #fff">{token_html(t)}</span>')
     n_loss = sum(pv.loss_mask)
     head = html.escape(f"row {pv.row} · {pv.where} · source {pv.source!r} · {len(pv.input_ids)} tokens: "
                        f"{pv.n_prompt_tokens} prompt + {len(pv.input_ids) - pv.n_prompt_tokens} response, {n_loss} in the loss")
