@@ -319,3 +319,33 @@ def test_an_interrupted_conversation_run_resumes_after_its_last_complete_round(w
     assert not (tmp_path / "out.jsonl.part").exists() and not (tmp_path / "out.jsonl.part.json").exists()
     done = regenerate_chats(tgt, q, out, **kw)                                          # finished: reported, not redone
     assert done.complete and (done.n_resumed, done.n_new, done.n_rows) == (8, 0, 8)
+
+
+def test_accept_diagnose_tune_read_a_conversation_file_with_a_chosen_template(smoke_demo, tmp_path, capsys):
+    """`--chat-template NAME|FILE` on accept (and diagnose, tune: the same `chat_data`): the demo's `plain`
+    template gives the default's numbers (the same rows), a template file is really used, and tokenised rows
+    with the option are refused with one line."""
+    from workbench.cli import main as cli_main
+    from workbench.load.chat import ChatFile
+
+    chat = str(smoke_demo / "val-chat.jsonl")
+    base = ["--target", str(smoke_demo / "target"), "--draft", str(smoke_demo / "draft-aligned"), "--quiet"]
+
+    def accept_lines(*extra):
+        capsys.readouterr()
+        assert cli_main(["accept", *base, "--data", chat, *extra]) == 0
+        return [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("accept length")]
+
+    default, plain = accept_lines(), accept_lines("--chat-template", "plain")
+    assert len(default) == 2 and plain == default
+    tgt = inputs.target(str(smoke_demo / "target"), progress=False)
+    assert "(plain)" in inputs.dataset(ChatFile(chat, "plain"), tgt).chat["template"]
+    bad = tmp_path / "refuses.jinja"
+    bad.write_text("{{ raise_exception('this template is the one in use') }}")
+    for cmd in (["accept", *base], ["diagnose", *base], ["tune", *base, "--steps", "1", "--eagle-topk", "1"]):
+        capsys.readouterr()
+        assert cli_main([*cmd, "--data", chat, "--chat-template", str(bad)]) == 2, cmd[0]
+        err = capsys.readouterr().err
+        assert "this template is the one in use" in err and len(err.strip().splitlines()) == 1, err
+    assert cli_main(["accept", *base, "--data", str(smoke_demo / "val.jsonl"), "--chat-template", "plain"]) == 2
+    assert "apply to conversation files, and this one holds tokenised rows" in capsys.readouterr().err

@@ -58,11 +58,15 @@ def check_outputs(args) -> None:
 
 def add_inputs_arguments(parser, *, draft: str = "EAGLE-3 draft folder (config.json + model.safetensors)",
                          data: str = "data: tokenised rows, or conversations tokenised with the target's chat "
-                                     "template (jsonl/json/parquet/save_to_disk, hf:NAME:SPLIT:N; docs/data.md)") -> None:
-    """``--target``, ``--draft``, ``--data``: the three inputs every evaluating command takes."""
+                                     "template (jsonl/json/parquet/save_to_disk, hf:NAME:SPLIT:N; docs/data.md)",
+                         chat: bool = False) -> None:
+    """``--target``, ``--draft``, ``--data``: the three inputs every evaluating command takes; with ``chat``, also
+    the chat template options for a conversation file (:func:`chat_data` reads them)."""
     parser.add_argument("--target", required=True, help="HF target model folder")
     parser.add_argument("--draft", required=True, help=draft)
     parser.add_argument("--data", required=True, help=data)
+    if chat:
+        add_chat_template_arguments(parser)
 
 
 def add_run_arguments(parser, *, json_help: str) -> None:
@@ -73,13 +77,25 @@ def add_run_arguments(parser, *, json_help: str) -> None:
 
 
 def add_chat_template_arguments(parser) -> None:
-    """``--chat-template NAME|FILE`` and ``--chat-template-kwargs JSON`` (prepare, regenerate)."""
+    """``--chat-template NAME|FILE`` and ``--chat-template-kwargs JSON`` (prepare, regenerate, and for a
+    conversation file given as --data: accept, diagnose, tune)."""
     parser.add_argument("--chat-template", default=None, metavar="NAME|FILE",
                         help="a named template of the tokenizer (additional_chat_templates/NAME.jinja, e.g. the "
                              "demo's 'plain') or a .jinja file, instead of its default template (as SGLang's "
                              "--chat-template)")
     parser.add_argument("--chat-template-kwargs", default=None, metavar="JSON",
                         help='extra template variables, e.g. \'{"enable_thinking": false}\' (Qwen3 non-thinking)')
+
+
+def chat_data(args):
+    """``args.data``, or with ``--chat-template``/``--chat-template-kwargs`` a :class:`workbench.load.chat.ChatFile`
+    (accept, diagnose, tune: the conversation file read with that template)."""
+    from workbench.load.chat import ChatFile
+
+    kwargs = chat_template_kwargs(getattr(args, "chat_template_kwargs", None))
+    if args.data is None or (getattr(args, "chat_template", None) is None and kwargs is None):
+        return args.data
+    return ChatFile(args.data, args.chat_template, kwargs)
 
 
 def chat_template_kwargs(text: str | None) -> dict | None:

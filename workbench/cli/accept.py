@@ -20,6 +20,7 @@ from workbench.cli import (
     add_sampling_arguments,
     add_shape_arguments,
     add_torchrun_arguments,
+    chat_data,
     engine_and_shape,
     with_sampling,
 )
@@ -29,7 +30,7 @@ HELP = "offline acceptance (accept length, α_k, histogram) of a draft for one w
 
 
 def add_arguments(parser):
-    add_inputs_arguments(parser)
+    add_inputs_arguments(parser, chat=True)
     parser.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3 or hf:0,2,4 (with --engine: "
                                          "overrides only the taps)")
     add_engine_arguments(parser, what="evaluate what this engine feeds and computes (taps, Eagle-3.1 options, "
@@ -90,7 +91,7 @@ def run(args) -> int:
         accept_served, threshold_single=ts, threshold_acc=ta, rejection=args.speculative_use_rejection_sampling)
     with distributed.init(args.device, device_map=args.device_map) as ctx, plain_warnings():
         out = run_accept(
-            args.target, args.draft, args.data, wiring=args.wiring, engine=engine, setting=setting,
+            args.target, args.draft, chat_data(args), wiring=args.wiring, engine=engine, setting=setting,
             acc_topk=args.acc_topk,
             limit=args.limit, dtype=parse_dtype(args.dtype, ctx.device), device_map=args.device_map,
             batch_size=args.batch_size, trust_remote_code=args.trust_remote_code,

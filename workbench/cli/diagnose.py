@@ -18,6 +18,7 @@ from workbench.cli import (
     add_sampling_arguments,
     add_shape_arguments,
     add_torchrun_arguments,
+    chat_data,
     engine_and_shape,
 )
 
@@ -26,7 +27,7 @@ HELP = "rank candidate wirings (α1 screen, then full curves) and give a verdict
 
 
 def add_arguments(parser):
-    add_inputs_arguments(parser)
+    add_inputs_arguments(parser, chat=True)
     add_engine_arguments(parser, default="sglang", what="the engine (and version) whose wiring is judged")
     add_shape_arguments(parser, "draft depth of the full curves")
     add_sampling_arguments(parser)
@@ -52,7 +53,7 @@ def run(args) -> int:
     sampling = Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k)
     shape = shape.setting
     with wd.init(args.device, device_map=args.device_map) as ctx, plain_warnings():
-        dx = diagnose_files(args.target, args.draft, args.data, engine=engine, K=shape.steps,
+        dx = diagnose_files(args.target, args.draft, chat_data(args), engine=engine, K=shape.steps,
                             eagle_topk=shape.eagle_topk, num_draft_tokens=shape.num_draft_tokens, limit=args.limit,
                             dtype=parse_dtype(args.dtype, ctx.device), batch_size=args.batch_size,
                             screen_chains=args.screen_chains, top=args.top,

@@ -10,9 +10,11 @@ recommended only from a cost model measured on a GPU; otherwise the best shapes 
 """
 
 from workbench.cli import (
+    add_chat_template_arguments,
     add_device_arguments,
     add_engine_arguments,
     add_sampling_arguments,
+    chat_data,
     engine_of,
 )
 
@@ -36,6 +38,7 @@ def add_arguments(parser):
     parser.add_argument("--target", required=True, help="HF target model folder")
     parser.add_argument("--draft", required=True, help="EAGLE-3 draft folder")
     parser.add_argument("--data", help="data file (jsonl/parquet/...); not needed with --measure-cost-model")
+    add_chat_template_arguments(parser)
     parser.add_argument("--wiring", help="taps fed to the draft, e.g. embed,L1,L3 (with --engine: overrides only "
                                          "the taps)")
     add_engine_arguments(parser, what="evaluate what this engine feeds and computes (taps, options, rotary offset)")
@@ -85,7 +88,7 @@ def _run(args) -> int:
     if not args.data:
         raise WorkbenchError("--data is required for a sweep (or give --measure-cost-model OUT.json)")
     dev = resolve_device(args.device)
-    sw, note = tune(args.target, args.draft, args.data, wiring=args.wiring, engine=engine_of(args), device=dev,
+    sw, note = tune(args.target, args.draft, chat_data(args), wiring=args.wiring, engine=engine_of(args), device=dev,
                     dtype=parse_dtype(args.dtype, dev), limit=args.limit, batch_size=args.batch_size,
                     cost_model=args.cost_model, cost_ratio=args.cost_ratio, progress=not args.quiet,
                     trust_remote_code=args.trust_remote_code, max_memory=args.max_memory,

@@ -38,6 +38,7 @@ _WHERE = {
     'chat_rows': 'chat',
     'chat_dataset': 'chat',
     'pick_template': 'chat',
+    'ChatFile': 'chat',
     'template_names': 'chat',
     'compare_templates': 'chat',
     'TemplateComparison': 'chat',

@@ -277,6 +277,24 @@ def chat_dataset(data, tokenizer, *, vocab_size: int | None = None, all_turns: b
     return ds
 
 
+@dataclass(frozen=True)
+class ChatFile:
+    """A conversation file to read with a chosen chat template: what ``accept``/``diagnose``/``tune`` get for
+    ``--data F --chat-template NAME|FILE [--chat-template-kwargs JSON]`` (:func:`workbench.load.inputs.dataset`
+    tokenises it with the target's tokenizer). ``str()`` is the path, as results name their data.
+
+        >>> str(ChatFile("chats.jsonl", template="plain"))
+        'chats.jsonl'
+    """
+
+    path: str
+    template: str | None = None
+    kwargs: dict | None = None
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
 @dataclass
 class TemplateComparison:
     """One conversation file tokenised under several chat templates (:func:`compare_templates`): the datasets, and
@@ -364,6 +382,6 @@ def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, lim
     return "\n".join(lines)
 
 
-__all__ = ["describe_conversations", "ChatTemplate", "pick_template", "template_names", "compare_templates",
+__all__ = ["describe_conversations", "ChatTemplate", "ChatFile", "pick_template", "template_names", "compare_templates",
            "TemplateComparison", "chat_rows", "chat_dataset", "turn_row", "all_turns_row", "Tally",
            "has_generation_tags", "template_name", "GENERATION_TAG", "EMPTY_THINK"]

@@ -118,7 +118,18 @@ def dataset(data, tgt):
     """``data`` itself (a Dataset, a list of rows or None), or the file ``data`` read with the target's
     tokenizer and vocab size. A conversation file (or ``hf:`` name) is tokenised here with the target's chat
     template, one row per reply (:func:`workbench.load.chat.chat_dataset`); a prompt-only file raises (its
-    replies must be the target's: ``workbench regenerate``)."""
+    replies must be the target's: ``workbench regenerate``). A :class:`~workbench.load.chat.ChatFile` names the
+    chat template (and its variables) to use instead of the tokenizer's default."""
+    if isinstance(data, chat.ChatFile):
+        path = resolve(data.path)
+        if conversations.sniff(path) not in ("chat", "prompts"):
+            raise WorkbenchError(f"{path}: --chat-template/--chat-template-kwargs apply to conversation files, and this "
+                                 f"one holds tokenised rows (expected conversations: docs/data.md)")
+        if tgt.tokenizer is None:
+            raise WorkbenchError(f"{path}: conversations need the target's tokenizer and chat template (the target "
+                                 f"has no tokenizer)")
+        return chat.chat_dataset(path, tgt.tokenizer, vocab_size=tgt.vocab_size, chat_template=data.template,
+                                 chat_template_kwargs=data.kwargs)
     if data is None or not is_path(data):
         return data
     data = resolve(data)
