@@ -25,7 +25,7 @@ V, H, N = 60, 32, 32
 # ───────────────────────────── records, ids and taps ─────────────────────────────
 
 def test_every_record_resolves_and_unknown_names_list_them():
-    assert set(engines.ENGINE_NAMES) == {"sglang", "sglang-2026.04", "vllm", "vllm-legacy", "specforge",
+    assert set(engines.ENGINE_NAMES) == {"sglang", "sglang-2026.04", "vllm", "vllm-v2", "vllm-legacy", "specforge",
                                          "speculators", "eagle", "modelopt", "hf"}
     for name in engines.ENGINE_NAMES:
         assert engines.get(name.upper()).name == name
@@ -39,8 +39,9 @@ def test_every_record_resolves_and_unknown_names_list_them():
 
 
 def test_embed_and_the_last_layer_belong_to_current_vllm_only():
-    assert engines.taps_for_ids("vllm", [0, 4, 32], N).spec == "embed,L3,L31"
-    assert engines.ids_for_taps("vllm", ["embed", "L3", "L31"], N).ids == [0, 4, 32]
+    for name in ("vllm", "vllm-v2"):                        # V1 and V2 runners: the same capture code
+        assert engines.taps_for_ids(name, [0, 4, 32], N).spec == "embed,L3,L31"
+        assert engines.ids_for_taps(name, ["embed", "L3", "L31"], N).ids == [0, 4, 32]
     for name in ("sglang", "sglang-2026.04", "vllm-legacy", "speculators", "specforge", "modelopt"):
         f = engines.ids_for_taps(name, ["embed", "L3", "L30"], N)
         assert not f.feasible and "embedding" in f.reason, name
@@ -121,8 +122,13 @@ def test_key_read_order_per_engine():
     assert engines.wiring_for("vllm", nested, N).spec == "L0,L2,L4"           # nested since #42764
     legacy = engines.wiring_for("vllm-legacy", nested, N)
     assert legacy.spec == "L1,L15,L28" and any("ignores" in w for w in legacy.warnings)
+    v2 = engines.wiring_for("vllm-v2", nested, N)                              # 0.32's V2 runner (GPU default)
+    assert v2.spec == "L1,L15,L28" and any("ignores" in w for w in v2.warnings)   # nested never read: default
+    assert engines.wiring_for("vllm-v2", cfg, N).spec == "L1,L15,L28"         # top-level read, as V1 reads it
     dflash = {"dflash_config": {"target_layer_ids": [1, 15, 28]}}
     assert engines.wiring_for("vllm", dflash, N).spec == "L1,L15,L28"         # dflash ids +1
+    assert engines.wiring_for("vllm-v2", dflash, N).spec == "L1,L15,L28"
+    assert engines.options_for("vllm-v2", {"norm_output": True})[0] == engines.options_for("vllm", {"norm_output": True})[0]
     assert engines.wiring_for("eagle", cfg, N).spec == "L1,L15,L28"
 
 

@@ -80,7 +80,7 @@ def test_ids_past_the_last_layer_are_never_captured():
     assert not resolve("specforge", N32, nested([1, 15, 32])).feasible
 
 
-def test_only_current_vllm_feeds_the_embedding_and_the_last_layer():
+def test_only_current_vllm_feeds_the_embedding_and_the_last_layer():   # its V1 and V2 runners
     s = resolve("sglang-2026.04", N32, nested([-1, 3, 30]))
     assert not s.feasible and any("cannot feed the embedding" in w for w in s.warnings)
     v = resolve("vllm", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]})
@@ -89,7 +89,7 @@ def test_only_current_vllm_feeds_the_embedding_and_the_last_layer():
     h = resolve("hf", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]})
     assert h.taps == ("embed", "L3", "final") and h.hf_indices == [0, 4, 32]
     feeds = [e for e in ENGINES if engines.get(e).serving and ids_for(e, ["embed", "L3", "L31"], 32)]
-    assert feeds == ["vllm"]
+    assert feeds == ["vllm", "vllm-v2"]
 
 
 def test_eagle_ignores_draft_ids_and_specforge_reads_layer_outputs():

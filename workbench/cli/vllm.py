@@ -96,8 +96,9 @@ def _add_compare(sub):
                    help="prompts sent first at temperature 0.01 (and 0) to check the server is greedy (default 8; 0: none)")
     p.add_argument("--served-dtype", default="bfloat16",
                    help="the server's dtype for near-ties (vLLM does not report it; default bfloat16, the lenient one)")
-    p.add_argument("--engine", default="vllm", choices=["vllm", "vllm-legacy"],
-                   help="the engine record the offline side computes as (default vllm: the V1 runner of 0.32)")
+    p.add_argument("--engine", default="vllm", choices=["vllm", "vllm-v2", "vllm-legacy"],
+                   help="the engine record the offline side computes as (default vllm: the V1 runner of 0.32, as "
+                        "the CPU build runs; vllm-v2: 0.32's V2 runner, the GPU default)")
     s = p.add_argument_group("sampling sent with every request (always explicit; default: greedy)")
     s.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (default)")
     s.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus cut, (0, 1] (default 1 = off)")

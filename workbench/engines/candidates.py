@@ -102,7 +102,7 @@ def engine_label(engine: str) -> str:
     """The engine and version of a record, as the reason strings name it.
 
         >>> engine_label("sglang"), engine_label("vllm-legacy")
-        ('SGLang (current)', 'vLLM before PR #42764, and the V2 runner')
+        ('SGLang (current)', 'vLLM before PR #42764')
     """
     return engines.get(engine).label.replace("'s ", " ")
 
@@ -126,7 +126,7 @@ def who_can_feed(taps, target, *, exclude=()) -> list[str]:
     """``"vLLM can feed embed,L3,L31 with ids [0,4,32]"`` for each serving record that can (but ``exclude``).
 
         >>> who_can_feed(("embed", "L3", "L31"), 32, exclude=("sglang",))
-        ['vLLM V1 (current) can feed embed,L3,L31 with ids [0, 4, 32]']
+        ['vLLM V1 (current) can feed embed,L3,L31 with ids [0, 4, 32]', 'vLLM V2 runner (GPU default) can feed embed,L3,L31 with ids [0, 4, 32]']
     """
     out = []
     for name in SERVING:
@@ -159,7 +159,7 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
         ...                 {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
         ...                  "workbench": {"trained_taps": ["embed", "L1", "L3"]}}, engine="sglang")
         >>> [(c.spec, c.feasible) for c in cs][:2], cs[0].reasons[0]
-        ([('L1,L3,L4', True), ('L0,L2,L3', False)], 'fed by SGLang (current); SGLang before 2026-05; vLLM before PR #42764, and the V2 runner; SpecForge (training); speculators (vLLM training library); EAGLE (SafeAILab, official); NVIDIA ModelOpt (training)')
+        ([('L1,L3,L4', True), ('L0,L2,L3', False)], 'fed by SGLang (current); SGLang before 2026-05; vLLM V2 runner (GPU default); vLLM before PR #42764; SpecForge (training); speculators (vLLM training library); EAGLE (SafeAILab, official); NVIDIA ModelOpt (training)')
         >>> next(c for c in cs if c.spec == "embed,L1,L3").reasons[0]
         'trained taps (draft config workbench.trained_taps)'
 

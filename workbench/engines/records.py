@@ -162,8 +162,17 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
         # target's embedding / lm_head only when the checkpoint has none (or an identical copy).
         embed="checkpoint", lm_head="checkpoint", options=_VLLM_OPTIONS, sources=_VLLM_SRC),
     Engine(
-        "vllm-legacy", "vLLM before PR #42764, and the V2 runner", "before PR #42764; "
-        "V2 runner (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py) at any version", True,
+        "vllm-v2", "vLLM V2 runner (GPU default)", "0.32's V2 model runner: never reads nested ids", True,
+        # v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config (0.32): the top-level
+        # key, else dflash_config.target_layer_ids (+1), else the model's default; eagle_config ids are never
+        # read. VllmConfig.use_v2_model_runner (config/vllm.py): the default where Triton runs (GPUs), unless
+        # VLLM_USE_V2_MODEL_RUNNER=0 or EAGLE parallel drafting. The draft model and the capture code
+        # (llama_eagle3.py, interfaces.py EagleModelMixin) are V1's: ids as is, id 0 = embed, same options.
+        keys=("top", "dflash"), shift=0, lowest=0, highest_is_last=True,
+        embed="checkpoint", lm_head="checkpoint", options=_VLLM_OPTIONS,
+        sources=("vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "vllm/config/vllm.py", *_VLLM_SRC)),
+    Engine(
+        "vllm-legacy", "vLLM before PR #42764", "before PR #42764 (2026-05-15): top-level ids only", True,
         keys=("top",), shift=0, lowest=1,
         embed="checkpoint", lm_head="checkpoint",
         # the older llama_eagle3.py reads norm_before_residual only (default False)
@@ -628,7 +637,7 @@ def engine_table() -> list[dict]:
     """One row per record, for ``workbench wiring --engines`` and docs/engines.md.
 
         >>> [r["engine"] for r in engine_table()][:4]
-        ['sglang', 'sglang-2026.04', 'vllm', 'vllm-legacy']
+        ['sglang', 'sglang-2026.04', 'vllm', 'vllm-v2']
     """
     rows = []
     for e in RECORDS.values():

@@ -57,7 +57,7 @@ from workbench.engines.sglang_lint import (
 )
 from workbench.engines.wiring import Wiring, load_config, trained_wiring_from_config
 
-ENGINE = "vllm"   # the engine record; the V2 runner differs only in not reading eagle_config ids (_v2_view)
+ENGINE = "vllm"   # the engine record (V1 runner); the V2 runner's is "vllm-v2": it never reads eagle_config ids
 # SpeculativeConfig's fields in 0.32 (config/speculative.py); anything else is refused (extra="forbid")
 SPEC_KEYS = (
     "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size",
@@ -517,16 +517,6 @@ def _runner(args: dict, dev: str, spec: dict) -> tuple[str, str]:
     return "V2", "the default with Triton"
 
 
-def _v2_view(dcfg: dict) -> dict:
-    """The draft config as 0.32's V2 runner reads its ids (``v1/worker/gpu/spec_decode/eagle/eagle3_utils.py``
-    ``get_eagle3_aux_layers_from_config``): top level, then dflash (+1), never
-    ``eagle_config.eagle_aux_hidden_state_layer_ids``. The model code that captures the taps
-    (``interfaces.py`` ``EagleModelMixin``) is the V1 one, so the rest of the ``vllm`` record holds."""
-    eagle = dict(dcfg["eagle_config"]) if isinstance(dcfg.get("eagle_config"), dict) else {}
-    eagle.pop("eagle_aux_hidden_state_layer_ids", None)
-    return {**dcfg, "eagle_config": eagle}
-
-
 def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = False):
     """Vocabulary, Eagle-3.1 options and wiring of an EAGLE-3 draft as vLLM loads it (``v2``: the V2 model
     runner reads the ids)."""
@@ -597,7 +587,7 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = Fals
         return None, None
     # ---- wiring: vLLM's reading of the ids, and SGLang's reading of the same file ----
     found = engines.config_ids(dcfg)
-    wiring = engines.wiring_for(ENGINE, _v2_view(dcfg) if v2 else dcfg, tcfg)
+    wiring = engines.wiring_for("vllm-v2" if v2 else ENGINE, dcfg, tcfg)
     rec = engines.get(ENGINE)
     if not any(found.values()):
         add("default-ids", "warning", f"no layer ids in the draft config: vLLM silently takes its default "

@@ -250,7 +250,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     ``served_dtype``: the server's dtype for near-ties (vLLM does not report it; default bfloat16, the
     lenient choice). ``temperature``/``top_p``/``top_k`` (-1 off)/``seed``: the sampling sent with every
     request (with ``seed``: each row's ``seed``). ``engine``: the engine record the offline side computes
-    as (``vllm``: V1 runner, 0.32; ``vllm-legacy``).
+    as (``vllm``: V1 runner, 0.32; ``vllm-v2``: its V2 runner; ``vllm-legacy``).
     """
     sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
