@@ -30,7 +30,6 @@ _WHERE = {
     'TEMPLATES': 'chat',
     'CHAT': 'chat',
     'QUESTIONS': 'chat',
-    'add_templates': 'chat',
     'chat_prompts': 'chat',
     'write_chat_files': 'chat',
     'FOREIGN': 'recipe',

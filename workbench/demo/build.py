@@ -54,7 +54,7 @@ from workbench import rows as data
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 from workbench.core.sampling import Sampling, sampled_name
-from workbench.demo.chat import CHAT, QUESTIONS, add_templates, write_chat_files
+from workbench.demo.chat import CHAT, QUESTIONS, TEMPLATES, write_chat_files
 from workbench.demo.recipe import (
     EOS,
     FOREIGN,
@@ -194,9 +194,8 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
 
     t = time.perf_counter()
     text = corpus(cfg.n_modules)
-    tokenizer = train_tokenizer(text["train"], cfg.vocab_size, tmp / "tokenizer")
-    add_templates(tokenizer)                                     # the demo's chat template, two variants
-    tokenizer.save_pretrained(str(tmp / "tokenizer"))
+    tokenizer = train_tokenizer(text["train"], cfg.vocab_size, tmp / "tokenizer",
+                                chat_template=dict(TEMPLATES))   # the demo's chat template, two variants
     vocab = len(tokenizer)
     timings["tokenizer"] = round(time.perf_counter() - t, 2)
     say(f"tokenizer: {vocab} tokens from {len(text['files'])} stdlib files ({timings['tokenizer']} s)")

@@ -32,12 +32,12 @@ on it (docs/data.md).
 from __future__ import annotations
 
 import json
-import os
+import tempfile
 from pathlib import Path
 
 from workbench.core.files import atomic_write
 from workbench.core.sampling import Sampling
-from workbench.live.chat_regen import regenerate_chats
+from workbench.live.chat_regen import answer_text, regenerate_chats
 
 CHAT = "val-chat.jsonl"
 QUESTIONS = "questions.jsonl"
@@ -48,13 +48,7 @@ _TURN = ("{%- for m in messages -%}{%- if not loop.first %}{{ '\\n\\n' }}{% endi
          "{%- if add_generation_prompt %}{{ '\\n\\n' if messages else '' }}### Assistant:{{ '\\n' }}{% endif -%}")
 TAGGED = _TURN.replace("REPLY", "{% generation %}{{ m.content }}{% endgeneration %}")
 PLAIN = _TURN.replace("REPLY", "{{ m.content }}")
-TEMPLATES = {"default": TAGGED, "plain": PLAIN}
-
-
-def add_templates(tokenizer) -> None:
-    """Give ``tokenizer`` the demo's two chat templates (saved by ``save_pretrained``: the default one in
-    ``chat_template.jinja``, ``plain`` in ``additional_chat_templates/``)."""
-    tokenizer.chat_template = dict(TEMPLATES)
+TEMPLATES = {"default": TAGGED, "plain": PLAIN}   # saved: chat_template.jinja, additional_chat_templates/plain.jinja
 
 
 def chat_prompts(tokenizer, prompts: list[tuple]) -> list[str]:
@@ -70,29 +64,21 @@ def write_chat_files(target, out: Path, val_prompts: list[tuple], *, response_le
     """
     tok = target.tokenizer
     texts = chat_prompts(tok, val_prompts)
-    work = out / ".chat-work"
-    work.mkdir(exist_ok=True)
-    prompts = work / "prompts.jsonl"
-    with atomic_write(prompts) as f:
-        for i, ((source, *_), text) in enumerate(zip(val_prompts, texts)):
-            f.write(json.dumps({"id": f"val-{i}", "prompt": text, "source": source}) + "\n")
-    regenerate_chats(target, prompts, work / "replies.jsonl", max_new_tokens=response_len, sampling=Sampling(),
-                     progress=False)
     n_empty = 0
-    with open(work / "replies.jsonl", encoding="utf-8") as f, atomic_write(out / CHAT) as g:
-        for line in f:
-            row = json.loads(line)
-            reply = tok.decode([t for t, m in zip(row["input_ids"], row["loss_mask"]) if m],
-                               skip_special_tokens=True).strip()
-            i = int(row["prepared"]["record"])
-            if not reply:
-                n_empty += 1
-                continue
-            g.write(json.dumps({"id": f"val-{i}", "source": row["source"], "messages": [
-                {"role": "user", "content": texts[i]}, {"role": "assistant", "content": reply}]}) + "\n")
-    for p in work.iterdir():
-        os.remove(p)
-    work.rmdir()
+    with tempfile.TemporaryDirectory(dir=out) as work:        # the prompts and the regenerated rows
+        prompts, replies = Path(work) / "prompts.jsonl", Path(work) / "replies.jsonl"
+        prompts.write_text("".join(json.dumps({"id": f"val-{i}", "prompt": text, "source": source}) + "\n"
+                                   for i, ((source, *_), text) in enumerate(zip(val_prompts, texts))), encoding="utf-8")
+        regenerate_chats(target, prompts, replies, max_new_tokens=response_len, sampling=Sampling(), progress=False)
+        with open(replies, encoding="utf-8") as f, atomic_write(out / CHAT) as g:
+            for line in f:
+                row = json.loads(line)
+                reply, i = answer_text(tok, row), int(row["prepared"]["record"])
+                if not reply:
+                    n_empty += 1
+                    continue
+                g.write(json.dumps({"id": f"val-{i}", "source": row["source"], "messages": [
+                    {"role": "user", "content": texts[i]}, {"role": "assistant", "content": reply}]}) + "\n")
     n_q = min(n_questions, len(texts) // 2)
     with atomic_write(out / QUESTIONS) as f:
         for q in range(n_q):
@@ -105,4 +91,4 @@ def write_chat_files(target, out: Path, val_prompts: list[tuple], *, response_le
             "max_new_tokens": response_len}
 
 
-__all__ = ["TAGGED", "PLAIN", "TEMPLATES", "CHAT", "QUESTIONS", "add_templates", "chat_prompts", "write_chat_files"]
+__all__ = ["TAGGED", "PLAIN", "TEMPLATES", "CHAT", "QUESTIONS", "chat_prompts", "write_chat_files"]

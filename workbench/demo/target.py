@@ -18,8 +18,9 @@ from workbench.demo.recipe import EOS, MAX_POSITIONS, DemoSize, demo_taps
 from workbench.model.train import deterministic
 
 
-def train_tokenizer(texts: list[str], vocab_size: int, path):
-    """Train a byte-level BPE on ``texts`` and save it so ``AutoTokenizer.from_pretrained(path)`` loads it."""
+def train_tokenizer(texts: list[str], vocab_size: int, path, chat_template=None):
+    """Train a byte-level BPE on ``texts`` and save it so ``AutoTokenizer.from_pretrained(path)`` loads it, with
+    ``chat_template`` (a template text or ``{name: text}``) when given."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -31,6 +32,8 @@ def train_tokenizer(texts: list[str], vocab_size: int, path):
     tok.train_from_iterator(texts, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, bos_token=EOS, unk_token=None,
                                    pad_token=EOS, model_max_length=MAX_POSITIONS)
+    if chat_template is not None:
+        fast.chat_template = chat_template
     fast.save_pretrained(str(path))
     return fast
 

@@ -18,6 +18,7 @@ _WHERE = {
     'asks': 'chat_regen',
     'history': 'chat_regen',
     'regenerate_chats': 'chat_regen',
+    'answer_text': 'chat_regen',
     'VERDICTS': 'comparison',
     'ALPHA': 'comparison',
     'GREEDY_SHARE': 'comparison',

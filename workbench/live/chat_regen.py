@@ -78,7 +78,7 @@ def history(conv, upto: int, answers: list[str]) -> list[dict]:
     return out
 
 
-def _answer(tok, row: dict) -> str:
+def answer_text(tok, row: dict) -> str:
     """The text a chat client keeps of a reply: its generated ids decoded, special tokens skipped."""
     return tok.decode(row["input_ids"][row["n_prompt_tokens"]:], skip_special_tokens=True).strip()
 
@@ -148,7 +148,7 @@ def regenerate_chats(target, data, out, *, tokenizer=None, max_new_tokens: int |
     done, k0 = _resumed(part, convs, tok)
     answers: dict[int, list[str]] = {c.row: [] for c in convs}
     for r in done:                                       # in round order: each record's answers so far
-        answers[int(r["generation"]["input_row"])].append(_answer(tok, r))
+        answers[int(r["generation"]["input_row"])].append(answer_text(tok, r))
     result.n_resumed = len(done)
     t0 = time.perf_counter()
     file = os.path.basename(os.fspath(data).rstrip("/"))
@@ -180,7 +180,7 @@ def regenerate_chats(target, data, out, *, tokenizer=None, max_new_tokens: int |
                 row["prepared"] = {"template": tpl.name, "template_sha256": tpl.sha256, "mask": "generated",
                                    "layout": "per-turn", "turn": j, "replies": 1, "file": file, "where": c.where,
                                    "record": c.row}
-                answers[c.row].append(_answer(tok, row))
+                answers[c.row].append(answer_text(tok, row))
                 f.write(json.dumps(row, separators=(",", ":")) + "\n")
                 result.n_new += 1
                 result.tokens += len(gen.tokens)
@@ -202,4 +202,4 @@ def regenerate_chats(target, data, out, *, tokenizer=None, max_new_tokens: int |
     return result
 
 
-__all__ = ["regenerate_chats", "asks", "history", "DEFAULT_MAX_NEW_TOKENS"]
+__all__ = ["regenerate_chats", "answer_text", "asks", "history", "DEFAULT_MAX_NEW_TOKENS"]

@@ -37,6 +37,7 @@ _WHERE = {
     'Tally': 'chat',
     'chat_rows': 'chat',
     'chat_dataset': 'chat',
+    'named_templates': 'chat',
     'pick_template': 'chat',
     'ChatFile': 'chat',
     'template_names': 'chat',

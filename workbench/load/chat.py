@@ -61,6 +61,12 @@ def template_name(text: str) -> str:
     return "custom"
 
 
+def named_templates(tokenizer) -> dict:
+    """``{name: template text}`` of the tokenizer's chat templates (a single one is named ``default``)."""
+    found = getattr(tokenizer, "chat_template", None)
+    return dict(found) if isinstance(found, dict) else ({"default": found} if isinstance(found, str) else {})
+
+
 def pick_template(tokenizer, template: str | None = None, where: str = "tokenizer") -> tuple[str, str]:
     """(template text, its label): the tokenizer's default template, one of its named templates
     (``additional_chat_templates/NAME.jinja``) or a ``.jinja`` file, as SGLang's ``--chat-template`` takes it.
@@ -69,8 +75,7 @@ def pick_template(tokenizer, template: str | None = None, where: str = "tokenize
         >>> pick_template(Tok()), pick_template(Tok(), "plain")
         (('A', 'default'), ('B', 'plain'))
     """
-    found = getattr(tokenizer, "chat_template", None)
-    named = dict(found) if isinstance(found, dict) else ({"default": found} if isinstance(found, str) else {})
+    named = named_templates(tokenizer)
     if template is not None and template in named:
         return named[template], template
     if template is not None:
@@ -98,9 +103,7 @@ def template_names(tokenizer) -> list[str]:
     """
     if is_path(tokenizer):
         tokenizer = rows_mod.load_tokenizer(tokenizer)
-    found = getattr(tokenizer, "chat_template", None)
-    names = list(found) if isinstance(found, dict) else (["default"] if isinstance(found, str) else [])
-    return sorted(names, key=lambda n: (n != "default", n))
+    return sorted(named_templates(tokenizer), key=lambda n: (n != "default", n))
 
 
 @dataclass
@@ -382,6 +385,6 @@ def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, lim
     return "\n".join(lines)
 
 
-__all__ = ["describe_conversations", "ChatTemplate", "ChatFile", "pick_template", "template_names", "compare_templates",
+__all__ = ["describe_conversations", "ChatTemplate", "ChatFile", "named_templates", "pick_template", "template_names", "compare_templates",
            "TemplateComparison", "chat_rows", "chat_dataset", "turn_row", "all_turns_row", "Tally",
            "has_generation_tags", "template_name", "GENERATION_TAG", "EMPTY_THINK"]

@@ -120,25 +120,21 @@ def dataset(data, tgt):
     template, one row per reply (:func:`workbench.load.chat.chat_dataset`); a prompt-only file raises (its
     replies must be the target's: ``workbench regenerate``). A :class:`~workbench.load.chat.ChatFile` names the
     chat template (and its variables) to use instead of the tokenizer's default."""
-    if isinstance(data, chat.ChatFile):
-        path = resolve(data.path)
-        if conversations.sniff(path) not in ("chat", "prompts"):
-            raise WorkbenchError(f"{path}: --chat-template/--chat-template-kwargs apply to conversation files, and this "
-                                 f"one holds tokenised rows (expected conversations: docs/data.md)")
-        if tgt.tokenizer is None:
-            raise WorkbenchError(f"{path}: conversations need the target's tokenizer and chat template (the target "
-                                 f"has no tokenizer)")
-        return chat.chat_dataset(path, tgt.tokenizer, vocab_size=tgt.vocab_size, chat_template=data.template,
-                                 chat_template_kwargs=data.kwargs)
-    if data is None or not is_path(data):
+    spec = data if isinstance(data, chat.ChatFile) else None
+    if spec is None and (data is None or not is_path(data)):
         return data
-    data = resolve(data)
+    data = resolve(spec.path if spec is not None else data)
     kind = conversations.sniff(data)
+    if spec is not None and kind not in ("chat", "prompts"):
+        raise WorkbenchError(f"{data}: --chat-template/--chat-template-kwargs apply to conversation files, and this "
+                             f"one holds tokenised rows (expected conversations: docs/data.md)")
     if kind in ("chat", "prompts"):
         if tgt.tokenizer is None:
             raise WorkbenchError(f"{data}: conversations need the target's tokenizer and chat template (the target "
                                  f"has no tokenizer)")
-        return chat.chat_dataset(data, tgt.tokenizer, vocab_size=tgt.vocab_size)
+        return chat.chat_dataset(data, tgt.tokenizer, vocab_size=tgt.vocab_size,
+                                 chat_template=spec.template if spec is not None else None,
+                                 chat_template_kwargs=spec.kwargs if spec is not None else None)
     return data_mod.load(data, tokenizer=tgt.tokenizer, vocab_size=tgt.vocab_size)
 
 
