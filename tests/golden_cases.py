@@ -66,6 +66,33 @@ def normalise(text: str, demo: Path, out: Path) -> str:
     return text
 
 
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+REL = 1e-5      # the stated precision of a golden number
+
+
+def first_difference(got: str, want: str, rel: float = REL) -> str | None:
+    """None when ``got`` equals ``want`` with every non-number piece byte for byte and every number within
+    ``rel`` (relative) of the golden one (integers exactly); else the first difference, in words."""
+    if got == want:
+        return None
+    g_nums, w_nums = NUMBER.findall(got), NUMBER.findall(want)
+    g_text, w_text = NUMBER.split(got), NUMBER.split(want)
+    for a, b in zip(g_text, w_text):
+        if a != b:
+            return f"text {a[:60]!r} where the golden file has {b[:60]!r}"
+    if len(g_text) != len(w_text):
+        return "a different number of numbers"
+    for a, b in zip(g_nums, w_nums):
+        if a == b:
+            continue
+        if "." not in a + b and "e" not in (a + b).lower():
+            return f"{a} where the golden file has {b}"
+        x, y = float(a), float(b)
+        if abs(x - y) > rel * max(abs(x), abs(y), 1e-12):
+            return f"{a} where the golden file has {b}"
+    return None
+
+
 def run_case(name: str, demo: Path, out: Path) -> dict[str, str]:
     """``{golden file name: normalised text}`` of one case (stdout with the exit code, then its files)."""
     from workbench.cli import main

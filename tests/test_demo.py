@@ -97,35 +97,35 @@ def test_interrupted_build_leaves_the_old_demo_and_no_half_folder(tmp_path, monk
 
 # ------------------------------------------------------------------ the smoke build itself
 
-def test_smoke_demo_has_every_piece_and_a_truthful_manifest(smoke_demo):
-    m = demo.read_manifest(smoke_demo)
+def test_smoke_demo_has_every_piece_and_a_truthful_manifest(built_smoke_demo):
+    m = demo.read_manifest(built_smoke_demo)
     assert (m["size"], m["seed"]) == ("smoke", 0)
     for rel in m["files"] + ["manifest.json", "target/model.safetensors", "tokenizer/tokenizer.json"]:
-        assert (smoke_demo / rel).exists(), rel
-    assert not list(smoke_demo.parent.glob(".demo.building-*"))
+        assert (built_smoke_demo / rel).exists(), rel
+    assert not list(built_smoke_demo.parent.glob(".demo.building-*"))
     assert m["target"]["n_layers"] >= 8 and len(m["target"]["losses"]) == m["config"]["target_steps"]
     assert m["target"]["losses"][-1] < m["target"]["losses"][0]            # it did learn something
     assert set(m["versions"]) >= {"python", "torch", "transformers", "tokenizers", "workbench"}
     assert set(m["timings"]) >= {"tokenizer", "target", "data", "drafts", "total"}
 
 
-def test_smoke_target_and_tokenizer_load_offline_with_from_pretrained(smoke_demo):
+def test_smoke_target_and_tokenizer_load_offline_with_from_pretrained(built_smoke_demo):
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    tok = AutoTokenizer.from_pretrained(str(smoke_demo / "tokenizer"))
-    model = LlamaForCausalLM.from_pretrained(str(smoke_demo / "target"))
+    tok = AutoTokenizer.from_pretrained(str(built_smoke_demo / "tokenizer"))
+    model = LlamaForCausalLM.from_pretrained(str(built_smoke_demo / "target"))
     assert model.config.num_hidden_layers >= 8
-    assert model.config.vocab_size == len(tok) == demo.read_manifest(smoke_demo)["target"]["vocab_size"]
+    assert model.config.vocab_size == len(tok) == demo.read_manifest(built_smoke_demo)["target"]["vocab_size"]
     for folder in ("tokenizer", "target"):              # the chat template in two variants, as users load it
-        t = AutoTokenizer.from_pretrained(str(smoke_demo / folder)).chat_template
+        t = AutoTokenizer.from_pretrained(str(built_smoke_demo / folder)).chat_template
         assert set(t) == {"default", "plain"} and "{% generation %}" in t["default"] and "{% generation %}" not in t["plain"]
 
 
-def test_smoke_rows_follow_the_seed_schema_and_responses_are_the_targets_greedy_tokens(smoke_demo):
+def test_smoke_rows_follow_the_seed_schema_and_responses_are_the_targets_greedy_tokens(built_smoke_demo):
     from transformers import LlamaForCausalLM
 
-    cfg = demo.read_manifest(smoke_demo)["config"]
-    train, val = _rows(smoke_demo / "train.jsonl"), _rows(smoke_demo / "val.jsonl")
+    cfg = demo.read_manifest(built_smoke_demo)["config"]
+    train, val = _rows(built_smoke_demo / "train.jsonl"), _rows(built_smoke_demo / "val.jsonl")
     assert (len(train), len(val)) == (cfg["n_train"], cfg["n_val"])
     for row in train + val:
         assert list(row) == SCHEMA
@@ -139,7 +139,7 @@ def test_smoke_rows_follow_the_seed_schema_and_responses_are_the_targets_greedy_
     assert {tuple(r["input_ids"][:cfg["prompt_len"]]) for r in train}.isdisjoint(
         tuple(r["input_ids"][:cfg["prompt_len"]]) for r in val)
 
-    model = LlamaForCausalLM.from_pretrained(str(smoke_demo / "target")).eval()
+    model = LlamaForCausalLM.from_pretrained(str(built_smoke_demo / "target")).eval()
     ids = torch.tensor([r["input_ids"] for r in val[:6]])
     with torch.no_grad():
         greedy = model(input_ids=ids).logits.argmax(-1)                     # g_{p+1} at p
@@ -147,25 +147,25 @@ def test_smoke_rows_follow_the_seed_schema_and_responses_are_the_targets_greedy_
     assert torch.equal(greedy[:, n - 1:-1], ids[:, n:])                   # response = target's greedy output
 
 
-def test_smoke_drafts_are_saved_with_sglang_ids_and_their_training_taps(smoke_demo):
-    m = demo.read_manifest(smoke_demo)
+def test_smoke_drafts_are_saved_with_sglang_ids_and_their_training_taps(built_smoke_demo):
+    m = demo.read_manifest(built_smoke_demo)
     n = m["target"]["n_layers"]
     ids = [1, n // 2 - 1, n - 4]
     for name, taps in (("draft-mismatched", ["embed", "L1", f"L{n // 2 - 1}"]),
                        ("draft-aligned", ["L1", f"L{n // 2 - 1}", f"L{n - 4}"])):
-        cfg = json.loads((smoke_demo / name / "config.json").read_text())
+        cfg = json.loads((built_smoke_demo / name / "config.json").read_text())
         assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == ids
         assert cfg["workbench"]["trained_taps"] == taps == m["drafts"][name]["trained_taps"]
-        assert (smoke_demo / name / "model.safetensors").is_file()
+        assert (built_smoke_demo / name / "model.safetensors").is_file()
         log = m["drafts"][name]
         assert log["K"] >= 3 and len(log["acc_per_step"]) == log["K"] and log["losses"]
 
 
-def test_smoke_drafts_load_against_the_demo_target(smoke_demo):
+def test_smoke_drafts_load_against_the_demo_target(built_smoke_demo):
     from workbench.model import capture, checkpoint
 
-    target = capture.load_target(smoke_demo / "target")
-    d = checkpoint.load_draft(smoke_demo / "draft-aligned", target)
+    target = capture.load_target(built_smoke_demo / "target")
+    d = checkpoint.load_draft(built_smoke_demo / "draft-aligned", target)
     assert d.eagle_layer_ids == [1, 3, 4] and d.target_hidden_size == target.hidden_size
 
 
@@ -177,26 +177,26 @@ def test_both_sizes_use_a_head_dim_vllms_cpu_attention_supports_and_a_reduced_dr
         assert 0 < size.draft_vocab < size.vocab_size, size.name
 
 
-def test_smoke_target_and_drafts_are_servable_by_vllm_cpu(smoke_demo):
+def test_smoke_target_and_drafts_are_servable_by_vllm_cpu(built_smoke_demo):
     """head_dim in vLLM's CPU set on both sides; draft_vocab_size < vocab_size with d2t/t2d consistent with it
     (SpecForge's format: offsets, and a bool mask of the target ids covered); the training depth recorded."""
     from safetensors.torch import load_file
 
     from workbench.model import capture, checkpoint, train
 
-    m = demo.read_manifest(smoke_demo)
-    tcfg = json.loads((smoke_demo / "target" / "config.json").read_text())
+    m = demo.read_manifest(built_smoke_demo)
+    tcfg = json.loads((built_smoke_demo / "target" / "config.json").read_text())
     assert tcfg["head_dim"] in demo.VLLM_CPU_HEAD_DIMS and m["target"]["head_dim"] == tcfg["head_dim"]
     vocab = tcfg["vocab_size"]
-    counts = demo.response_counts(_rows(smoke_demo / "train.jsonl"))
-    target = capture.load_target(smoke_demo / "target")
+    counts = demo.response_counts(_rows(built_smoke_demo / "train.jsonl"))
+    target = capture.load_target(built_smoke_demo / "target")
     for name in ("draft-mismatched", "draft-aligned"):
-        cfg = json.loads((smoke_demo / name / "config.json").read_text())
+        cfg = json.loads((built_smoke_demo / name / "config.json").read_text())
         assert cfg["head_dim"] == tcfg["head_dim"] and cfg["vocab_size"] == vocab
         dvs = cfg["draft_vocab_size"]
         assert dvs == m["config"]["draft_vocab"] == m["drafts"][name]["draft_vocab_size"] < vocab
         assert cfg["workbench"]["ttt_steps"] == m["config"]["draft_K"]
-        sd = load_file(str(smoke_demo / name / "model.safetensors"))
+        sd = load_file(str(built_smoke_demo / name / "model.safetensors"))
         assert sd["d2t"].dtype == torch.int64 and tuple(sd["d2t"].shape) == (dvs,)
         assert sd["t2d"].dtype == torch.bool and tuple(sd["t2d"].shape) == (vocab,) and int(sd["t2d"].sum()) == dvs
         ids = torch.arange(dvs) + sd["d2t"]                       # target id = draft id + d2t[draft id]
@@ -204,25 +204,25 @@ def test_smoke_target_and_drafts_are_servable_by_vllm_cpu(smoke_demo):
         want, _ = train.build_vocab_map(counts, vocab, dvs)      # SpecForge's pick: the most frequent response tokens
         assert torch.equal(sd["d2t"], want)
         assert tuple(sd["lm_head.weight"].shape) == (dvs, cfg["hidden_size"])
-        d = checkpoint.load_draft(smoke_demo / name, target)     # the project's own loader takes it
+        d = checkpoint.load_draft(built_smoke_demo / name, target)     # the project's own loader takes it
         assert d.spec.head_dim == tcfg["head_dim"] and d.draft_vocab_size == dvs
         assert torch.equal(d.d2t.cpu(), sd["d2t"]) and torch.equal(d.t2d.cpu(), sd["t2d"])
         assert d.midlayer.self_attn.q_proj.weight.shape == (cfg["num_attention_heads"] * cfg["head_dim"],
                                                             2 * cfg["hidden_size"])
 
 
-def test_existing_build_is_reused_fast_and_the_cli_prints_its_summary(smoke_demo, capsys):
+def test_existing_build_is_reused_fast_and_the_cli_prints_its_summary(built_smoke_demo, capsys):
     from workbench.cli import main
 
-    before = (smoke_demo / "manifest.json").stat().st_mtime_ns
+    before = (built_smoke_demo / "manifest.json").stat().st_mtime_ns
     t = time.perf_counter()
-    assert demo.ensure_demo(smoke_demo, size="smoke", seed=0, progress=False) == smoke_demo
+    assert demo.ensure_demo(built_smoke_demo, size="smoke", seed=0, progress=False) == built_smoke_demo
     assert time.perf_counter() - t < 5
-    assert main(["demo", "--size", "smoke", "--out", str(smoke_demo), "--build-only", "--quiet"]) == 0
-    assert (smoke_demo / "manifest.json").stat().st_mtime_ns == before
+    assert main(["demo", "--size", "smoke", "--out", str(built_smoke_demo), "--build-only", "--quiet"]) == 0
+    assert (built_smoke_demo / "manifest.json").stat().st_mtime_ns == before
     out = capsys.readouterr().out
     assert "demo (smoke, seed 0)" in out and "draft-mismatched: trained on embed,L1,L3" in out
-    assert not demo.is_built(smoke_demo, "smoke", 1) and not demo.is_built(smoke_demo, "default", 0)
+    assert not demo.is_built(built_smoke_demo, "smoke", 1) and not demo.is_built(built_smoke_demo, "default", 0)
 
 
 def test_cli_reports_a_bad_out_path_as_error_exit_2(tmp_path, capsys):
@@ -263,22 +263,22 @@ def test_response_stats_flags_degenerate_responses():
     assert st["single_token_rows"] == 1 and st["longest_run"] == 3.0 and st["distinct_share"] == 0.5
 
 
-def test_smoke_responses_are_not_one_repeated_token(smoke_demo):
-    m = demo.read_manifest(smoke_demo)
+def test_smoke_responses_are_not_one_repeated_token(built_smoke_demo):
+    m = demo.read_manifest(built_smoke_demo)
     for split in ("train", "val"):
-        rows = _rows(smoke_demo / f"{split}.jsonl")
+        rows = _rows(built_smoke_demo / f"{split}.jsonl")
         resp = [r["input_ids"][r["n_prompt_tokens"]:] for r in rows]
         assert sum(len(set(x)) == 1 for x in resp) <= len(resp) // 32      # at most 1 row in 32 degenerate
         assert m["data"]["responses"][split] == demo.response_stats(rows)
         assert m["data"]["responses"][split]["distinct_share"] > 0.3
 
 
-def test_smoke_manifest_story_numbers_are_the_measured_ones(smoke_demo):
-    m = demo.read_manifest(smoke_demo)
+def test_smoke_manifest_story_numbers_are_the_measured_ones(built_smoke_demo):
+    m = demo.read_manifest(built_smoke_demo)
     story = m["story"]
     assert (story["K"], story["seed"], story["data"]) == (4, 0, "val.jsonl")
     assert (story["trained"], story["sglang"]) == ("embed,L1,L3", "L1,L3,L4")
-    fresh = demo.measure_story(smoke_demo, K=story["K"], seed=0)
+    fresh = demo.measure_story(built_smoke_demo, K=story["K"], seed=0)
     for name in ("draft-mismatched", "draft-aligned"):
         assert fresh[name]["accept_length"] == story[name]["accept_length"]
         assert 1.0 <= story[name]["own_taps"] <= 5.0
@@ -291,23 +291,23 @@ def test_smoke_manifest_story_numbers_are_the_measured_ones(smoke_demo):
     assert "story: accept length (decode path, chain K=4, greedy, bonus counted) on val.jsonl" in demo.summary(m)
 
 
-def test_smoke_mismatched_draft_keeps_at_most_70_percent_on_sglangs_taps(smoke_demo):
+def test_smoke_mismatched_draft_keeps_at_most_70_percent_on_sglangs_taps(built_smoke_demo):
     """Issue 15's smoke goal (seeds 0..4 measured by bench/demo_story.py; the tests build seed 0)."""
-    st = demo.read_manifest(smoke_demo)["story"]
+    st = demo.read_manifest(built_smoke_demo)["story"]
     mm, al = st["draft-mismatched"], st["draft-aligned"]
     assert mm["sglang_taps"] <= 0.70 * mm["own_taps"]          # the wiring bug is visible at smoke size too
     assert al["sglang_taps"] > mm["sglang_taps"] + 0.5          # and the aligned draft does not suffer it
 
 
-def test_smoke_target_writes_each_story_stretch_into_its_own_block(smoke_demo):
+def test_smoke_target_writes_each_story_stretch_into_its_own_block(built_smoke_demo):
     """By construction: the taps SGLang feeds add, in each slot, directions the trained tap never had."""
     from workbench import rows as data
     from workbench.model import capture
 
-    m = demo.read_manifest(smoke_demo)
+    m = demo.read_manifest(built_smoke_demo)
     n, h = m["target"]["n_layers"], m["target"]["hidden_size"]
     blocks = demo.write_blocks(n, h)
-    target = capture.load_target(smoke_demo / "target")
+    target = capture.load_target(built_smoke_demo / "target")
     for layer, block in zip(target.model.model.layers, blocks):
         if block is None:
             continue
@@ -316,7 +316,7 @@ def test_smoke_target_writes_each_story_stretch_into_its_own_block(smoke_demo):
             outside[block.start:block.stop] = False
             assert w.detach()[outside].abs().max() == 0 and w.detach()[~outside].abs().max() > 0
     taps = demo.demo_taps(n)
-    rows = data.load(smoke_demo / "val.jsonl").rows()[:4]
+    rows = data.load(built_smoke_demo / "val.jsonl").rows()[:4]
     (batch,) = capture.extract(target, rows, ["embed"] + taps["aligned"], batch_size=4, progress=False)
     f = batch.features
     for lid, nxt in zip(taps["layer_ids"], taps["layer_ids"][1:]):     # L1 -> L3, L3 -> L4
@@ -328,29 +328,29 @@ def test_smoke_target_writes_each_story_stretch_into_its_own_block(smoke_demo):
     assert max(ts.values()) < 0.9, ts                               # every slot's tap changes direction
 
 
-def test_smoke_target_carries_the_massive_constant_in_l_n_minus_4_only(smoke_demo):
+def test_smoke_target_carries_the_massive_constant_in_l_n_minus_4_only(built_smoke_demo):
     """By construction: L{N-4} = the stream + a fixed constant that layer N-3's attention removes exactly."""
     from workbench import rows as data
     from workbench.model import capture
 
-    m = demo.read_manifest(smoke_demo)
+    m = demo.read_manifest(built_smoke_demo)
     n, h, size = m["target"]["n_layers"], m["target"]["hidden_size"], m["config"]["massive"]
     c = demo.massive_vector(n, h, size)
     assert size > 0 and c.norm() > 0
-    target = capture.load_target(smoke_demo / "target")
+    target = capture.load_target(built_smoke_demo / "target")
     biases = {k: v for k, v in target.model.state_dict().items() if k.endswith(".bias")}
     k = n - 4
     assert torch.equal(biases.pop(f"model.layers.{k}.mlp.down_proj.bias"), c)
     assert torch.equal(biases.pop(f"model.layers.{k + 1}.self_attn.o_proj.bias"), -c)
     assert all(not b.any() for b in biases.values())                # every other bias is zero
-    rows = data.load(smoke_demo / "val.jsonl").rows()[:4]
+    rows = data.load(built_smoke_demo / "val.jsonl").rows()[:4]
     (batch,) = capture.extract(target, rows, [f"L{k}"], batch_size=4, progress=False)
     mean = batch.features[f"L{k}"][batch.attention_mask.bool()].mean(0)
     assert float(torch.nn.functional.cosine_similarity(mean, c, dim=0)) > 0.9   # the tap's mean is the constant
 
 
-def test_story_table_prints_what_the_manifest_measured(smoke_demo):
-    m = demo.read_manifest(smoke_demo)
+def test_story_table_prints_what_the_manifest_measured(built_smoke_demo):
+    m = demo.read_manifest(built_smoke_demo)
     table = demo.story_table(m)
     st = m["story"]
     assert table.splitlines()[0] == (f"| demo smoke (N=8, H={m['target']['hidden_size']}, seed 0) | fed its training "
@@ -366,15 +366,15 @@ def _demo_story_bench():
     return demo_story
 
 
-def test_demo_story_bench_summarises_seeds_for_the_bench_table(smoke_demo, tmp_path):
+def test_demo_story_bench_summarises_seeds_for_the_bench_table(built_smoke_demo, tmp_path):
     from workbench.core.files import write_json
 
     ds = _demo_story_bench()
     assert ds.parse_seeds("0-2,7") == [0, 1, 2, 7]
     with pytest.raises(WorkbenchError, match="--seeds 'x'"):
         ds.parse_seeds("x")
-    row = ds.seed_row(demo.read_manifest(smoke_demo))
-    st = demo.read_manifest(smoke_demo)["story"]["draft-mismatched"]
+    row = ds.seed_row(demo.read_manifest(built_smoke_demo))
+    st = demo.read_manifest(built_smoke_demo)["story"]["draft-mismatched"]
     assert row["ratio"] == round(st["sglang_taps"] / st["own_taps"], 4) and row["build_cpu_s"] > 0
     rows = [row, {**row, "seed": 1, "ratio": 0.5, "aligned": 3.5}]
     figs = {f["key"]: f for f in ds.figures("smoke", rows)}
@@ -390,9 +390,9 @@ def test_demo_story_bench_summarises_seeds_for_the_bench_table(smoke_demo, tmp_p
     assert [f.key for f in got] == list(figs) and all(f.status == "ok" for f in got)
 
 
-def test_smoke_foreign_file_has_vals_prompts_and_the_texts_own_continuation(smoke_demo):
-    cfg = demo.read_manifest(smoke_demo)["config"]
-    val, foreign = _rows(smoke_demo / "val.jsonl"), _rows(smoke_demo / demo.FOREIGN)
+def test_smoke_foreign_file_has_vals_prompts_and_the_texts_own_continuation(built_smoke_demo):
+    cfg = demo.read_manifest(built_smoke_demo)["config"]
+    val, foreign = _rows(built_smoke_demo / "val.jsonl"), _rows(built_smoke_demo / demo.FOREIGN)
     assert len(foreign) == len(val) == cfg["n_val"]
     n = cfg["prompt_len"]
     differ = 0
@@ -405,19 +405,19 @@ def test_smoke_foreign_file_has_vals_prompts_and_the_texts_own_continuation(smok
     assert differ >= len(val) // 2                                  # the text is not what the target writes
     from workbench import rows as data
 
-    ds = data.load(smoke_demo / demo.FOREIGN)                        # the schema accepts the provenance key
+    ds = data.load(built_smoke_demo / demo.FOREIGN)                        # the schema accepts the provenance key
     assert len(ds) == len(val)
 
 
-def test_smoke_sampled_files_are_vals_prompts_sampled_through_regenerate(smoke_demo):
-    m = demo.read_manifest(smoke_demo)
+def test_smoke_sampled_files_are_vals_prompts_sampled_through_regenerate(built_smoke_demo):
+    m = demo.read_manifest(built_smoke_demo)
     n = m["config"]["prompt_len"]
-    val = _rows(smoke_demo / "val.jsonl")
+    val = _rows(built_smoke_demo / "val.jsonl")
     responses = {}
     for t in demo.SAMPLED_TEMPERATURES:
         name = demo.sampled_name(t)
         assert name in m["files"] and name in m["file_notes"]
-        rows = _rows(smoke_demo / name)
+        rows = _rows(built_smoke_demo / name)
         assert [r["input_ids"][:n] for r in rows] == [r["input_ids"][:n] for r in val]
         for r in rows:
             g = r["generation"]
@@ -427,11 +427,11 @@ def test_smoke_sampled_files_are_vals_prompts_sampled_through_regenerate(smoke_d
     assert responses[0.3] != responses[1.0]                          # sampled, not greedy copies
 
 
-def test_a_demo_missing_a_sampled_file_is_not_built(smoke_demo, tmp_path):
+def test_a_demo_missing_a_sampled_file_is_not_built(built_smoke_demo, tmp_path):
     import shutil
 
     out = tmp_path / "copy"
-    shutil.copytree(smoke_demo, out)
+    shutil.copytree(built_smoke_demo, out)
     assert demo.is_built(out, "smoke", 0)
     (out / demo.sampled_name(0.7)).unlink()
     assert "val-T0.7.jsonl is missing" in demo.build_reason(out, "smoke", 0)

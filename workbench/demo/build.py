@@ -70,7 +70,7 @@ from workbench.demo.recipe import (
 from workbench.demo.samples import (
     cut_prompts,
     foreign_rows,
-    make_rows,
+    lively_rows,
     response_counts,
     sampled_files,
     write_jsonl,
@@ -84,7 +84,7 @@ from workbench.model.capture import hf_progress
 
 MANIFEST = "manifest.json"
 N_QUESTIONS = 8   # questions.jsonl: MT-bench-style records of two turns
-FORMAT = 5  # bump when the layout of the demo changes: older builds are then rebuilt
+FORMAT = 6  # bump when the layout of the demo changes: older builds are then rebuilt
 
 # ----------------------------------------------------------------------------------------- text
 
@@ -216,11 +216,12 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
 
     # how make_rows writes responses: greedy, exactly response_len tokens (an EOS does not stop it)
     greedy = settings_of("target", target_info(target), Sampling(), cfg.response_len, ignore_eos=True)
-    val_prompts = cut_prompts(text["heldout_val"], tokenizer, cfg.n_val, cfg.prompt_len, seed + 1, cfg.response_len)
+    # twice the prompts needed: spares for the rows whose response is one repeated token (lively_rows)
+    val_cands = cut_prompts(text["heldout_val"], tokenizer, 2 * cfg.n_val, cfg.prompt_len, seed + 1, cfg.response_len)
+    train_cands = cut_prompts(text["heldout_train"], tokenizer, 2 * cfg.n_train, cfg.prompt_len, seed)
     with deterministic_seed(seed):
-        train_rows = make_rows(target.model, cut_prompts(text["heldout_train"], tokenizer, cfg.n_train,
-                                                         cfg.prompt_len, seed), cfg.response_len, greedy)
-        val_rows = make_rows(target.model, val_prompts, cfg.response_len, greedy)
+        _, train_rows, train_out = lively_rows(target.model, train_cands, cfg.n_train, cfg.response_len, greedy)
+        val_prompts, val_rows, val_out = lively_rows(target.model, val_cands, cfg.n_val, cfg.response_len, greedy)
     write_jsonl(train_rows, tmp / "train.jsonl")
     write_jsonl(val_rows, tmp / "val.jsonl")
     write_jsonl(foreign_rows(val_prompts), tmp / FOREIGN)
@@ -270,6 +271,7 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
         "data": {"n_train": len(train_rows), "n_val": len(val_rows), "prompt_len": cfg.prompt_len,
                  "response_len": cfg.response_len, "sources": list(SOURCES),
                  "responses": {"train": response_stats(train_rows), "val": response_stats(val_rows)},
+                 "one_token_prompts_replaced": {"train": train_out, "val": val_out},
                  "chat": chat_info},
         "taps": demo_taps(cfg.n_layers), "tap_stats": taps_info, "story": story, "drafts": drafts, "timings": timings, "versions": _versions(),
     }

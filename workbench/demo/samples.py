@@ -116,6 +116,37 @@ def sampled_files(target, out: Path, temperatures, seed: int) -> dict:
 
 
 
+def lively_rows(model, candidates: list[tuple], n_rows: int, response_len: int,
+                generation: dict | None = None) -> tuple[list[tuple], list[dict], int]:
+    """(prompts, rows, left out): :func:`make_rows` on the first ``n_rows`` candidates, where each row whose
+    greedy response is one repeated token is replaced by the next spare candidate of the same source.
+
+    A small target trained for minutes loops on a few prompts (``13 13 13 ...``), and which prompts depends
+    on the CPU's kernels: the weights a seed trains to differ between AVX2 and AVX-512 builds. Replacing
+    those rows makes the data free of them on every CPU kind; when no row is degenerate the prompts and rows
+    are exactly those of :func:`make_rows`. ``left out``: how many candidates were replaced (manifest).
+    """
+    prompts = list(candidates[:n_rows])
+    rows = make_rows(model, prompts, response_len, generation)
+    spare = {}
+    for c in candidates[n_rows:]:
+        spare.setdefault(c[0], []).append(c)
+    left_out = 0
+    while True:
+        bad = [i for i, r in enumerate(rows) if _one_token(r) and spare.get(prompts[i][0])]
+        if not bad:
+            return prompts, rows, left_out
+        for i in bad:
+            prompts[i] = spare[prompts[i][0]].pop(0)
+        left_out += len(bad)
+        for i, row in zip(bad, make_rows(model, [prompts[i] for i in bad], response_len, generation)):
+            rows[i] = row
+
+
+def _one_token(row) -> bool:
+    return len(set(row["input_ids"][row["n_prompt_tokens"]:])) == 1
+
+
 def write_jsonl(rows: list[dict], path) -> None:
     with atomic_write(path) as f:
         for row in rows:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import re
 import shlex
 import signal
@@ -42,11 +43,12 @@ from workbench.core.errors import WorkbenchError
 from workbench.live.http import HttpClient
 
 VENV = ".venv-vllm"
+KERNELS_FILE = "kernels.json"     # the kernel probe's result, beside the environment (make vllm)
 PYTHON_ENV = "WORKBENCH_VLLM_PYTHON"
 APPLIED = "workbench-vllm-cpu-fix: applied"
 NOT_APPLIED = ("workbench-vllm-cpu-fix: fix not needed", "workbench-vllm-cpu-fix: disabled",
                "workbench-vllm-cpu-fix: not applied")
-# the environment measured on a 2-core AVX-512 machine (docs/vllm-notes.md): 1 GiB of KV cache, no thread
+# the environment measured on 2-core AVX-512 and AVX2 machines (docs/vllm-notes.md): 1 GiB of KV cache, no thread
 # pinning (the machine is shared), one OpenMP thread
 BASE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
 
@@ -88,23 +90,101 @@ def find_python() -> str:
                          f"or set {PYTHON_ENV} to a python with vllm-cpu installed)")
 
 
-def available() -> tuple[bool, str]:
-    """(whether a real vLLM can run here, why not): the CPU needs AVX-512 and ``.venv-vllm`` must exist.
+def cpu_kernels(flags, machine: str = "x86_64") -> tuple[str | None, str]:
+    """(the vllm-cpu 0.32 kernel build this CPU would load, why none): ``CpuPlatform.import_kernels()`` picks
+    ``_C`` (AVX-512 with BF16), ``_C_AVX512`` (AVX-512 without) or ``_C_AVX2`` on x86; aarch64 has its own
+    wheel. ``flags``: the CPU's flags (``/proc/cpuinfo``), ``machine``: ``platform.machine()``.
+
+        >>> cpu_kernels({"avx2", "fma"}), cpu_kernels({"avx2", "avx512f", "avx512_bf16"})[0]
+        (('_C_AVX2', ''), '_C')
+        >>> cpu_kernels({"sse4_2"})[1]
+        'this CPU has neither AVX2 nor AVX-512 (avx2/avx512f in /proc/cpuinfo), which vllm-cpu needs on x86'
+    """
+    flags = set(flags)
+    if machine in ("aarch64", "arm64"):
+        return "_C", ""
+    if machine not in ("x86_64", "AMD64", "amd64"):
+        return None, f"vllm-cpu has no build for {machine} CPUs (x86 with AVX2, or aarch64)"
+    if "avx512f" in flags:
+        return ("_C" if "avx512_bf16" in flags else "_C_AVX512"), ""
+    if "avx2" in flags:
+        return "_C_AVX2", ""
+    return None, "this CPU has neither AVX2 nor AVX-512 (avx2/avx512f in /proc/cpuinfo), which vllm-cpu needs on x86"
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set:
+    """The first processor's ``flags`` (x86) or ``Features`` (arm) of ``/proc/cpuinfo``; empty when unreadable."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return set(value.split())
+    except OSError:
+        pass
+    return set()
+
+
+def kernels_record(python: str) -> dict | None:
+    """The kernel probe's result that ``make vllm`` wrote beside the vLLM environment (``kernels.json``:
+    ``{"ok": ..., "kernels": "_C_AVX2", ...}``), or None when there is none."""
+    path = Path(python).resolve().parents[1] / KERNELS_FILE
+    if not path.is_file():
+        path = Path(python).parents[1] / KERNELS_FILE
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def probe_kernels(python: str, timeout: float = 180.0) -> dict:
+    """Run the kernel probe (``python -m workbench_vllm_cpu_fix.kernels``) in the vLLM environment; a crash
+    such as SIGILL (an AVX-512 build on an AVX2 CPU) comes back as ``{"ok": False, "error": ...}``."""
+    env = dict(os.environ, **BASE_ENV)
+    env.pop("PYTHONPATH", None)
+    try:
+        proc = subprocess.run([python, "-m", "workbench_vllm_cpu_fix.kernels"], capture_output=True, text=True,
+                              timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"the kernel probe did not finish in {timeout:.0f} s"}
+    if proc.returncode < 0:
+        sig = signal.Signals(-proc.returncode).name
+        return {"ok": False, "error": f"the kernel probe died with {sig}"
+                + (" (a kernel build this CPU cannot run)" if sig == "SIGILL" else "")}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        return {"ok": False, "error": f"the kernel probe printed no result (exit {proc.returncode}): "
+                                      f"{(proc.stderr.strip().splitlines() or [''])[-1][:200]}"}
+
+
+def available(flags=None, machine: str | None = None) -> tuple[bool, str]:
+    """(whether a real vLLM can run here, why not): a CPU vllm-cpu has kernels for (:func:`cpu_kernels`:
+    x86 with AVX2 or AVX-512, or aarch64), ``.venv-vllm`` (or ``$WORKBENCH_VLLM_PYTHON``), and that
+    environment's kernel probe passed (``kernels.json``, written by ``make vllm``; run here when missing).
+    ``flags``/``machine``: this CPU's unless given (tests fake them).
 
         >>> ok, why = available()
         >>> isinstance(ok, bool) and (ok or bool(why))
         True
+        >>> available({"sse4_2"}, "x86_64")[0]
+        False
     """
+    build, why = cpu_kernels(cpu_flags() if flags is None else flags, machine or platform.machine())
+    if build is None:
+        return False, why
     try:
-        with open("/proc/cpuinfo") as f:
-            if "avx512f" not in f.read().split():
-                return False, "this CPU has no AVX-512 (avx512f), which vllm-cpu needs"
-    except OSError:
-        return False, "/proc/cpuinfo is unreadable (vllm-cpu needs Linux on x86 with AVX-512)"
-    try:
-        find_python()
+        python = find_python()
     except WorkbenchError as e:
         return False, str(e)
+    record = kernels_record(python)
+    if record is None:
+        record = probe_kernels(python)
+        with contextlib.suppress(OSError):
+            (Path(python).parents[1] / KERNELS_FILE).write_text(json.dumps(record) + "\n")
+    if not record.get("ok"):
+        return False, f"vLLM's CPU kernels do not run here: {record.get('error', record)} (make vllm re-probes)"
     return True, ""
 
 
