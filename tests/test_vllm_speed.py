@@ -1,0 +1,145 @@
+"""`workbench vllm speed`: the sweep's bookkeeping against loopback stand-ins (rows, resume, a server that dies,
+every server stopped), its arithmetic (step cost, prediction, noise, best K), and against a real vLLM on the
+smoke demo (the sign of the predicted speed-up, loose bounds)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+
+import pytest
+
+from workbench.core.errors import WorkbenchError
+from workbench.live import vllm_speed as vs
+from workbench.live.fake_vllm import serve
+
+
+def test_step_cost_fit_recovers_a_linear_server():
+    pts = [(s, 0.05 + 0.02 * s) for s in (4, 7, 9, 12, 16)]
+    assert vs.fit_step_cost(pts) == (0.05, 0.02)
+    assert vs.fit_step_cost([(8, 0.4), (8, 0.4)]) == (0.0, 0.05)     # no spread in steps: seconds per step
+    with pytest.raises(WorkbenchError, match="no request reported a verify step"):
+        vs.fit_step_cost([(0, 1.0)])
+
+
+def test_prediction_is_tokens_over_predicted_seconds():
+    # 2 requests of 60 tokens, a = 0.1 s, c = 0.02 s per step: accept length 3 -> 20 steps each
+    assert vs.predict_tokens_per_s(0.1, 0.02, tokens=[60, 60], accept_length=3.0) == round(120 / 1.0, 2)
+    faster = vs.predict_tokens_per_s(0.1, 0.02, tokens=[60], accept_length=4.0)
+    assert faster > vs.predict_tokens_per_s(0.1, 0.02, tokens=[60], accept_length=2.0)
+
+
+def _pass(tps: float, n: int = 64) -> vs.Pass:
+    return vs.Pass(1, n / tps, [(n, n / tps, 0)])
+
+
+def test_a_spread_that_straddles_no_speculation_is_too_noisy_and_ranks_no_k():
+    cmp = vs.compare_passes([_pass(50), _pass(50), _pass(50)], [_pass(40), _pass(60), _pass(52)])
+    assert cmp["too_noisy"] and vs.verdict(cmp["measured_speedup"], cmp["too_noisy"]).startswith("too noisy")
+    clear = vs.compare_passes([_pass(48), _pass(50), _pass(49)], [_pass(32), _pass(33), _pass(31)])
+    assert not clear["too_noisy"] and vs.verdict(clear["measured_speedup"]).startswith("slower")
+    rows = [{"k": 1, "measured_tokens_per_s": 40, "measured_spread": {"min": 35, "max": 45},
+             "predicted_tokens_per_s": 41, "predicted_tokens_per_s_trained": 60},
+            {"k": 2, "measured_tokens_per_s": 42, "measured_spread": {"min": 38, "max": 47},
+             "predicted_tokens_per_s": 43, "predicted_tokens_per_s_trained": 55}]
+    best = vs.best_k(rows)
+    assert best["measured"] is None and "too noisy to rank" in best["measured_note"]
+    assert best["predicted_served"] == 2 and best["predicted_trained"] == 1
+
+
+class Stand:
+    """start/stop for the sweep: loopback vLLM stand-ins of the smoke demo (no speculative metrics for the
+    baseline), ``die_at``: the n-th speculative server refuses every completion (a server that died)."""
+
+    def __init__(self, demo, die_at=None):
+        self.demo, self.die_at, self.live, self.started = demo, die_at, {}, []
+        self.ids = itertools.count(1)
+
+    def start(self, target, draft, *, k, say=None, **kw):
+        pid = next(self.ids)
+        stack = contextlib.ExitStack()
+        spec = [s for s in self.started if s[1] is not None]
+        faults = []
+        if draft is not None and self.die_at is not None and len(spec) + 1 == self.die_at:
+            faults = [500] * 1000
+        url = stack.enter_context(serve(target, draft or self.demo / "draft-aligned", K=k,
+                                        detail="none" if draft is None else "detailed", faults=faults))
+        self.live[pid] = stack
+        self.started.append((pid, draft, k))
+        return type("Srv", (), {"url": url, "pid": pid})()
+
+    def stop(self, pid):
+        self.live.pop(pid).close()
+
+
+def _sweep(demo, tmp_path, stand, ks=(1, 2), **kw):
+    drafts = {"draft-aligned": demo / "draft-aligned", "draft-mismatched": demo / "draft-mismatched"}
+    return vs.sweep(demo / "target", drafts, demo / "val.jsonl", ks, rows=2, max_tokens=8, repeats=2,
+                    concurrency=2, out=tmp_path / "speed.json", in_process=False, start=stand.start,
+                    stop=stand.stop, **kw)
+
+
+def test_sweep_writes_a_row_per_draft_and_k_and_stops_every_server(smoke_demo, tmp_path):
+    stand = Stand(smoke_demo)
+    state = _sweep(smoke_demo, tmp_path, stand)
+    assert [(r["draft"], r["k"]) for r in state["rows"]] == [("draft-aligned", 1), ("draft-aligned", 2),
+                                                             ("draft-mismatched", 1), ("draft-mismatched", 2)]
+    assert not stand.live, "a server was left running"
+    for r in state["rows"]:
+        assert {"measured_tokens_per_s", "predicted_tokens_per_s", "baseline_tokens_per_s", "draft", "k",
+                "served_wiring", "served_accept_length", "verdict", "concurrency_2"} <= set(r)
+        assert len(r["steps"]) == 2 * 2 and all(s > 0 for s, _, _ in r["steps"])      # rows x repeats
+    # vLLM reads the mismatched draft's nested ids [1,3,4] as L0,L2,L3
+    assert next(r for r in state["rows"] if r["draft"] == "draft-mismatched")["served_wiring"] == "L0,L2,L3"
+    saved = json.loads((tmp_path / "speed.json").read_text())
+    assert saved["complete"] and saved["rows"] == json.loads(json.dumps(state["rows"]))
+    assert set(saved["step_costs"]) == {"1", "2"} and saved["step_costs"]["1"]["calibrated_on"] == "draft-aligned"
+
+
+def test_a_server_that_dies_names_draft_and_k_keeps_the_rows_and_the_sweep_resumes(smoke_demo, tmp_path):
+    stand = Stand(smoke_demo, die_at=2)            # the second speculative server: draft-mismatched at K=2
+    with pytest.raises(WorkbenchError, match=r"draft draft-mismatched at K=2: .*1 finished rows kept"):
+        _sweep(smoke_demo, tmp_path, stand, ks=(2,))
+    assert not stand.live
+    kept = json.loads((tmp_path / "speed.json").read_text())
+    assert [(r["draft"], r["k"]) for r in kept["rows"]] == [("draft-aligned", 2)]
+    again = Stand(smoke_demo)
+    state = _sweep(smoke_demo, tmp_path, again, ks=(2,))
+    assert [(d is not None and d.name, k) for _, d, k in again.started] == [(False, 1), ("draft-mismatched", 2)]
+    assert len(state["rows"]) == 2 and state["complete"]          # only the missing row was measured
+
+
+def test_bad_input_is_reported_before_any_server_starts(smoke_demo, tmp_path):
+    stand = Stand(smoke_demo)
+    with pytest.raises(WorkbenchError, match="--draft nope .*no config.json"):
+        vs.sweep(smoke_demo / "target", {"nope": tmp_path / "nope"}, smoke_demo / "val.jsonl", [1],
+                 start=stand.start, stop=stand.stop)
+    with pytest.raises(WorkbenchError, match="fewer than --max-tokens 999"):
+        vs.sweep(smoke_demo / "target", {"a": smoke_demo / "draft-aligned"}, smoke_demo / "val.jsonl", [1],
+                 max_tokens=999, start=stand.start, stop=stand.stop)
+    assert stand.started == []
+
+
+@pytest.mark.slow
+def test_real_vllm_speed_sign_is_predicted_from_the_servers_own_costs(smoke_demo, tmp_path):
+    """A real vLLM on the smoke demo: the prediction from the server's step cost gets the sign of the speed-up
+    right wherever the measurement is clear (outside 0.9-1.1x and not too noisy), and is within 35%."""
+    from workbench.live.vllm_server import available
+
+    ok, why = available()
+    if not ok:
+        if os.environ.get("WORKBENCH_REQUIRE_VLLM") == "1":
+            pytest.fail(f"no real vLLM: {why}")
+        pytest.skip(f"NO REAL vLLM: {why}")
+    drafts = {"draft-aligned": smoke_demo / "draft-aligned", "draft-mismatched": smoke_demo / "draft-mismatched"}
+    state = vs.sweep(smoke_demo / "target", drafts, smoke_demo / "val.jsonl", [3], rows=6, max_tokens=16,
+                     repeats=3, concurrency=1, out=tmp_path / "speed.json", in_process=True,
+                     say=lambda m: print(m, flush=True))
+    print("MEASURED vllm speed (smoke demo)\n" + vs.table(state))
+    for r in state["rows"]:
+        assert r["measured_tokens_per_s"] > 0 and r["baseline_tokens_per_s"] > 0
+        assert abs(r["predicted_error"]) < 0.35, r
+        if not r["too_noisy"] and abs(r["measured_speedup"] - 1) > 0.1:
+            assert r["sign_right"], r

@@ -1,0 +1,359 @@
+"""Tokens per second on a real vLLM server, with and without speculation, beside two offline predictions.
+
+    >>> fit_step_cost([(10, 1.2), (20, 2.2), (30, 3.2)])          # (verify steps, seconds) per request
+    (0.2, 0.1)
+    >>> predict_tokens_per_s(0.2, 0.1, tokens=[64, 64], accept_length=2.0)   # 64 / (0.2 + 32 * 0.1)
+    18.82
+    >>> # rows = sweep("data/demo-real/target", {"draft-aligned": "data/demo-real/draft-aligned"},
+    >>> #              "data/demo-real/val.jsonl", ks=[1, 2, 3, 4], out="speed.json")
+
+What :func:`sweep` does (``workbench vllm speed``, docs/vllm.md "How fast"):
+
+1. One server without speculation (the baseline) stays up for the whole sweep. For each draft and K, a
+   server with that draft at K starts beside it; one warm-up request goes to each (excluded), then
+   ``repeats`` passes alternate between the two servers (baseline pass, speculative pass, ...), so both
+   see the same machine load. A pass sends the same prompts with the same ``max_tokens`` (``ignore_eos``,
+   greedy), one request at a time, then with ``concurrency`` requests in flight. Medians and the spread
+   (min..max over passes) are reported; the measured speed-up is the median of the per-pass ratios.
+2. **Predicted from the server's own costs (a)**: the requests of one draft per K give the server's step
+   cost (seconds = a + c x verify steps, least squares over requests); every wiring's tokens/s then follows
+   from its offline accept length alone: tokens / (a + c x tokens / accept length). The step cost measured
+   with each other draft bounds how far "a verify step costs the same whatever is accepted" holds
+   (``step_cost_spread``). The offline accept length is the decode path of vLLM's reading of the draft
+   (``accept --engine vllm``) on the same rows cut to ``max_tokens``.
+3. **Predicted in process (b)**: the workbench's cost model (:func:`workbench.stats.cost.measure`, HF
+   forwards here) turns the same accept length into a speed-up over the measured baseline.
+
+Every row is written to ``out`` as soon as it is measured (atomic); the same command resumes a sweep that
+was interrupted or whose server died, and redoes only the missing rows. Every server started is stopped by
+its pid, whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.files import write_json
+from workbench.live import vllm_server
+from workbench.live.vllm_live import Client, parse_spec_decoding
+
+NOISE = 0.05          # a speed-up within 5% of 1, or a spread this wide around it, ranks nothing
+
+
+def fit_step_cost(points) -> tuple[float, float]:
+    """(a, c): seconds = a + c x steps, least squares over ``(steps, seconds)`` per request; with too little
+    spread in steps (under 2), a = 0 and c = the median seconds per step. Rounded to 6 digits."""
+    pts = [(float(s), float(t)) for s, t in points if s > 0]
+    if not pts:
+        raise WorkbenchError("step cost: no request reported a verify step (was the server speculating?)")
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    if max(xs) - min(xs) < 2:
+        return 0.0, round(statistics.median(t / s for s, t in pts), 6)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    c = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x in xs)
+    a = max(0.0, my - c * mx)
+    if a == 0.0:
+        c = sum(ys) / sum(xs)
+    return round(a, 6), round(c, 6)
+
+
+def predict_tokens_per_s(a: float, c: float, *, tokens, accept_length: float) -> float:
+    """Tokens/s of requests of ``tokens`` new tokens each on a server whose request costs a + c x steps, for
+    a draft whose accept length is ``accept_length`` (steps = tokens / accept length)."""
+    if not accept_length or accept_length <= 0 or math.isnan(accept_length):
+        return math.nan
+    total = sum(tokens)
+    seconds = sum(a + c * n / accept_length for n in tokens)
+    return round(total / seconds, 2)
+
+
+@dataclass
+class Pass:
+    """One pass over the prompts: wall seconds, tokens, and per request (tokens, seconds, verify steps)."""
+
+    concurrency: int
+    wall: float
+    requests: list = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(r[0] for r in self.requests)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall if self.wall > 0 else math.nan
+
+
+def one_pass(client: Client, prompts, max_tokens: int, concurrency: int = 1) -> Pass:
+    """Every prompt once (greedy, ``ignore_eos``, ``max_tokens`` each), ``concurrency`` in flight."""
+    params = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "ignore_eos": True}
+
+    def ask(prompt):
+        t = time.perf_counter()
+        out, reply = client.complete(prompt, max_tokens, sampling=params, where="speed")
+        seconds = time.perf_counter() - t
+        sd = (reply.get("metrics") or {}).get("speculative_decoding") if isinstance(reply.get("metrics"), dict) \
+            else None
+        steps = (parse_spec_decoding(sd, completion_tokens=len(out)).verify_ct or 0) if sd else 0
+        return len(out), seconds, steps
+
+    t0 = time.perf_counter()
+    if concurrency <= 1:
+        reqs = [ask(p) for p in prompts]
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            reqs = list(pool.map(ask, prompts))
+    return Pass(concurrency, time.perf_counter() - t0, reqs)
+
+
+def spread(values) -> dict:
+    """{"median", "min", "max"} of a list of numbers (2 decimals)."""
+    v = sorted(float(x) for x in values)
+    return {"median": round(statistics.median(v), 2), "min": round(v[0], 2), "max": round(v[-1], 2)}
+
+
+def compare_passes(base: list[Pass], spec: list[Pass]) -> dict:
+    """Measured tokens/s of both servers (median and spread over passes) and the speed-up (median of the
+    per-pass ratios, passes paired in the order they ran), and whether the spread allows a verdict."""
+    ratios = [s.tokens_per_s / b.tokens_per_s for b, s in zip(base, spec)]
+    r = spread(ratios)
+    noisy = r["min"] < 1.0 < r["max"] and abs(r["median"] - 1.0) < max(NOISE, (r["max"] - r["min"]) / 2)
+    return {"measured_tokens_per_s": spread(p.tokens_per_s for p in spec)["median"],
+            "measured_spread": spread(p.tokens_per_s for p in spec),
+            "baseline_tokens_per_s": spread(p.tokens_per_s for p in base)["median"],
+            "baseline_spread": spread(p.tokens_per_s for p in base),
+            "measured_speedup": r["median"], "speedup_spread": r, "too_noisy": bool(noisy)}
+
+
+def verdict(speedup: float, too_noisy: bool = False) -> str:
+    """Faster or slower than no speculation, and by how much, in words.
+
+        >>> verdict(0.67), verdict(1.3), verdict(1.02, too_noisy=True)
+        ('slower than no speculation (0.67x)', 'faster than no speculation (1.30x)', 'too noisy to tell (1.02x)')
+    """
+    if too_noisy or math.isnan(speedup):
+        return f"too noisy to tell ({speedup:.2f}x)"
+    if abs(speedup - 1.0) < NOISE:
+        return f"about the same as no speculation ({speedup:.2f}x)"
+    return f"{'faster' if speedup > 1 else 'slower'} than no speculation ({speedup:.2f}x)"
+
+
+# ──────────────────────────────────────────── the sweep ────────────────────────────────────────────
+
+def speed_rows(data, n_rows: int, max_tokens: int | None) -> tuple[list[dict], int]:
+    """The first ``n_rows`` rows of ``data`` cut to their prompt + ``max_tokens`` response tokens (default: the
+    shortest response), and that ``max_tokens``. A row whose response is shorter is refused in one line."""
+    from workbench.rows.dataset import load
+
+    rows = load(data).rows()[:int(n_rows)]
+    if not rows:
+        raise WorkbenchError(f"{data}: no rows")
+    cut = []
+    for i, r in enumerate(rows):
+        n_prompt = r["loss_mask"].index(1) if 1 in r["loss_mask"] else len(r["input_ids"])
+        cut.append((i, n_prompt, len(r["input_ids"]) - n_prompt))
+    n = int(max_tokens) if max_tokens else min(c[2] for c in cut)
+    short = [c for c in cut if c[2] < n]
+    if short or n < 1:
+        i, _, have = short[0] if short else cut[0]
+        raise WorkbenchError(f"{data}: row {i} has {have} response tokens, fewer than --max-tokens {n} (the offline "
+                             f"accept length needs the target's own tokens for every generated one)")
+    out = [{"input_ids": rows[i]["input_ids"][:p + n], "loss_mask": [0] * p + [1] * n, "n_prompt_tokens": p}
+           for i, p, _ in cut]
+    return out, n
+
+
+def check_inputs(target, drafts: dict, data) -> None:
+    """Local inputs first, before any server starts: one line naming what is wrong."""
+    for what, path in [("--target", target)] + [(f"--draft {name}", p) for name, p in drafts.items()]:
+        if not (Path(path) / "config.json").is_file():
+            raise WorkbenchError(f"{what} {path}: no config.json there (expected a model folder)")
+    if not Path(data).exists():
+        raise WorkbenchError(f"--data {data}: no such file")
+
+
+def offline(target, draft_path, rows, k: int, in_process: bool) -> dict:
+    """Offline accept lengths (decode path, K=k) of vLLM's reading and of the trained wiring, and the in-process
+    cost model's speed-up for the served one (None when ``in_process`` is off)."""
+    from workbench.simulate.acceptance import accept
+    from workbench.stats import cost
+
+    served, note = accept(target, draft_path, rows, engine="vllm", K=k, progress=False, cost_ratio=0.05)
+    trained, tnote = accept(target, draft_path, rows, K=k, progress=False, cost_ratio=0.05)
+    out = {"served_wiring": served.spec, "served_accept_length": round(served.decode_path["accept_length"], 4),
+           "trained_wiring": trained.spec, "trained_accept_length": round(trained.decode_path["accept_length"], 4)}
+    if in_process:
+        from workbench.load import inputs
+
+        d = inputs.load(target, draft_path, None, device="cpu", progress=False).draft
+        cm = cost.measure(target, d)
+        out["in_process_speedup"] = round(cm.speedup(out["served_accept_length"], k), 4)
+        out["in_process_speedup_trained"] = round(cm.speedup(out["trained_accept_length"], k), 4)
+    return out
+
+
+def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | None = None, repeats: int = 3,
+          concurrency: int = 4, out=None, in_process: bool = True, server_kw: dict | None = None,
+          say=None, start=None, stop=None) -> dict:
+    """Measure tokens/s without speculation and with each draft at each K on real vLLM servers (module
+    docstring), predict them offline, and return (and write to ``out``) ``{"rows": [...], "baseline": ...,
+    "step_costs": ..., "best_k": ...}``. ``drafts``: {name: folder}. Resumes from ``out``. ``start``/``stop``:
+    :func:`workbench.live.vllm_server.start`/``stop`` unless given (the tests' stand-ins)."""
+    say = say or (lambda m: None)
+    start, stop = start or vllm_server.start, stop or vllm_server.stop
+    check_inputs(target, drafts, data)
+    ks = sorted({int(k) for k in ks})
+    if not ks or ks[0] < 1:
+        raise WorkbenchError(f"-K {ks}: expected draft depths >= 1")
+    cut, n_tok = speed_rows(data, rows, max_tokens)
+    prompts = [r["input_ids"][:r["loss_mask"].index(1)] for r in cut]
+    settings = {"target": str(target), "data": str(data), "rows": len(cut), "max_tokens": n_tok,
+                "repeats": int(repeats), "concurrency": int(concurrency)}
+    state = _resume(out, settings)
+    done = {(r["draft"], r["k"]) for r in state["rows"]}
+    todo = [(name, k) for name in drafts for k in ks if (name, k) not in done]
+    if done:
+        say(f"resuming: {len(done)} rows measured, {len(todo)} to go ({out})")
+    kw = {"enforce_eager": True, "dtype": "float32", "max_num_seqs": max(4, int(concurrency)),
+          "max_model_len": max(512, max(map(len, prompts)) + n_tok + 16), **(server_kw or {})}
+    base_srv = None
+    try:
+        if todo:
+            base_srv = start(target, None, k=1, say=say, **kw)
+            base = Client(base_srv.url)
+            one_pass(base, prompts[:1], n_tok)                       # warm-up, excluded
+        for name, k in todo:
+            say(f"{name} at K={k}: starting its server")
+            srv = None
+            passes = {"base1": [], "spec1": [], "baseN": [], "specN": []}
+            try:
+                srv = start(target, drafts[name], k=k, say=say, **kw)
+                client = Client(srv.url)
+                one_pass(client, prompts[:1], n_tok)                 # warm-up, excluded
+                for _ in range(int(repeats)):                        # interleaved: both see the same load
+                    passes["base1"].append(one_pass(base, prompts, n_tok))
+                    passes["spec1"].append(one_pass(client, prompts, n_tok))
+                    if concurrency > 1:
+                        passes["baseN"].append(one_pass(base, prompts, n_tok, concurrency))
+                        passes["specN"].append(one_pass(client, prompts, n_tok, concurrency))
+            except WorkbenchError as e:
+                raise WorkbenchError(f"vllm speed: draft {name} at K={k}: {e} ({len(state['rows'])} finished rows "
+                                     f"kept in {out}; the same command resumes)") from None
+            finally:
+                if srv is not None:
+                    stop(srv.pid)
+            row = {"draft": name, "k": k, **compare_passes(passes["base1"], passes["spec1"]),
+                   "steps": [[s, round(t, 5), n] for p in passes["spec1"] for n, t, s in p.requests]}
+            if concurrency > 1:
+                cN = compare_passes(passes["baseN"], passes["specN"])
+                row[f"concurrency_{concurrency}"] = {key: cN[key] for key in (
+                    "measured_tokens_per_s", "baseline_tokens_per_s", "measured_speedup", "too_noisy")}
+            state["rows"].append(row)
+            _save(out, state)
+            say(f"{name} at K={k}: {row['measured_tokens_per_s']} tokens/s, baseline {row['baseline_tokens_per_s']} "
+                f"({row['measured_speedup']}x)")
+    finally:
+        if base_srv is not None:
+            stop(base_srv.pid)
+    _predict(state, target, drafts, cut, n_tok, in_process, say)
+    _save(out, state)
+    return state
+
+
+def _resume(out, settings: dict) -> dict:
+    if out and Path(out).is_file():
+        try:
+            old = json.loads(Path(out).read_text())
+        except (OSError, ValueError):
+            raise WorkbenchError(f"{out}: unreadable speed sweep (remove it to start again)") from None
+        if old.get("settings") == settings:
+            return {"settings": settings, "rows": old.get("rows", []), "complete": False}
+        raise WorkbenchError(f"{out}: a sweep with other settings ({old.get('settings')}); use another --json or "
+                             f"remove it")
+    return {"settings": settings, "rows": [], "complete": False}
+
+
+def _save(out, state: dict) -> None:
+    if out:
+        write_json(out, state)
+
+
+def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: bool, say) -> None:
+    """Step costs per K (from the first draft's requests), both predictions for every row, the verdicts."""
+    from workbench.load import inputs
+
+    rows = state["rows"]
+    tgt = inputs.load(target, None, None, device="cpu", progress=False).target
+    first = next(iter(drafts))
+    costs, spreads = {}, {}
+    for r in rows:
+        a, c = fit_step_cost([(s, t) for s, t, _ in r["steps"]])
+        r["step_cost"] = {"a": a, "c": c}
+        if r["draft"] == first:
+            costs[r["k"]] = (a, c)
+    for r in rows:
+        if r["k"] in costs and r["draft"] != first:
+            spreads[r["k"]] = round(r["step_cost"]["c"] / costs[r["k"]][1] - 1.0, 4)
+    say("offline: accept lengths and the in-process cost model")
+    for r in rows:
+        off = offline(tgt, drafts[r["draft"]], cut, r["k"], in_process)
+        r.update(off)
+        a, c = costs.get(r["k"], (r["step_cost"]["a"], r["step_cost"]["c"]))
+        tokens = [n_tok] * len(cut)
+        r["predicted_tokens_per_s"] = predict_tokens_per_s(a, c, tokens=tokens, accept_length=off["served_accept_length"])
+        r["predicted_tokens_per_s_trained"] = predict_tokens_per_s(a, c, tokens=tokens,
+                                                                   accept_length=off["trained_accept_length"])
+        r["predicted_error"] = round(r["predicted_tokens_per_s"] / r["measured_tokens_per_s"] - 1.0, 4)
+        if in_process:
+            r["predicted_tokens_per_s_in_process"] = round(r["baseline_tokens_per_s"] * off["in_process_speedup"], 2)
+            r["in_process_error"] = round(r["predicted_tokens_per_s_in_process"] / r["measured_tokens_per_s"] - 1, 4)
+        r["predicted_speedup"] = round(r["predicted_tokens_per_s"] / r["baseline_tokens_per_s"], 4)
+        r["verdict"] = verdict(r["measured_speedup"], r["too_noisy"])
+        r["sign_right"] = (r["predicted_speedup"] > 1) == (r["measured_speedup"] > 1)
+    state["step_costs"] = {str(k): {"a": a, "c": c, "calibrated_on": first} for k, (a, c) in costs.items()}
+    state["step_cost_spread"] = {str(k): v for k, v in spreads.items()}
+    state["best_k"] = {name: best_k([r for r in rows if r["draft"] == name]) for name in drafts}
+    state["complete"] = True
+
+
+def best_k(rows: list[dict]) -> dict:
+    """The K that maximises tokens/s measured under the served wiring (None when the passes' spreads of the
+    top two overlap: too noisy to rank), and the K predicted best under the served and the trained wiring."""
+    if not rows:
+        return {}
+    by = sorted(rows, key=lambda r: -r["measured_tokens_per_s"])
+    ranked = len(by) == 1 or by[0]["measured_spread"]["min"] > by[1]["measured_spread"]["max"]
+    return {"measured": by[0]["k"] if ranked else None,
+            "measured_note": "" if ranked else (f"too noisy to rank: K={by[0]['k']} and K={by[1]['k']} overlap "
+                                                f"({by[0]['measured_spread']} vs {by[1]['measured_spread']})"),
+            "predicted_served": max(rows, key=lambda r: r["predicted_tokens_per_s"])["k"],
+            "predicted_trained": max(rows, key=lambda r: r["predicted_tokens_per_s_trained"])["k"]}
+
+
+def table(state: dict) -> str:
+    """The sweep as a Markdown table, then the best K per draft."""
+    lines = ["| draft | K | served wiring | measured tokens/s | no speculation | speed-up | predicted (server costs) "
+             "| error | predicted (in process) | error | verdict |", "|" + "---|" * 11]
+    for r in state["rows"]:
+        ip = r.get("predicted_tokens_per_s_in_process")
+        lines.append(f"| {r['draft']} | {r['k']} | {r.get('served_wiring', '?')} | {r['measured_tokens_per_s']} "
+                     f"[{r['measured_spread']['min']}–{r['measured_spread']['max']}] | {r['baseline_tokens_per_s']} "
+                     f"| {r['measured_speedup']}x | {r.get('predicted_tokens_per_s', '?')} | "
+                     f"{_pct(r.get('predicted_error'))} | {ip if ip is not None else '–'} | "
+                     f"{_pct(r.get('in_process_error'))} | {r.get('verdict', '')} |")
+    for name, b in state.get("best_k", {}).items():
+        best = f"K={b['measured']}" if b.get("measured") else b.get("measured_note", "")
+        lines.append(f"{name}: fastest measured {best}; predicted best K={b.get('predicted_served')} as served, "
+                     f"K={b.get('predicted_trained')} under its trained wiring")
+    return "\n".join(lines)
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{x * 100:+.1f}%"
