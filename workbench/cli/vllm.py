@@ -109,6 +109,33 @@ def _add_compare(sub):
     p.set_defaults(sub_run=_run_compare)
 
 
+def _add_speed(sub):
+    p = sub.add_parser("speed", help="tokens/s on real vLLM servers without and with each draft at each K, and "
+                                     "the same predicted offline",
+                       description="Start a real vLLM (.venv-vllm) for TARGET without speculation and, beside it, "
+                                   "one with each DRAFT at each K; send the same prompts (greedy, ignore_eos, "
+                                   "max-tokens each) one at a time and CONCURRENCY at a time, repeats interleaved, "
+                                   "warm-up excluded; print tokens/s (median and spread), the measured speed-up, "
+                                   "and two predictions: from the server's own step cost and the offline accept "
+                                   "length, and from the in-process cost model. Resumes from --json.")
+    p.add_argument("--target", required=True, metavar="DIR", help="the target model folder")
+    p.add_argument("--draft", required=True, action="append", metavar="DIR",
+                   help="an EAGLE-3 draft folder (repeat for several; the first calibrates the step cost)")
+    p.add_argument("--data", required=True, metavar="PATH", help="tokenised rows whose responses are the target's")
+    p.add_argument("-K", "--num-speculative-tokens", default="1,2,3,4", metavar="K[,K...]",
+                   help="draft depths to measure (default 1,2,3,4)")
+    p.add_argument("--rows", type=int, default=8, help="prompts per pass (default 8)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="tokens per request (default: the shortest response among the rows)")
+    p.add_argument("--repeats", type=int, default=3, help="passes per server, interleaved (default 3)")
+    p.add_argument("--concurrency", type=int, default=4, help="requests in flight in the second pass (default 4; "
+                                                               "1: only one at a time)")
+    p.add_argument("--no-in-process", action="store_true", help="skip the in-process cost model (prediction b)")
+    p.add_argument("--json", metavar="OUT", default="vllm-speed.json",
+                   help="rows written as they are measured; the same command resumes (default vllm-speed.json)")
+    p.set_defaults(sub_run=_run_speed)
+
+
 SUBCOMMANDS = [_add_lint, _add_compare, _add_serve, _add_stop, _add_speed]
 
 
@@ -194,33 +221,6 @@ def _run_compare(args) -> int:
         res.to_json(args.json)
         print(f"wrote {args.json}")
     return 0 if res.verdict_code == "match-trained" else 1
-
-
-def _add_speed(sub):
-    p = sub.add_parser("speed", help="tokens/s on real vLLM servers without and with each draft at each K, and "
-                                     "the same predicted offline",
-                       description="Start a real vLLM (.venv-vllm) for TARGET without speculation and, beside it, "
-                                   "one with each DRAFT at each K; send the same prompts (greedy, ignore_eos, "
-                                   "max-tokens each) one at a time and CONCURRENCY at a time, repeats interleaved, "
-                                   "warm-up excluded; print tokens/s (median and spread), the measured speed-up, "
-                                   "and two predictions: from the server's own step cost and the offline accept "
-                                   "length, and from the in-process cost model. Resumes from --json.")
-    p.add_argument("--target", required=True, metavar="DIR", help="the target model folder")
-    p.add_argument("--draft", required=True, action="append", metavar="DIR",
-                   help="an EAGLE-3 draft folder (repeat for several; the first calibrates the step cost)")
-    p.add_argument("--data", required=True, metavar="PATH", help="tokenised rows whose responses are the target's")
-    p.add_argument("-K", "--num-speculative-tokens", default="1,2,3,4", metavar="K[,K...]",
-                   help="draft depths to measure (default 1,2,3,4)")
-    p.add_argument("--rows", type=int, default=8, help="prompts per pass (default 8)")
-    p.add_argument("--max-tokens", type=int, default=None,
-                   help="tokens per request (default: the shortest response among the rows)")
-    p.add_argument("--repeats", type=int, default=3, help="passes per server, interleaved (default 3)")
-    p.add_argument("--concurrency", type=int, default=4, help="requests in flight in the second pass (default 4; "
-                                                               "1: only one at a time)")
-    p.add_argument("--no-in-process", action="store_true", help="skip the in-process cost model (prediction b)")
-    p.add_argument("--json", metavar="OUT", default="vllm-speed.json",
-                   help="rows written as they are measured; the same command resumes (default vllm-speed.json)")
-    p.set_defaults(sub_run=_run_speed)
 
 
 def _run_speed(args) -> int:
