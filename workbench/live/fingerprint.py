@@ -232,7 +232,7 @@ def explained(live_fields: dict, steps: ServerSteps, counting: str, eps: float) 
                 a = la
             out.append(a)
             t += a + 1
-        return fits(out)
+        return sum(a + 1 for a in out[:-1]) + 1 < n <= sum(a + 1 for a in out) + 1 and fits(out)
 
     limit = live_fields.get("verify_ct")
 
