@@ -251,7 +251,7 @@ def test_a_bfloat16_server_is_judged_at_its_own_precision(vllm_python, smoke_dem
         _record("start_s bfloat16 server (eager)", srv.startup_s)
         args = (srv.url, smoke_demo / "target", smoke_demo / "draft-mismatched", smoke_demo / "val.jsonl")
         runs = {sd: compare(*args, probe=2 if sd == srv.dtype else 0, progress=False, served_dtype=sd,
-                            dtype_source="the server the test started")
+                            **({"dtype_source": "the server the test started"} if sd == srv.dtype else {}))
                 for sd in (srv.dtype, None, "float32")}
     finally:
         server.__exit__(None, None, None)
