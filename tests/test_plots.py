@@ -148,18 +148,28 @@ def test_widget_updates_and_report_mode_shows_static_views(results, monkeypatch)
     w = widgets.acceptance_explorer(results, rows, _Tok(), K=2)
     assert isinstance(w, ipywidgets.VBox)
     dropdown, k_slider, _ = w.children[0].children
+    image, html = w.children[1:]      # no Output widget (issue 34): the kernel sets an Image's and an HTML's value
+    assert not any(isinstance(c, ipywidgets.Output) for c in w.children)
     assert dropdown.options == tuple(results) and k_slider.max == 3 and k_slider.value == 2
     dropdown.value = "L1,L3,L4"  # the view follows the selection
-    shown = []
-    monkeypatch.setattr(widgets, "_display", lambda *objs: shown.extend(objs))
+    shown, static = [], getattr(widgets, "_static")
+
+    def spy(*args):
+        views = static(*args)
+        shown.extend(views)
+        return views
+    monkeypatch.setattr(widgets, "_static", spy)
     k_slider.value = 1           # the K slider acts: curves to depth 1, the title and the tokens follow
     fig, tokens = shown[-2:]
     assert "(K=1)" in fig.texts[0].get_text() and "chain K=1" in fig.texts[0].get_text()
     assert len(fig.axes[0].lines[0].get_xdata()) == 1
     assert "K=1" in tokens and "wiring L1,L3,L4" in tokens
+    assert bytes(image.value).startswith(b"\x89PNG") and html.value == str(tokens)
     k_slider.value = 3
     assert "(K=3)" in shown[-2].texts[0].get_text() and len(shown[-2].axes[0].lines[0].get_xdata()) == 3
     shown.clear()
+    monkeypatch.setattr(widgets, "_static", static)
+    monkeypatch.setattr(widgets, "_display", lambda *objs: shown.extend(objs))
     monkeypatch.setenv("WORKBENCH_REPORT", "1")
     assert widgets.acceptance_explorer(results, rows, _Tok(), wiring="L1,L3,L4") is None
     assert len(shown) == 2 and "wiring L1,L3,L4" in shown[1] and "&lt;t1&gt;" in shown[1]

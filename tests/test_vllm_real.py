@@ -225,12 +225,50 @@ def test_top_level_ids_are_read_before_the_nested_ones(vllm_python, smoke_demo, 
     (draft / "config.json").write_text(json.dumps(cfg, indent=2))
     with _server(smoke_demo, draft, tmp_path) as srv:
         _record("start_s top-level-ids server (eager)", srv.startup_s)
+        assert srv.dtype == "float32"
         cmp = compare(srv.url, smoke_demo / "target", draft, smoke_demo / "val.jsonl", wirings=[SERVED_NESTED],
-                      probe=2, progress=False)
+                      probe=2, progress=False)                      # issue 34: no --served-dtype, the data decide
+        lenient = compare(srv.url, smoke_demo / "target", draft, smoke_demo / "val.jsonl", wirings=[SERVED_NESTED],
+                          probe=0, progress=False, served_dtype="bfloat16")    # float32 server, bfloat16 assumed
     _record("top-level ids", {"verdict": cmp.verdict_code, "wiring": cmp.matched, "n": len(cmp.samples),
                               "embed,L1,L3": _per_request_matches(cmp, "embed,L1,L3"),
-                              SERVED_NESTED: _per_request_matches(cmp, SERVED_NESTED)})
+                              SERVED_NESTED: _per_request_matches(cmp, SERVED_NESTED),
+                              "precision": cmp.precision.to_dict(), "evidence": cmp.precision_evidence(),
+                              "bfloat16 assumed": [lenient.verdict_code, lenient.ranking()]})
     assert cmp.matched == "embed,L1,L3" and cmp.verdict_code == "match-trained", cmp.summary()
+    assert (cmp.precision.dtype, cmp.precision.source) == ("float32", "inferred"), cmp.summary()
+    assert (lenient.verdict_code, lenient.matched) == ("match-trained", "embed,L1,L3"), lenient.summary()
+
+
+@pytest.mark.slow
+def test_a_bfloat16_server_is_judged_at_its_own_precision(vllm_python, smoke_demo, tmp_path):
+    """Issue 34, the other direction: a real server at --dtype bfloat16 (the offline side runs float32): given its
+    dtype (as the workbench passes it for a server it started), inferred, and judged at float32's resolution, the
+    verdict names what it feeds (L0,L2,L3 for draft-mismatched's nested ids)."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.live.vllm_live import compare
+
+    try:
+        server = _server(smoke_demo, smoke_demo / "draft-mismatched", tmp_path, dtype="bfloat16")
+        srv = server.__enter__()
+    except WorkbenchError as e:
+        pytest.skip(f"vLLM did not start at --dtype bfloat16 on this CPU: {e}")
+    try:
+        _record("start_s bfloat16 server (eager)", srv.startup_s)
+        args = (srv.url, smoke_demo / "target", smoke_demo / "draft-mismatched", smoke_demo / "val.jsonl")
+        runs = {sd: compare(*args, probe=2 if sd == srv.dtype else 0, progress=False, served_dtype=sd,
+                            **({"dtype_source": "the server the test started"} if sd == srv.dtype else {}))
+                for sd in (srv.dtype, None, "float32")}
+    finally:
+        server.__exit__(None, None, None)
+    _record("bfloat16 server", {str(sd): {"verdict": c.verdict_code, "wiring": c.matched, "ranking": c.ranking(),
+                                          "precision": c.precision.to_dict(), "evidence": c.precision_evidence()}
+                                for sd, c in runs.items()})
+    given = runs[srv.dtype]
+    assert given.precision.dtype == "bfloat16" and "started" in given.precision.source
+    assert (given.verdict_code, given.matched) == ("match-other", SERVED_NESTED), given.summary()
+    for sd, c in runs.items():
+        assert c.ranking()[0]["wiring"] == SERVED_NESTED and c.matched in (SERVED_NESTED, None), f"{sd}: {c.summary()}"
 
 
 @pytest.mark.slow

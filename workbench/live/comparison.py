@@ -30,6 +30,7 @@ from workbench.core.setting import SCHEMA_VERSION, Setting
 from workbench.engines import wiring as wmod
 from workbench.engines.candidates import Candidate, engine_label, serving_candidates
 from workbench.live import fingerprint as fp
+from workbench.live import precision as prec
 from workbench.live.samples import (  # noqa: F401  (importable from here, as before)
     LiveSample,
     SpecMeta,
@@ -95,10 +96,44 @@ class Comparison(Rendered):
     aggregate: dict | None = None         # the server's pooled counters around the requests (:func:`counter_deltas`)
     metrics_only: bool = False            # ignore per-request fields: the pooled counters decide
     greedy_check: dict | None = None      # the server's own greedy behaviour (:func:`greedy_probe_summary`)
+    served_dtype: str | None = None       # the server's dtype for near-ties; None: inferred (:attr:`precision`)
+    dtype_source: str = "--served-dtype"  # who gave ``served_dtype``
+    memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.setting is None:
             self.setting = Setting(steps=int(self.K), engine=self.server.engine, estimator="decode-path")
+
+    # ---- the served precision ----
+    def precision_evidence(self) -> dict:
+        """The greedy tokens' evidence on the served precision (:func:`workbench.live.precision.evidence`): from
+        the offline pass over each request, else the greedy check's counts."""
+        per = next(iter(self.requests.values()), None) if self.requests else None
+        if per and any(st.gaps is not None for st in per):
+            return prec.evidence([st.gaps for st in per], [len(s.prompt_ids) for s in self.samples],
+                                 [len(s.output_ids) for s in self.samples])
+        g = (self.greedy_check or {}).get("greedy") or {}
+        return {k: g.get(k, 0) for k in ("tokens", "ties", "tie_flips", "flips")}
+
+    def exact_wiring(self) -> str | None:
+        """A wiring under which every request with a fingerprint is identical, step for step (None: none)."""
+        if self.requests is None or self.metrics_only:
+            return None
+        for c in self.candidates:
+            sts = [fp.status(fp.fields_of(s.meta), st, self.counting) for s, st in zip(self.samples, self.requests[c.spec])]
+            if any(x != "n/a" for x in sts) and all(x in ("identical", "n/a") for x in sts):
+                return c.spec
+        return None
+
+    @property
+    def precision(self) -> prec.Precision:
+        """The dtype near-ties are judged at: given (``served_dtype``), else inferred from the requests."""
+        if self.served_dtype is not None:
+            return prec.given(self.served_dtype, self.dtype_source)
+        key = ("precision", self.counting, id(self.requests), self.metrics_only)
+        if key not in self.memo:
+            self.memo[key] = prec.infer(self.precision_evidence(), self.exact_wiring())
+        return self.memo[key]
 
     # ---- per request ----
     @property
@@ -117,8 +152,13 @@ class Comparison(Rendered):
         c = counting or self.counting
         if self.requests is None or self.metrics_only:
             return {}
-        return {cd.spec: [fp.status(fp.fields_of(s.meta), st, c) for s, st in zip(self.samples, self.requests[cd.spec])]
-                for cd in self.candidates}
+        eps = self.precision.eps if self.setting.greedy else None
+        key = ("statuses", c, eps, id(self.requests), tuple(cd.spec for cd in self.candidates))
+        if key not in self.memo:
+            self.memo[key] = {cd.spec: [fp.status(fp.fields_of(s.meta), st, c, eps)
+                                        for s, st in zip(self.samples, self.requests[cd.spec])]
+                              for cd in self.candidates}
+        return self.memo[key]
 
     def ranking(self) -> list[dict]:
         """Wirings best first: identical, tie, differs (requests with a fingerprint)."""
@@ -333,20 +373,71 @@ class Comparison(Rendered):
             return "no-match", None, (f"no wiring reproduces the server's requests: {head}; suspect "
                                       f"{self.server.suspects}{unknown} (run `{self.server.lint}`)")
         sep = self.separation()
+        counters = self.counters_agree(best["wiring"], rk[1]["wiring"] if len(rk) > 1 else None)
         if sep is not None and not sep["separated"]:
-            more = sep["more_requests"]
             why = (f"{sep['wins']} requests favour {sep['best']} and {sep['losses']} favour {sep['other']} "
                    f"(exact sign test p = {sep['p']:.3g}, not < {ALPHA:g})")
-            hint = (f"about {more} more requests like these would separate them" if more is not None else
-                    "no request so far tells them apart: more or longer requests (or other data) are needed")
-            return "undecided", None, f"undecided: {head}; {why}; {hint}"
+            if counters is True:
+                return self._named(best["wiring"], f"{head}; {why}, but the pooled counters fit {best['wiring']} "
+                                                   f"and not {sep['other']} ({self.counters_said(best['wiring'])})")
+            return "undecided", None, f"undecided: {head}; {why}; {self.what_would_decide(sep, counters)}"
         margin = "" if sep is None else f" (exact sign test {sep['wins']}:{sep['losses']}, p = {sep['p']:.3g})"
-        if best["wiring"] == self.trained:
-            return "match-trained", best["wiring"], f"{head}{margin}: the server feeds the trained wiring"
+        if counters is False:
+            other = next(f["wiring"] for f in self.metrics_fit() if f["fits"])
+            margin += (f"; the pooled counters fit {other} instead ({self.counters_said(other)}): did the server "
+                       "serve other requests meanwhile?")
+        return self._named(best["wiring"], f"{head}{margin}")
+
+    def _named(self, wiring: str, said: str) -> tuple[str, str | None, str]:
+        if wiring == self.trained:
+            return "match-trained", wiring, f"{said}: the server feeds the trained wiring"
         engines = {c.spec: c.engines for c in self.candidates}
-        who = "/".join(e for e in engines.get(best["wiring"], []) if e != "trained") or "given"
-        return "match-other", best["wiring"], (f"{head}{margin}: the server feeds {best['wiring']} ({who}), not the "
-                                               f"trained {self.trained}: the draft gets the wrong taps")
+        who = "/".join(e for e in engines.get(wiring, []) if e != "trained") or "given"
+        return "match-other", wiring, (f"{said}: the server feeds {wiring} ({who}), not the trained {self.trained}: "
+                                       "the draft gets the wrong taps")
+
+    def counters_agree(self, best: str, other: str | None) -> bool | None:
+        """What the pooled counters say of the per-request winner: True (they fit it and not ``other``), False
+        (they fit exactly one other wiring), None (no counters, counters that also counted other traffic, or
+        nothing clear)."""
+        agg = self.aggregate or {}
+        D = agg.get("num_drafts")
+        steps = sum(s.meta.verify_ct or 0 for s in self.samples)
+        if not D or (steps and int(round(D)) != steps):
+            return None
+        fits = {f["wiring"]: f["fits"] for f in self.metrics_fit()}
+        if fits.get(best) and (other is None or not fits.get(other)):
+            return True
+        if not fits.get(best) and sum(fits.values()) == 1:
+            return False
+        return None
+
+    def counters_said(self, wiring: str) -> str:
+        """The pooled counters against ``wiring`` in a few words: P(A>=i+1) live and offline, steps."""
+        agg = self.aggregate or {}
+        D = agg.get("num_drafts") or 0
+        f = next(x for x in self.metrics_fit() if x["wiring"] == wiring)
+        vec = lambda xs: "[" + ", ".join(f"{x:.2f}" for x in xs) + "]"  # noqa: E731
+        live = [x / D for x in agg.get("num_accepted_tokens_per_pos") or []] if D else []
+        return f"live P(A>=i+1) {vec(live)} over {int(D)} steps, offline {wiring} {vec(f['cumulative'])} over {f['steps']}"
+
+    def what_would_decide(self, sep: dict, counters) -> str:
+        """The undecided verdict's hint: what evidence would separate the two best wirings."""
+        more = sep["more_requests"]
+        hints = [f"about {more} more requests like these would separate them" if more is not None else
+                 "no request so far tells them apart: more or longer requests (or other data) are needed"]
+        st = self.statuses()
+        ties = sum(x == "tie" for spec in (sep["best"], sep["other"]) for x in st.get(spec, []))
+        p = self.precision
+        if ties and not p.decided:
+            hints.append(f"{ties} near-tie requests were excused at {p.dtype}'s resolution because nothing showed the "
+                         "server's precision: --served-dtype (the dtype the server runs) would decide them")
+        elif ties and p.dtype != "float32":
+            hints.append(f"{ties} near-tie requests were excused at {p.dtype}'s resolution: a float32 server would "
+                         "have none")
+        if counters is None and not self.aggregate:
+            hints.append("pooled counters taken around the requests on a quiet server would weigh in too")
+        return "; ".join(hints)
 
     def _decide_aggregate(self) -> tuple[str, str | None, str]:
         live = self.live_accept_length
@@ -472,6 +563,8 @@ class Comparison(Rendered):
             "totals": self.totals(), "samples": self.per_sample(), "notes": self.notes,
             "variants": sorted({s.meta.variant for s in self.samples}), "engine": self.server.engine,
             "metrics_only": self.metrics_only, "greedy_check": self.greedy_check,
+            "served_precision": {**self.precision.to_dict(), "evidence": self.precision_evidence()}
+            if self.setting.greedy and self.requests is not None else None,
             "metrics": None if self.aggregate is None else {
                 **self.aggregate, "note": self.server.quiet, "fit": self.metrics_fit(),
                 "verdict": dict(zip(("code", "wiring", "text"), self.metrics_verdict()))}})
@@ -521,6 +614,8 @@ class Comparison(Rendered):
                 lines.append(f"greedy check at {what}: {g['requests']} requests, {g['mismatch']}/{g['tokens']} tokens "
                              f"off the target's argmax, {g['identical']} outputs identical to its greedy continuation")
         lines += [f"note: {n}" for n in self.notes]
+        if self.setting.greedy and self.mode == "per-request":
+            lines.append(f"near-ties judged at the resolution of {self.precision.describe()}")
         lines.append(f"verdict: {self.verdict}")
         return "\n".join(lines)
 
@@ -587,13 +682,16 @@ def greedy_summary(counts: list, *, temperature: float | None = None, accept_len
 
 def assemble(url: str, target, draft, samples: list[LiveSample], *, K: int, server: ServerKind, settings: dict,
              notes: list[str], sampling, sent: dict | None, trained=None, wirings=None, topk: int = 1,
-             num_draft_tokens=None, served_dtype: str = "bfloat16", batch_size: int = 8, progress: bool = False,
+             num_draft_tokens=None, served_dtype: str | None = None, dtype_source: str = "--served-dtype",
+             batch_size: int = 8, progress: bool = False,
              tolerance: float = 0.25, counting: str = "auto", **extra) -> Comparison:
     """The engine-neutral half of every client's ``compare``: the trained taps, the candidates (every
     engine record's reading), the server's decode of each request offline per candidate
     (:func:`fingerprint.offline_requests`), the :class:`Comparison`, the last-step counting ("auto":
     the one more requests agree with), open last steps at temperature > 0. ``extra``: further
-    :class:`Comparison` fields (``aggregate``, ``metrics_only``, ``greedy_check``)."""
+    :class:`Comparison` fields (``aggregate``, ``metrics_only``, ``greedy_check``). ``served_dtype``: the
+    server's dtype for near-ties, from ``dtype_source`` (None: inferred from the requests, :attr:`Comparison.precision`)."""
+    served_dtype = prec.served_dtype(served_dtype)
     short = [s.where for s in samples if len(s.output_ids) < s.max_new_tokens]
     if short:
         notes.append(f"{len(short)} replies stopped before the requested length (EOS?), e.g. {short[0]}: their last "
@@ -628,7 +726,8 @@ def assemble(url: str, target, draft, samples: list[LiveSample], *, K: int, serv
                                served_dtype=served_dtype, batch_size=batch_size, sampled=sampled, progress=progress)
     cmp = Comparison(url=url, K=K, samples=samples, offline=offline_results(reqs, samples, K, setting),
                      candidates=cands, trained=tw.spec, settings=settings, tolerance=float(tolerance), notes=notes,
-                     setting=setting, requests=reqs, sampling=sent, server=server, **extra)
+                     setting=setting, requests=reqs, sampling=sent, server=server, served_dtype=served_dtype,
+                     dtype_source=dtype_source, **extra)
     if counting == "auto" and cmp.mode == "per-request":
         tops = {c: with_counting(cmp, c).ranking()[0] for c in fp.COUNTING}
         score = {c: (d["identical"] + d["tie"], d["identical"]) for c, d in tops.items()}
@@ -651,8 +750,6 @@ def assemble(url: str, target, draft, samples: list[LiveSample], *, K: int, serv
             resolved = {c.spec: [st.resolved(fp.fields_of(s.meta), cmp.counting) for s, st in zip(samples, reqs[c.spec])]
                         for c in cands}
             cmp.offline = offline_results(resolved, samples, K, setting)
-    else:
-        notes.append(f"near-ties judged at the resolution of {served_dtype} (the target's top two logits)")
     return cmp
 
 

@@ -71,6 +71,14 @@ class ServerSteps:
     n_output: int
     fragile: list[bool] = field(default_factory=list)    # per step: it compared at a near-tie position
     last_max: int | None = None
+    row: list[int] | None = None          # A at every t of the request's row (-1: no counted chain there)
+    gaps: list | None = None              # per position p: (relative top-2 gap, offline argmax != server token)
+    start: int = 0                        # t of the first verify step (n_prompt - 1)
+    depth: int = 0                        # draft steps S
+
+    def ties(self, eps: float) -> set:
+        """Positions p (logits predicting token p+1) that are near-ties at relative resolution ``eps``."""
+        return {p for p, (g, flip) in enumerate(self.gaps or []) if flip or g <= eps}
 
     def counted(self, counting: str, accepts=None) -> list[int]:
         """A per step as the histogram counts it: raw (v2) or cut at the finish (v1)."""
@@ -171,15 +179,77 @@ def _same(live_fields: dict, rep: dict) -> bool:
     return rep == {k: (_trim(v) if k == "histogram" else v) for k, v in live_fields.items()}
 
 
-def status(live_fields: dict, steps: ServerSteps, counting: str) -> str:
-    """"identical", "tie" (differs, but the offline decode compared at a near-tie) or "differs";
-    "n/a" without fields. An open last step (temperature > 0) is identical when any raw A it may
-    have had reproduces the fields."""
+def status(live_fields: dict, steps: ServerSteps, counting: str, eps: float | None = None) -> str:
+    """"identical", "tie" (differs, and near-ties explain the difference) or "differs"; "n/a" without
+    fields. An open last step (temperature > 0) is identical when any raw A it may have had reproduces
+    the fields. With ``eps`` (the served dtype's relative resolution) and the row's A and gaps, a near-tie
+    excuses a difference only where it can make one (:func:`explained`); without them, any step that
+    compared at a near-tie does (the older, looser rule)."""
     if not live_fields:
         return "n/a"
     if any(_same(live_fields, reported(live_fields, steps, counting, c)) for c in steps.possible(counting)):
         return "identical"
+    if eps is not None and steps.row is not None and steps.gaps is not None:
+        return "tie" if explained(live_fields, steps, counting, eps) else "differs"
     return "tie" if any(steps.fragile) else "differs"
+
+
+MAX_FLIPS = 2         # near-tie flips tried per request when the server reports no per-step A (search bound)
+
+
+def explained(live_fields: dict, steps: ServerSteps, counting: str, eps: float) -> bool:
+    """Can near-ties at relative resolution ``eps`` turn this wiring's decode into what the server reported?
+
+    A near-tie at position p (depth d = p - t of the step at t) can change that step's A only there: cut it
+    to d - 1 (d <= A), or, at the first rejected depth (d = A + 1), let it run on to any A' in A+1..S. The
+    steps after a changed one follow the row's own A from the new position (both walk the server's tokens).
+    With ``per_step_accepted`` every step where the server and the wiring differ must be such a change (the
+    first depth where they part is a near-tie); without it, up to :data:`MAX_FLIPS` changes are tried and the
+    fields of the result must equal the server's (its step count, accepted drafts, histogram). A difference
+    at a position that is not a near-tie is never excused by near-ties elsewhere in the request."""
+    ties, row, S, n = steps.ties(eps), steps.row, steps.depth, steps.n_output
+    if not ties:
+        return False
+
+    def at(t):
+        return row[t] if 0 <= t < len(row) and row[t] >= 0 else None
+
+    def fits(accepts):
+        return _same(live_fields, reported(live_fields, ServerSteps(accepts, n), counting))
+
+    live = live_fields.get("per_step_accepted")
+    if live is not None:
+        drafted = live_fields.get("per_step_drafted") or [S] * len(live)
+        t, out = steps.start, []
+        for i, la in enumerate(live):
+            a = at(t)
+            if a is None:
+                return False
+            cap = min(a, int(drafted[i]) if i < len(drafted) else S)
+            if cap != la:
+                if min(cap, la) + 1 > S or t + min(cap, la) + 1 not in ties:
+                    return False
+                a = la
+            out.append(a)
+            t += a + 1
+        return sum(a + 1 for a in out[:-1]) + 1 < n <= sum(a + 1 for a in out) + 1 and fits(out)
+
+    limit = live_fields.get("verify_ct")
+
+    def search(t, emitted, accepts, flips):
+        if emitted >= n:
+            return fits(accepts)
+        a = at(t)
+        if a is None or (limit is not None and len(accepts) >= limit):
+            return False
+        options = [(a, flips)]
+        if flips < MAX_FLIPS:
+            for p in sorted(q for q in ties if t < q <= t + min(a + 1, S)):
+                d = p - t
+                options += [(d - 1, flips + 1)] if d <= a else [(x, flips + 1) for x in range(a + 1, S + 1)]
+        return any(search(t + x + 1, emitted + x + 1, accepts + [x], f) for x, f in options)
+
+    return search(steps.start, 1, [], 0)
 
 
 # ─────────────────────────────── statistics of the verdict ───────────────────────────────
@@ -216,6 +286,25 @@ def more_to_separate(wins: int, losses: int, n_requests: int, alpha: float = 0.0
 
 # ─────────────────────────────── the offline side ───────────────────────────────
 
+def relative_gaps(logits, tokens) -> list:
+    """Per position p (0-based, predicting token p+1): (top-2 logit gap / max(|top logit|, 1), whether the
+    offline argmax is not ``tokens[p+1]``), the raw material of near-ties at any resolution.
+
+        >>> import torch
+        >>> [(round(g, 3), f) for g, f in relative_gaps(torch.tensor([[5.0, 5.01], [9.0, 1.0]]), [0, 1, 0])]
+        [(0.002, False), (0.889, False)]
+    """
+    import torch
+
+    top = logits.float().topk(2, dim=-1).values
+    gap = ((top[:, 0] - top[:, 1]) / top[:, 0].abs().clamp_min(1.0)).cpu()
+    nxt = torch.as_tensor(list(tokens)[1:], dtype=torch.long)
+    n = min(len(nxt), logits.shape[0])
+    flip = torch.zeros(logits.shape[0], dtype=torch.bool)
+    flip[:n] = logits[:n].argmax(-1).cpu() != nxt[:n]
+    return list(zip(gap.tolist(), flip.tolist()))
+
+
 def near_ties(logits, tokens, dtype_name: str = "bfloat16"):
     """Positions p (0-based, predicting token p+1) where the target's top two logits lie within one
     step of the served dtype at that magnitude, or where the offline argmax is not the server's token.
@@ -241,7 +330,9 @@ def greedy_mismatches(target, requests, served_dtype: str = "bfloat16") -> list[
     """Is each server output the target's greedy output? One teacher-forced target pass per request
     (prompt + output): per request ``{"tokens", "flips", "mismatch"}``: output tokens, those that are not
     the target's argmax after the server's own prefix, and those of them that are not near-ties at
-    ``served_dtype`` (:func:`near_ties`). ``requests``: list of (prompt_ids, output_ids)."""
+    ``served_dtype`` (:func:`near_ties`); ``ties``/``tie_flips``: output positions that are near-ties at
+    bfloat16's resolution, and flips among them (the served precision's evidence, :mod:`workbench.live.precision`).
+    ``requests``: list of (prompt_ids, output_ids)."""
     import torch
 
     out = []
@@ -254,7 +345,9 @@ def greedy_mismatches(target, requests, served_dtype: str = "bfloat16") -> list[
         flip = logits.argmax(-1) != got
         top = logits.topk(2, dim=-1).values
         tie = (top[:, 0] - top[:, 1]) <= _eps(served_dtype) * top[:, 0].abs().clamp_min(1.0)
-        out.append({"tokens": len(output), "flips": int(flip.sum()), "mismatch": int((flip & ~tie).sum())})
+        soft = (top[:, 0] - top[:, 1]) <= _eps("bfloat16") * top[:, 0].abs().clamp_min(1.0)
+        out.append({"tokens": len(output), "flips": int(flip.sum()), "mismatch": int((flip & ~tie).sum()),
+                    "ties": int(soft.sum()), "tie_flips": int((flip & soft).sum())})
     return out
 
 
@@ -283,7 +376,7 @@ def continuation(target, ids: list[int], n: int):
 
 
 def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int = 1, num_draft_tokens=None,
-                     served_dtype: str = "bfloat16", batch_size: int = 8, rope_shift: int | None = None,
+                     served_dtype: str | None = "bfloat16", batch_size: int = 8, rope_shift: int | None = None,
                      sampled: bool = False, progress: bool = False) -> dict:
     """{spec: [ServerSteps per request]}: each request's decode as a server on that wiring makes it.
 
@@ -297,6 +390,10 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
     what lies past the output is unknown: no greedy continuation is run, the last step's A is bounded
     by the output (``ServerSteps.last_max``), and no near-ties are marked (the target's logits do not
     decide A, the server's sampled tokens do).
+
+    Each :class:`ServerSteps` also keeps its row's A at every t and the target's relative top-2 gaps
+    (:func:`relative_gaps`), so near-ties can be judged later at any resolution (:func:`status` with ``eps``);
+    ``fragile`` marks the steps that compared at a near-tie at ``served_dtype`` (None: bfloat16, the lenient one).
     """
     import torch
 
@@ -307,15 +404,17 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
     wl = as_wirings(wirings, target.n_layers)
     for w in wl:
         capture.check_width(w.taps, target, draft.fc_width, where="the draft's fc")
-    rows, ties, ends = [], [], {}
+    rows, ties, gaps, ends = [], [], [], {}
     for i, (prompt, output) in enumerate(requests):
         ids = [int(x) for x in prompt] + [int(x) for x in output]
         if sampled:                   # filler only: positions past the output are never matched (next token -1)
             cont, _ = [ids[-1]] * (S + 1), ties.append(set())
             ends[i] = len(ids)
+            gaps.append(None)
         else:
             cont, logits = continuation(target, ids, S + 1)
-            ties.append(near_ties(logits, ids, served_dtype))
+            ties.append(near_ties(logits, ids, served_dtype or "bfloat16"))
+            gaps.append(relative_gaps(logits, ids))
         full = ids + cont
         rows.append({"input_ids": full, "loss_mask": [0] * len(prompt) + [1] * (len(full) - len(prompt)),
                      "n_prompt_tokens": len(prompt), "n_response_tokens": len(full) - len(prompt), "_row": i})
@@ -352,7 +451,10 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
             if sampled and accepts:       # the last step matched every output token left to it: it may go on
                 left = len(output) - 1 - sum(a + 1 for a in accepts[:-1])
                 open_last = S if accepts[-1] == left < S else None
-            per.append(server_steps(accepts, len(output), fragile, open_last))
+            st = server_steps(accepts, len(output), fragile, open_last)
+            st.row, st.gaps = [int(a) for a in A_rows[w.spec][i].tolist()], gaps[i]
+            st.start, st.depth = len(prompt) - 1, S
+            per.append(st)
         out[w.spec] = per
     return out
 

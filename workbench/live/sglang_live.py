@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from workbench.core.errors import WorkbenchError
 from workbench.core.sampling import Sampling
 from workbench.live import fingerprint as fp
+from workbench.live import precision as prec
 from workbench.live.comparison import (
     Comparison,
     LiveSample,
@@ -249,7 +250,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
             tolerance: float = 0.25, engine: str = "sglang", device: str | None = "cpu", dtype=None,
             batch_size: int = 8, trust_remote_code: bool = False, progress: bool = True, counting: str = "auto",
             served_dtype: str | None = None, temperature: float = 0.0, top_p: float = 1.0, top_k: int = -1,
-            seed: int | None = None) -> Comparison:
+            seed: int | None = None, dtype_source: str = "--served-dtype") -> Comparison:
     """Run the live comparison (module docstring). ``target``/``draft``/``data``: paths or loaded objects
     (:class:`~workbench.capture.Target`, :class:`~workbench.draft.Eagle3Draft`, a Dataset or row list).
 
@@ -260,8 +261,9 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     to try. ``engine``: the server's record (``sglang`` current, ``sglang-2026.04`` older): the offline
     side computes what it computes (:func:`workbench.wiring.apply_engine`, the draft changed in place).
     ``tolerance``: the aggregate fallback's accept-length tolerance. ``counting``: "v1", "v2" or "auto"
-    (the one more requests agree with). ``served_dtype``: the server's dtype for near-ties (default: its
-    info's ``dtype``, else bfloat16).
+    (the one more requests agree with). ``served_dtype``: the server's dtype for near-ties (default, or
+    "infer": its info's ``dtype``, else inferred from the requests, :mod:`workbench.live.precision`);
+    ``dtype_source``: who gave it. Local inputs are checked and loaded before the first request to the server.
 
     ``temperature``/``top_p``/``top_k`` (-1 = off)/``seed``: the sampling parameters sent with every
     request (explicitly, also at temperature 0; with ``seed``, each row's ``sampling_seed``) and
@@ -271,11 +273,17 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     """
 
     sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
-    client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
         raise WorkbenchError(f"--tolerance {tolerance!r}: expected a positive accept-length difference, e.g. 0.25")
     if counting not in ("auto",) + fp.COUNTING:
         raise WorkbenchError(f"counting {counting!r}: expected auto, v1 or v2")
+    served_dtype = prec.served_dtype(served_dtype)
+    target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,      # local inputs first
+                                      trust_remote_code=trust_remote_code, progress=progress)
+    rows = inputs.rows(data, limit)
+    if not rows:
+        raise WorkbenchError("compare: the data has no rows")
+    client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     notes: list[str] = []
     try:
         settings = server_settings(client.server_info())
@@ -297,11 +305,6 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     topk = topk if isinstance(topk, int) and topk >= 1 else 1
     n_draft = settings.get("speculative_num_draft_tokens") if topk > 1 else None
 
-    target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,
-                                      trust_remote_code=trust_remote_code, progress=progress)
-    rows = inputs.rows(data, limit)
-    if not rows:
-        raise WorkbenchError("compare: the data has no rows")
     try:
         samples = generate_samples(client, rows, vocab_size=target.vocab_size, progress=progress,
                                    require_spec=not algo, sampling=sampling)
@@ -334,9 +337,13 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         raise WorkbenchError(f"steps K={K}: expected K >= 1")
     K = int(K)
 
-    dt = served_dtype or (settings.get("dtype") if settings.get("dtype") not in (None, "auto") else "bfloat16")
+    info_dtype = prec.served_dtype(settings.get("dtype")) if str(settings.get("dtype")).lower().replace(
+        "torch.", "") in prec.ALIASES else None
+    dt = served_dtype or info_dtype
+    src = dtype_source if served_dtype else "the server's info (dtype)"
     return assemble(client.url, target, draft, samples, K=K, server=ServerKind(engine=engine), settings=settings,
                     notes=notes,
                     sampling=sampling, sent=sampling_params(sampling), trained=trained, wirings=wirings, topk=topk,
-                    num_draft_tokens=n_draft, served_dtype=dt, batch_size=batch_size, progress=progress,
+                    num_draft_tokens=n_draft, served_dtype=dt, dtype_source=src, batch_size=batch_size,
+                    progress=progress,
                     tolerance=tolerance, counting=counting)

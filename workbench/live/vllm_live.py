@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from workbench.core.errors import WorkbenchError
 from workbench.core.sampling import Sampling
 from workbench.live import fingerprint as fp
+from workbench.live import precision as prec
 from workbench.live.comparison import (
     Comparison,
     ServerKind,
@@ -239,16 +240,19 @@ def pooled_accept(samples) -> float | None:
 def compare(url, target, draft, data, *, limit: int | None = None, K: int | None = None, trained=None,
             wirings=None, concurrency: int = 4, timeout: float = 300.0, retries: int = 3, backoff: float = 0.5,
             tolerance: float = 0.25, device: str | None = "cpu", dtype=None, batch_size: int = 8,
-            trust_remote_code: bool = False, progress: bool = True, served_dtype: str = "bfloat16",
+            trust_remote_code: bool = False, progress: bool = True, served_dtype: str | None = None,
             temperature: float = 0.0, top_p: float = 1.0, top_k: int = -1, seed: int | None = None,
-            metrics_only: bool = False, probe: int = 8, engine: str = "vllm") -> Comparison:
+            metrics_only: bool = False, probe: int = 8, engine: str = "vllm",
+            dtype_source: str = "--served-dtype") -> Comparison:
     """Run the live comparison against a vLLM server (module docstring).
 
     ``K``: ``num_speculative_tokens`` (default: detected, see :func:`detect_k`). ``metrics_only``: ignore the
     per-request fields; the ``/metrics`` deltas decide (needs a server carrying no other traffic).
     ``probe``: prompts sent first at temperature ≈ 0 (and 0) for the greedy check (0: none).
-    ``served_dtype``: the server's dtype for near-ties (vLLM does not report it; default bfloat16, the
-    lenient choice). ``temperature``/``top_p``/``top_k`` (-1 off)/``seed``: the sampling sent with every
+    ``served_dtype``: the server's dtype for near-ties (vLLM does not report it; None or "infer": inferred from
+    the requests, :mod:`workbench.live.precision`; a server the workbench started passes its ``--dtype``).
+    ``dtype_source``: who gave ``served_dtype`` (named in the output). Local inputs (target, draft, data,
+    options) are checked and loaded before the first request to the server. ``temperature``/``top_p``/``top_k`` (-1 off)/``seed``: the sampling sent with every
     request (with ``seed``: each row's ``seed``). ``engine``: the engine record the offline side computes
     as (``vllm``: V1 runner, 0.32; ``vllm-v2``: its V2 runner; ``vllm-legacy``).
     """
@@ -257,15 +261,16 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         raise WorkbenchError(f"--tolerance {tolerance!r}: expected a positive accept-length difference, e.g. 0.25")
     if isinstance(probe, bool) or not isinstance(probe, int) or probe < 0:
         raise WorkbenchError(f"--probe {probe!r}: expected an integer >= 0")
-    client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
-    models = client.models()
-    settings = {"model": client.model, "models": models, "version": client.version(), "speculative_eagle_topk": 1}
-    notes: list[str] = []
-    target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,
+    served_dtype = prec.served_dtype(served_dtype)
+    target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,      # local inputs first
                                       trust_remote_code=trust_remote_code, progress=progress)
     rows = inputs.rows(data, limit)
     if not rows:
         raise WorkbenchError("compare: the data has no rows")
+    client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
+    models = client.models()
+    settings = {"model": client.model, "models": models, "version": client.version(), "speculative_eagle_topk": 1}
+    notes: list[str] = []
     fetch = dict(vocab_size=target.vocab_size, progress=False)
 
     # the greedy check's own requests come first, outside the counter deltas
@@ -309,17 +314,19 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     check = {}
     if base:
         check["greedy"] = greedy_summary(fp.greedy_mismatches(target, [(s.prompt_ids, s.output_ids) for s in base],
-                                                              served_dtype))
+                                                              served_dtype or prec.LENIENT))
     if probe_zero:
         ref = {(s.row, s.reply): s for s in base}
         same = [ref[s.row, s.reply] for s in probe_zero if (s.row, s.reply) in ref]
         use = not metrics_only
         check["near_zero"] = greedy_summary(
-            fp.greedy_mismatches(target, [(s.prompt_ids, s.output_ids) for s in probe_zero], served_dtype),
+            fp.greedy_mismatches(target, [(s.prompt_ids, s.output_ids) for s in probe_zero],
+                                 served_dtype or prec.LENIENT),
             temperature=PROBE_TEMPERATURE, accept_length=pooled_accept(probe_zero) if use else None,
             greedy_accept_length=pooled_accept(same) if use else None)
     return assemble(client.url, target, draft, samples, K=K, server=ServerKind(**{**VLLM.__dict__, "engine": engine}),
                     settings=settings, notes=notes, sampling=sampling, sent=request_params(sampling), trained=trained,
-                    wirings=wirings, served_dtype=served_dtype, batch_size=batch_size, progress=progress,
+                    wirings=wirings, served_dtype=served_dtype, dtype_source=dtype_source, batch_size=batch_size,
+                    progress=progress,
                     tolerance=tolerance, counting="v2", aggregate=agg, metrics_only=metrics_only,
                     greedy_check=check or None)

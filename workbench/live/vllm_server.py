@@ -67,6 +67,7 @@ class VllmServer:
     fix_applied: bool | None = None      # None: no plugin line in the log (plugin not installed)
     startup_s: float | None = None       # seconds until /v1/models answered
     returncode: int | None = None        # set when a foreground server has exited
+    dtype: str = "float32"               # its --dtype: what a comparison judges near-ties at (served_dtype)
 
     def stop(self, timeout: float = 30.0) -> None:
         stop(self.pid, timeout=timeout)
@@ -345,7 +346,7 @@ def start(target, draft, *, k: int = 4, port: int | None = None, host: str = "12
                                 env=full_env, start_new_session=True)
     pid_file.write_text(f"{proc.pid}\n")
     server = VllmServer(pid=proc.pid, url=url, port=port, log=str(log), command=cmd,
-                        stop_command=f"kill -TERM -- -{proc.pid}", pid_file=str(pid_file))
+                        stop_command=f"kill -TERM -- -{proc.pid}", pid_file=str(pid_file), dtype=dtype)
     say(f"vLLM server starting (pid {proc.pid}, log {log}): {shlex.join(cmd)}")
     try:
         while True:

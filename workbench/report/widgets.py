@@ -14,6 +14,13 @@ Thin on purpose: every view is a :mod:`workbench.report.plots` function, so what
 as a static figure. Inside a ``workbench report`` run (:func:`workbench.report.in_report`) the
 functions display that static figure for the default selection and return None instead of a widget,
 so an exported page never holds a dead widget or a "kernel required" message.
+
+No ``Output`` widget, on purpose: a view is an ``Image`` (the figure as PNG) and an ``HTML`` widget whose
+values the kernel sets. Executed headless (papermill, ``jupyter nbconvert --execute``), nbclient mimics an
+``Output`` widget by sending its state back to the kernel over the shell socket for every output shown in
+it, while it waits on that same socket for the cell's ``execute_reply``; now and then the reply arrives
+and the waiting coroutine is never woken (the reply sits on the socket, pyzmq's edge-triggered poll missed
+it), so the run hangs with the kernel idle. Widgets whose values the kernel sets send nothing back.
 """
 
 from __future__ import annotations
@@ -28,6 +35,25 @@ def _display(*objs) -> None:
 
     for o in objs:
         display(o)
+
+
+def _png(fig) -> bytes:
+    """A figure as the inline backend shows it: PNG at the notebook's dpi, cropped to its drawing."""
+    import io
+
+    import matplotlib
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=matplotlib.rcParams["figure.dpi"], bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _html(obj) -> str:
+    """The HTML a notebook shows for ``obj`` (its ``_repr_html_``, else its escaped text)."""
+    import html
+
+    rep = getattr(obj, "_repr_html_", None)
+    return rep() if rep is not None else f"<pre>{html.escape(str(obj))}</pre>"
 
 
 def _static(results: dict, rows: list[dict], tokenizer, spec: str, sample_pos: int, K: int) -> list:
@@ -76,17 +102,17 @@ def acceptance_explorer(results: dict, rows: list[dict] | None = None, tokenizer
     if rows:
         w_sample = W.IntSlider(value=sample, min=0, max=len(rows) - 1, description="sample")
         controls.append(w_sample)
-    out = W.Output()
+    curves, tokens = W.Image(format="png"), W.HTML()
 
     def update(*_):
-        with out:
-            out.clear_output(wait=True)
-            _display(*_static(results, rows, tokenizer, w_spec.value, w_sample.value if rows else 0, w_k.value))
+        views = _static(results, rows, tokenizer, w_spec.value, w_sample.value if rows else 0, w_k.value)
+        curves.value = _png(views[0])
+        tokens.value = _html(views[1]) if len(views) > 1 else ""
 
     for c in controls:
         c.observe(update, names="value")
     update()
-    return W.VBox([W.HBox(controls), out])
+    return W.VBox([W.HBox(controls), curves] + ([tokens] if rows else []))
 
 
 def sample_explorer(dataset, tokenizer=None, *, sample: int = 0):
@@ -106,13 +132,11 @@ def sample_explorer(dataset, tokenizer=None, *, sample: int = 0):
     import ipywidgets as W
 
     w = W.IntSlider(value=sample, min=0, max=n - 1, description="row")
-    out = W.Output()
+    view = W.HTML()
 
     def update(*_):
-        with out:
-            out.clear_output(wait=True)
-            _display(dataset.preview(w.value, tokenizer))
+        view.value = _html(dataset.preview(w.value, tokenizer))
 
     w.observe(update, names="value")
     update()
-    return W.VBox([w, out])
+    return W.VBox([w, view])

@@ -1,0 +1,131 @@
+"""Issue 34: a live verdict weighs all the evidence, and the served precision comes from the data unless given.
+
+- near-ties excuse a difference only where they can make one (``fingerprint.explained``), never from elsewhere
+  in the same request;
+- the precision is inferred (``live.precision``): flips at near-ties mean bfloat16, an exact wiring or no flip
+  at any near-tie mean float32;
+- both precisions, both directions, on the smoke demo with the loopback stand-in: a float32 server judged as
+  bfloat16 (and inferred) and a bfloat16 server (target and draft run in bfloat16) judged as float32 (and
+  inferred) all name the wiring the server feeds (vLLM's reading of draft-mismatched's nested ids: L0,L2,L3);
+  the real engine's versions are in tests/test_vllm_real.py;
+- local inputs are checked before the network (``vllm compare`` and ``sglang compare --draft /not-a-draft``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from workbench.cli import main
+from workbench.core.errors import WorkbenchError
+from workbench.live import precision as prec
+from workbench.live.fingerprint import ServerSteps, explained, status
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+SERVED = "L0,L2,L3"          # what vLLM 0.32's V1 runner feeds draft-mismatched (nested ids [1, 3, 4])
+BF16 = prec.eps("bfloat16")
+
+
+def _steps(accepts, row, tie_at=(), flip_at=(), n_output=None, start=0, depth=3):
+    gaps = [(1.0, False)] * (len(row) + depth + 2)
+    for p in tie_at:
+        gaps[p] = (1e-3, False)
+    for p in flip_at:
+        gaps[p] = (0.5, True)
+    n = n_output if n_output is not None else sum(a + 1 for a in accepts)
+    return ServerSteps(list(accepts), n, [False] * len(accepts), row=list(row), gaps=gaps, start=start, depth=depth)
+
+
+def test_a_near_tie_excuses_a_difference_only_where_it_can_make_one():
+    row = [3, 0, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0]   # A at every t; the wiring walks t = 0, 4, 6, 7, 10
+    st = _steps([3, 1, 0, 2, 0], row, n_output=12)
+    assert st.accepts == [3, 1, 0, 2, 0] and status({"per_step_accepted": [3, 1, 0, 2, 0]}, st, "v2", BF16) == \
+        "identical"
+    # the server accepted 3 at t=4 where the wiring rejected the 2nd draft (depth 2, position 6)
+    live = {"per_step_accepted": [3, 3, 2]}                             # t = 0, 4, 8: 12 tokens
+    row2 = row[:8] + [2] + row[9:]
+    at_tie = _steps([3, 1, 0, 2, 0], row2, tie_at=[6], n_output=12)
+    assert status(live, at_tie, "v2", BF16) == "tie"                       # the tie sits where they part
+    elsewhere = _steps([3, 1, 0, 2, 0], row2, tie_at=[1, 11], n_output=12)
+    assert status(live, elsewhere, "v2", BF16) == "differs"                # ties elsewhere do not save it
+    assert status(live, at_tie, "v2", prec.eps("float32")) == "differs"    # not a tie at float32's resolution
+    flipped = _steps([3, 1, 0, 2, 0], row2, flip_at=[6], n_output=12)
+    assert status(live, flipped, "v2", prec.eps("float32")) == "tie"       # the server's token is not the argmax
+    # without per-step A (SGLang's fields): a step count or histogram that no near-tie flip reaches differs
+    hist = {"verify_ct": 3, "accepted_drafts": 8, "histogram": [0, 0, 1, 2]}
+    assert explained(hist, at_tie, "v2", BF16) and not explained(hist, elsewhere, "v2", BF16)
+    assert status({"verify_ct": 2, "histogram": [0, 0, 0, 2]}, at_tie, "v2", BF16) == "differs"
+    # the older rule (no row kept): any step at a near-tie
+    assert status(live, ServerSteps([3, 1, 0, 2, 0], 12, [False, True, False, False, False]), "v2") == "tie"
+    assert status({"per_step_accepted": [3, 3, 2, 0]}, at_tie, "v2", BF16) == "differs"   # a step past the output
+
+
+def test_precision_given_parsed_and_inferred():
+    assert [prec.served_dtype(x) for x in (None, "infer", "auto", "bf16", "torch.float32", "fp16")] == \
+        [None, None, None, "bfloat16", "float32", "float16"]
+    with pytest.raises(WorkbenchError, match=r"--served-dtype 'int9': expected infer \(default\)"):
+        prec.served_dtype("int9")
+    ev = {"tokens": 512, "ties": 14, "tie_flips": 0, "flips": 0}
+    p = prec.infer(ev, exact="embed,L1,L7")
+    assert (p.dtype, p.decided) == ("float32", True) and "reproduces every step" in p.why
+    assert prec.infer(ev).dtype == "float32" and "all 14 bfloat16 near-ties" in prec.infer(ev).why
+    p = prec.infer({**ev, "tie_flips": 2, "flips": 2}, exact="embed,L1,L7")      # a flip outweighs an exact wiring
+    assert p.dtype == "bfloat16" and "reduced precision" in p.why
+    p = prec.infer({"tokens": 40, "ties": 0, "tie_flips": 0, "flips": 0})
+    assert (p.dtype, p.decided) == ("bfloat16", False) and "--served-dtype would decide" in p.why
+    assert prec.given("fp32", "--served-dtype").describe() == "float32 (--served-dtype)"
+
+
+@pytest.fixture(scope="module")
+def models(smoke_demo):
+    from workbench.load import inputs
+
+    d = str(smoke_demo)
+    fp32 = inputs.load(f"{d}/target", f"{d}/draft-mismatched", None, progress=False)
+    bf16 = inputs.load(f"{d}/target", f"{d}/draft-mismatched", None, dtype=torch.bfloat16, progress=False)
+    return {"float32": (fp32.target, fp32.draft), "bfloat16": (bf16.target, bf16.draft), "demo": smoke_demo}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server_dtype", ["float32", "bfloat16"])
+def test_both_precisions_both_directions_name_the_served_wiring(models, server_dtype):
+    from workbench.live.fake_vllm import serve
+    from workbench.live.vllm_live import compare
+
+    tgt, drf = models["float32"]
+    other = {"float32": "bfloat16", "bfloat16": "float32"}[server_dtype]
+    with serve(*models[server_dtype], K=4) as url:
+        runs = {sd: compare(url, tgt, drf, models["demo"] / "val.jsonl", probe=2, progress=False, served_dtype=sd)
+                for sd in (None, other, server_dtype)}
+    inferred = runs[None]
+    ev = inferred.precision_evidence()
+    assert inferred.precision.source == "inferred" and inferred.precision.dtype == server_dtype, (ev, inferred.summary())
+    if server_dtype == "float32":
+        assert ev["tie_flips"] == 0 and inferred.exact_wiring() == SERVED
+    else:
+        assert ev["tie_flips"] >= 1, ev
+    for sd, cmp in runs.items():
+        assert (cmp.verdict_code, cmp.matched) == ("match-other", SERVED), f"assumed {sd}: {cmp.summary()}"
+        assert cmp.ranking()[0]["wiring"] == SERVED
+        assert "near-ties judged at the resolution of" in cmp.summary()
+        assert cmp.to_dict()["served_precision"]["dtype"] == (sd or server_dtype)
+    # judged more leniently, the runner-ups gain nothing they cannot explain where they part
+    lenient = runs["bfloat16"]
+    assert all(d["tie"] <= 2 for d in lenient.ranking()[1:]), lenient.summary()
+
+
+def test_local_inputs_are_checked_before_the_network(tmp_path, capsys, smoke_demo):
+    from workbench.live.vllm_server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    d = str(smoke_demo)
+    for engine in ("vllm", "sglang"):
+        rc = main([engine, "compare", "--url", url, "--target", f"{d}/target", "--draft", "/not-a-draft", "--data",
+                   f"{d}/val.jsonl", "--retries", "0"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "/not-a-draft" in err and "cannot reach" not in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        rc = main([engine, "compare", "--url", url, "--target", f"{d}/target", "--draft", f"{d}/draft-mismatched",
+                   "--data", f"{d}/val.jsonl", "--retries", "0", "--served-dtype", "int9"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "--served-dtype 'int9'" in err and "cannot reach" not in err, err
