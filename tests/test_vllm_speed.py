@@ -57,7 +57,8 @@ class Stand:
         self.demo, self.die_at, self.live, self.started = demo, die_at, {}, []
         self.ids = itertools.count(1)
 
-    def start(self, target, draft, *, k, say=None, **kw):
+    def start(self, target, draft, *, k, say=None, log=None, **kw):
+        assert log and log.endswith(".log")
         pid = next(self.ids)
         stack = contextlib.ExitStack()
         spec = [s for s in self.started if s[1] is not None]
@@ -83,9 +84,8 @@ def _sweep(demo, tmp_path, stand, ks=(1, 2), **kw):
 
 def test_sweep_writes_a_row_per_draft_and_k_and_stops_every_server(smoke_demo, tmp_path):
     stand = Stand(smoke_demo)
-    state = _sweep(smoke_demo, tmp_path, stand)
-    assert [(r["draft"], r["k"]) for r in state["rows"]] == [("draft-aligned", 1), ("draft-aligned", 2),
-                                                             ("draft-mismatched", 1), ("draft-mismatched", 2)]
+    state = _sweep(smoke_demo, tmp_path, stand, ks=(2,))
+    assert [(r["draft"], r["k"]) for r in state["rows"]] == [("draft-aligned", 2), ("draft-mismatched", 2)]
     assert not stand.live, "a server was left running"
     for r in state["rows"]:
         assert {"measured_tokens_per_s", "predicted_tokens_per_s", "baseline_tokens_per_s", "draft", "k",
@@ -95,7 +95,8 @@ def test_sweep_writes_a_row_per_draft_and_k_and_stops_every_server(smoke_demo, t
     assert next(r for r in state["rows"] if r["draft"] == "draft-mismatched")["served_wiring"] == "L0,L2,L3"
     saved = json.loads((tmp_path / "speed.json").read_text())
     assert saved["complete"] and saved["rows"] == json.loads(json.dumps(state["rows"]))
-    assert set(saved["step_costs"]) == {"1", "2"} and saved["step_costs"]["1"]["calibrated_on"] == "draft-aligned"
+    assert set(saved["step_costs"]) == {"2"} and saved["step_costs"]["2"]["calibrated_on"] == "draft-aligned"
+    assert set(saved["step_cost_spread"]) == {"2"} and set(saved["best_k"]) == {"draft-aligned", "draft-mismatched"}
 
 
 def test_a_server_that_dies_names_draft_and_k_keeps_the_rows_and_the_sweep_resumes(smoke_demo, tmp_path):

@@ -26,7 +26,7 @@ What :func:`sweep` does (``workbench vllm speed``, docs/vllm.md "How fast"):
 
 Every row is written to ``out`` as soon as it is measured (atomic); the same command resumes a sweep that
 was interrupted or whose server died, and redoes only the missing rows. Every server started is stopped by
-its pid, whatever happens.
+its pid, whatever happens; their logs go beside ``out`` (``<out stem>-baseline.log``, ``<out stem>-<draft>-k<K>.log``).
 """
 
 from __future__ import annotations
@@ -223,10 +223,15 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
         say(f"resuming: {len(done)} rows measured, {len(todo)} to go ({out})")
     kw = {"enforce_eager": True, "dtype": "float32", "max_num_seqs": max(4, int(concurrency)),
           "max_model_len": max(512, max(map(len, prompts)) + n_tok + 16), **(server_kw or {})}
+    logs = (Path(out).parent, Path(out).stem) if out else (Path.cwd(), "vllm-speed")   # server logs beside out
+
+    def log(what: str) -> str:
+        return str(logs[0] / f"{logs[1]}-{what}.log")
+
     base_srv = None
     try:
         if todo:
-            base_srv = start(target, None, k=1, say=say, **kw)
+            base_srv = start(target, None, k=1, say=say, log=log("baseline"), **kw)
             base = Client(base_srv.url)
             one_pass(base, prompts[:1], n_tok)                       # warm-up, excluded
         for name, k in todo:
@@ -234,7 +239,7 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
             srv = None
             passes = {"base1": [], "spec1": [], "baseN": [], "specN": []}
             try:
-                srv = start(target, drafts[name], k=k, say=say, **kw)
+                srv = start(target, drafts[name], k=k, say=say, log=log(f"{name}-k{k}"), **kw)
                 client = Client(srv.url)
                 one_pass(client, prompts[:1], n_tok)                 # warm-up, excluded
                 for _ in range(int(repeats)):                        # interleaved: both see the same load
@@ -307,7 +312,8 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
         r.update(off)
         a, c = costs.get(r["k"], (r["step_cost"]["a"], r["step_cost"]["c"]))
         tokens = [n_tok] * len(cut)
-        r["predicted_tokens_per_s"] = predict_tokens_per_s(a, c, tokens=tokens, accept_length=off["served_accept_length"])
+        r["predicted_tokens_per_s"] = predict_tokens_per_s(a, c, tokens=tokens,
+                                                           accept_length=off["served_accept_length"])
         r["predicted_tokens_per_s_trained"] = predict_tokens_per_s(a, c, tokens=tokens,
                                                                    accept_length=off["trained_accept_length"])
         r["predicted_error"] = round(r["predicted_tokens_per_s"] / r["measured_tokens_per_s"] - 1.0, 4)
