@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from workbench.core.errors import WorkbenchError
+from workbench.load import inputs
 from workbench.stats.counts import reply_starts
 
 
@@ -185,3 +186,15 @@ def collect(client, rows: list[dict], ask, *, vocab_size: int | None = None, pro
 
 
 __all__ = ["SpecMeta", "number_field", "count_list", "LiveSample", "prompt_of", "requests_of", "collect"]
+
+
+def local_inputs(target, draft, data, limit=None, *, device=None, dtype=None, trust_remote_code: bool = False,
+                 progress: bool = False):
+    """(target, draft, rows): the local inputs of a live comparison, loaded before any request goes to the
+    server, so a bad target, draft or data file is reported in one line before the network is tried."""
+    target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,
+                                      trust_remote_code=trust_remote_code, progress=progress)
+    rows = inputs.rows(data, limit)
+    if not rows:
+        raise WorkbenchError("compare: the data has no rows")
+    return target, draft, rows

@@ -54,7 +54,7 @@ from workbench.live.comparison import (
     number_field,
 )
 from workbench.live.http import HttpClient
-from workbench.load import inputs
+from workbench.live.samples import local_inputs
 
 # meta_info keys of speculative runs, by SGLang generation (facts page, section 4)
 SPEC_KEYS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_accept_token_num",
@@ -278,11 +278,8 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     if counting not in ("auto",) + fp.COUNTING:
         raise WorkbenchError(f"counting {counting!r}: expected auto, v1 or v2")
     served_dtype = prec.served_dtype(served_dtype)
-    target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,      # local inputs first
-                                      trust_remote_code=trust_remote_code, progress=progress)
-    rows = inputs.rows(data, limit)
-    if not rows:
-        raise WorkbenchError("compare: the data has no rows")
+    target, draft, rows = local_inputs(target, draft, data, limit, device=device, dtype=dtype,     # before the network
+                                       trust_remote_code=trust_remote_code, progress=progress)
     client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     notes: list[str] = []
     try:

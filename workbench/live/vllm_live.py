@@ -55,7 +55,7 @@ from workbench.live.comparison import (
 )
 from workbench.live.http import HttpClient
 from workbench.live.vllm_server import parse_spec_metrics
-from workbench.load import inputs
+from workbench.live.samples import local_inputs
 
 VLLM = ServerKind(
     engine="vllm", label="vLLM", lint="workbench vllm lint", fields="metrics.speculative_decoding",
@@ -262,11 +262,8 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     if isinstance(probe, bool) or not isinstance(probe, int) or probe < 0:
         raise WorkbenchError(f"--probe {probe!r}: expected an integer >= 0")
     served_dtype = prec.served_dtype(served_dtype)
-    target, draft, data = inputs.load(target, draft, data, device=device, dtype=dtype,      # local inputs first
-                                      trust_remote_code=trust_remote_code, progress=progress)
-    rows = inputs.rows(data, limit)
-    if not rows:
-        raise WorkbenchError("compare: the data has no rows")
+    target, draft, rows = local_inputs(target, draft, data, limit, device=device, dtype=dtype,     # before the network
+                                       trust_remote_code=trust_remote_code, progress=progress)
     client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     models = client.models()
     settings = {"model": client.model, "models": models, "version": client.version(), "speculative_eagle_topk": 1}

@@ -43,6 +43,10 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 from workbench.live import vllm_server
 from workbench.live.vllm_live import Client, parse_spec_decoding
+from workbench.load import inputs
+from workbench.rows.dataset import load
+from workbench.simulate.acceptance import accept
+from workbench.stats import cost
 
 NOISE = 0.05          # a speed-up within 5% of 1, or a spread this wide around it, ranks nothing
 
@@ -150,8 +154,6 @@ def verdict(speedup: float, too_noisy: bool = False) -> str:
 def speed_rows(data, n_rows: int, max_tokens: int | None) -> tuple[list[dict], int]:
     """The first ``n_rows`` rows of ``data`` cut to their prompt + ``max_tokens`` response tokens (default: the
     shortest response), and that ``max_tokens``. A row whose response is shorter is refused in one line."""
-    from workbench.rows.dataset import load
-
     rows = load(data).rows()[:int(n_rows)]
     if not rows:
         raise WorkbenchError(f"{data}: no rows")
@@ -182,16 +184,11 @@ def check_inputs(target, drafts: dict, data) -> None:
 def offline(target, draft_path, rows, k: int, in_process: bool) -> dict:
     """Offline accept lengths (decode path, K=k) of vLLM's reading and of the trained wiring, and the in-process
     cost model's speed-up for the served one (None when ``in_process`` is off)."""
-    from workbench.simulate.acceptance import accept
-    from workbench.stats import cost
-
     served, note = accept(target, draft_path, rows, engine="vllm", K=k, progress=False, cost_ratio=0.05)
     trained, tnote = accept(target, draft_path, rows, K=k, progress=False, cost_ratio=0.05)
     out = {"served_wiring": served.spec, "served_accept_length": round(served.decode_path["accept_length"], 4),
            "trained_wiring": trained.spec, "trained_accept_length": round(trained.decode_path["accept_length"], 4)}
     if in_process:
-        from workbench.load import inputs
-
         d = inputs.load(target, draft_path, None, device="cpu", progress=False).draft
         cm = cost.measure(target, d)
         out["in_process_speedup"] = round(cm.speedup(out["served_accept_length"], k), 4)
@@ -292,8 +289,6 @@ def _save(out, state: dict) -> None:
 
 def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: bool, say) -> None:
     """Step costs per K (from the first draft's requests), both predictions for every row, the verdicts."""
-    from workbench.load import inputs
-
     rows = state["rows"]
     tgt = inputs.load(target, None, None, device="cpu", progress=False).target
     first = next(iter(drafts))
