@@ -267,3 +267,31 @@ def test_a_few_layer_cut_of_the_real_model_when_cached(tmp_path):
         hs = cut(input_ids=torch.tensor([list(ids)]), output_hidden_states=True).hidden_states
     for i, tap in enumerate(["embed", "L0", "L1"]):
         assert torch.equal(batch.features[tap][0], hs[i][0]), tap
+
+
+# ------------------------------------------------------------------ resume and reuse
+
+def test_finished_steps_are_kept_for_the_same_recipe_only(tmp_path):
+    from workbench.demo.real import Steps
+
+    s = Steps(tmp_path, {"seed": 0})
+    s.finish("target", {"n_layers": 30})
+    assert "target" in Steps(tmp_path, {"seed": 0})             # a re-run resumes after it
+    assert "target" not in Steps(tmp_path, {"seed": 1})         # another recipe starts over
+
+
+def test_a_real_demo_folder_is_judged_by_its_own_manifest(tmp_path):
+    from dataclasses import asdict
+
+    from workbench.demo import build_reason
+    from workbench.demo.real import FORMAT, real_build_reason
+
+    assert build_reason(tmp_path, "real") == f"there is no demo in {tmp_path}"
+    m = {"format": FORMAT, "size": "real", "seed": 0, "config": asdict(real_recipe.REAL), "files": ["target"]}
+    (tmp_path / "manifest.json").write_text(json.dumps(m))
+    assert real_build_reason(tmp_path) == f"{tmp_path} is incomplete (target is missing)"
+    (tmp_path / "target").mkdir()
+    assert build_reason(tmp_path, "real") is None
+    m["config"]["draft_epochs"] += 1
+    (tmp_path / "manifest.json").write_text(json.dumps(m))
+    assert "recipe changed" in real_build_reason(tmp_path)

@@ -48,7 +48,6 @@ from workbench import rows as data
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 from workbench.core.sampling import Sampling
-from workbench.demo.build import read_manifest
 from workbench.demo.fetch import HUMANEVAL, MODEL, fetch
 from workbench.demo.gguf import convert
 from workbench.demo.real_recipe import (
@@ -437,8 +436,10 @@ def real_build_reason(out, size: RealSize = REAL, seed: int = 0) -> str | None:
     if not (out / MANIFEST).is_file():
         return f"there is no demo in {out}"
     try:
-        m = read_manifest(out)
-    except WorkbenchError:
+        m = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return f"{out} holds an unreadable demo manifest"
+    if not isinstance(m, dict):
         return f"{out} holds an unreadable demo manifest"
     if m.get("size") != "real" or m.get("seed") != seed:
         return f"{out} holds the {m.get('size')} demo (seed {m.get('seed')}), this asks for real (seed {seed})"
