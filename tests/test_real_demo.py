@@ -272,12 +272,20 @@ def test_a_few_layer_cut_of_the_real_model_when_cached(tmp_path):
 # ------------------------------------------------------------------ resume and reuse
 
 def test_finished_steps_are_kept_for_the_same_recipe_only(tmp_path):
+    from dataclasses import replace
+
     from workbench.demo.real import Steps
 
-    s = Steps(tmp_path, {"seed": 0})
-    s.finish("target", {"n_layers": 30})
-    assert "target" in Steps(tmp_path, {"seed": 0})             # a re-run resumes after it
-    assert "target" not in Steps(tmp_path, {"seed": 1})         # another recipe starts over
+    size = real_recipe.REAL
+    s = Steps(tmp_path, size, 0)
+    for name in ("target", "val", "features", "draft-aligned", "story"):
+        s.finish(name, {"name": name})
+    assert set(Steps(tmp_path, size, 0).done) == {"target", "val", "features", "draft-aligned", "story"}
+    more = Steps(tmp_path, replace(size, draft_epochs=size.draft_epochs + 2), 0)   # more epochs: the data is kept
+    assert set(more.done) == {"target", "val", "features"} and more.done["val"] == {"name": "val"}
+    fewer_rows = Steps(tmp_path, replace(size, max_new_tokens=8), 0)
+    assert set(fewer_rows.done) == {"target"}
+    assert not Steps(tmp_path, size, 1).done                     # another seed starts over
 
 
 def test_a_real_demo_folder_is_judged_by_its_own_manifest(tmp_path):

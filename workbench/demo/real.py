@@ -76,30 +76,60 @@ SCRATCH = "scratch"      # inside the work folder: features, epochs, partial fil
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
 
 
-class Steps:
-    """``steps.json`` in the work folder: which steps finished, with what they recorded."""
+# What each step depends on (fields of RealSize): a change re-runs that step and the ones after it, never the
+# steps before it (more epochs resume training from the last finished epoch; the data is not generated again).
+STEP_FIELDS = {
+    "target": (),
+    "data": ("n_val", "n_train", "n_solutions", "max_new_tokens", "gen_batch", "prose_chars"),
+    "features": ("draft_batch", "label_topk", "draft_vocab"),
+    "draft": ("draft_K", "draft_lr", "draft_epochs"),
+    "story": ("story_K",),
+}
+STEP_GROUP = {"target": "target", "prompts": "data", "val": "data", "val.jsonl": "data", "train": "data",
+              "train.jsonl": "data", "features": "features", "draft-mismatched": "draft", "draft-aligned": "draft",
+              "frontier": "features", "timings": "target", "story": "story"}
 
-    def __init__(self, work: Path, ident: dict):
+
+def step_key(size: RealSize, seed: int, group: str) -> dict:
+    """The recipe fields a step of ``group`` depends on (its group's and every earlier group's), with the seed."""
+    key = {"format": FORMAT, "seed": seed}
+    for g, fields in STEP_FIELDS.items():
+        key.update({f: getattr(size, f) for f in fields})
+        if g == group:
+            break
+    return json.loads(json.dumps(key))
+
+
+class Steps:
+    """``steps.json`` in the work folder: which steps finished, under which recipe fields, with what they recorded."""
+
+    def __init__(self, work: Path, size: RealSize, seed: int):
         self.path = work / STEPS
-        self.done = {}
+        self.size, self.seed = size, seed
+        saved = {}
         if self.path.is_file():
             try:
-                saved = json.loads(self.path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
+                saved = json.loads(self.path.read_text(encoding="utf-8")).get("steps", {})
+            except (OSError, json.JSONDecodeError, AttributeError):
                 saved = {}
-            if saved.get("ident") == ident:
-                self.done = saved.get("done", {})
-        self.ident = ident
+        self.entries = {k: v for k, v in saved.items() if isinstance(v, dict) and v.get("key") == self.key(k)}
         self._write()
 
+    def key(self, name: str) -> dict:
+        return step_key(self.size, self.seed, STEP_GROUP.get(name, "story"))
+
+    @property
+    def done(self) -> dict:
+        return {k: v["info"] for k, v in self.entries.items()}
+
     def _write(self):
-        write_json(self.path, {"ident": self.ident, "done": self.done}, indent=1)
+        write_json(self.path, {"steps": self.entries}, indent=1)
 
     def __contains__(self, name):
-        return name in self.done
+        return name in self.entries
 
     def finish(self, name: str, info) -> None:
-        self.done[name] = info
+        self.entries[name] = {"key": self.key(name), "info": info}
         self._write()
 
 
@@ -196,8 +226,9 @@ def train_real_draft(name: str, target, train_rows, work: Path, size: RealSize, 
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=size.draft_lr)
         start, logs = 0, []
         state = ep_dir / "state.pt"
-        if state.is_file():
-            saved = torch.load(state, weights_only=True)
+        key = json.dumps(step_key(replace(size, draft_epochs=0, threads=0), seed, "draft"), sort_keys=True)
+        saved = torch.load(state, weights_only=True) if state.is_file() else None
+        if saved is not None and saved.get("key") == key:
             model.load_state_dict(saved["model"])
             opt.load_state_dict(saved["opt"])
             start, logs = int(saved["epoch"]), json.loads(saved["logs"])
@@ -210,7 +241,7 @@ def train_real_draft(name: str, target, train_rows, work: Path, size: RealSize, 
                          "mean_loss": round(sum(log.losses) / max(1, len(log.losses)), 4),
                          "acc_per_step": [round(a, 4) for a in log.acc_per_step], "seconds": round(log.seconds, 1)})
             ep_dir.mkdir(parents=True, exist_ok=True)
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "epoch": epoch + 1,
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "epoch": epoch + 1, "key": key,
                         "logs": json.dumps(logs)}, ep_dir / "state.tmp")
             os.replace(ep_dir / "state.tmp", state)
             acc = ", ".join(f"{a:.3f}" for a in log.acc_per_step)
@@ -262,7 +293,7 @@ def _machine() -> dict:
 
 
 def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: float) -> dict:
-    steps = Steps(work, {"format": FORMAT, "size": asdict(size), "seed": seed})
+    steps = Steps(work, size, seed)
     recipe, size = size, replace(size, threads=_threads(size))    # threads decided once per run (recorded)
     say = lambda msg: _say(progress, t0, msg)   # noqa: E731
     load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
@@ -478,5 +509,5 @@ def build_real(out="data/demo-real", *, size: RealSize = REAL, seed: int = 0, fo
     return out
 
 
-__all__ = ["FORMAT", "Steps", "real_build_reason", "work_folder", "write_prompts", "init_from_target", "train_real_draft", "measure_one",
+__all__ = ["FORMAT", "STEP_FIELDS", "step_key", "Steps", "real_build_reason", "work_folder", "write_prompts", "init_from_target", "train_real_draft", "measure_one",
            "build_real"]
