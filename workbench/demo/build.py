@@ -55,6 +55,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 from workbench.core.sampling import Sampling, sampled_name
 from workbench.demo.chat import CHAT, QUESTIONS, TEMPLATES, write_chat_files
+from workbench.demo.real import build_real, real_build_reason
 from workbench.demo.recipe import (
     EOS,
     FOREIGN,
@@ -117,6 +118,8 @@ def is_built(out, size: str = "default", seed: int = 0) -> bool:
 
 def build_reason(out, size: str = "default", seed: int = 0) -> str | None:
     """Why ``out`` must be (re)built for this size and seed, in words; None when it is built."""
+    if size == "real":
+        return real_build_reason(out, seed=seed)
     if not (Path(out) / MANIFEST).is_file():
         return f"there is no demo in {out}"
     try:
@@ -343,6 +346,8 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
 
 def ensure_demo(out="data/demo", size: str = "default", seed: int = 0, progress: bool = True) -> Path:
     """The demo folder, built first if it is missing or was built with another size or seed."""
+    if size == "real":
+        return build_real(out, seed=seed, progress=progress)
     return build_demo(out, size=size, seed=seed, force=False, progress=progress)
 
 
@@ -352,7 +357,8 @@ DEMO_PATHS = {"target": "target", "draft": "draft-mismatched", "data": "val.json
 
 
 # Rough single-process CPU build time per size, for the notice a notebook prints before building.
-BUILD_TIME = {"smoke": "about half a minute", "default": "about 5 minutes"}
+BUILD_TIME = {"smoke": "about half a minute", "default": "about 5 minutes",
+              "real": "about half an hour on 2 quiet cores (resumable; the model is pip-downloaded once)"}
 
 
 def fill_paths(demo, size: str = "default", **given) -> dict:

@@ -23,11 +23,15 @@ def summary(manifest: dict) -> str:
     t = manifest.get("target", {})
     tm = manifest.get("timings", {})
     cpu = f" ({tm['cpu_total']:.1f} s CPU)" if "cpu_total" in tm else ""
+    model = manifest.get("model")
+    what = (f"{model.get('package')}=={model.get('version')} ({model.get('weights')})" if model
+            else f"final loss {t.get('final_loss')}")
     lines = [f"demo ({manifest.get('size')}, seed {manifest.get('seed')}) built in {tm.get('total', 0):.1f} s{cpu}",
              f"  target: LlamaForCausalLM, N={t.get('n_layers')} layers, H={t.get('hidden_size')}, "
-             f"vocab {t.get('vocab_size')}, final loss {t.get('final_loss')}",
+             f"vocab {t.get('vocab_size')}, {what}",
              f"  data: train.jsonl {manifest.get('data', {}).get('n_train')} rows, "
-             f"val.jsonl {manifest.get('data', {}).get('n_val')} rows, sources {', '.join(SOURCES)}"]
+             f"val.jsonl {manifest.get('data', {}).get('n_val')} rows, sources "
+             f"{', '.join(manifest.get('data', {}).get('sources') or SOURCES)}"]
     more = [k for k in manifest.get("file_notes", {}) if k not in ("train.jsonl", "val.jsonl")]
     if more:
         lines.append(f"  more data on val's prompts: {', '.join(more)} (manifest file_notes; data/README.md)")
@@ -40,6 +44,15 @@ def summary(manifest: dict) -> str:
         st = manifest["story"]
         label = st.get("metric") or f"accept length (decode path, chain K={st.get('K')}, greedy, bonus counted)"
         lines += [f"  story: {label} on {st.get('data')}", "", story_table(manifest)]
+    bar = manifest.get("bar")
+    if bar:
+        lines.append(f"\n  the bar: draft-aligned >= {bar['aligned_min']} (measured {bar['aligned']:.2f}), draft-mismatched on "
+                     f"SGLang's taps <= {bar['mismatched_max_ratio']:.0%} of its own (measured {bar['mismatched_ratio']:.0%}): "
+                     f"{'met' if bar['met'] else 'NOT met'}")
+    for name, points in (manifest.get("frontier") or {}).items():
+        pts = ", ".join(f"epoch {e}: {p['own_taps']:.2f} own / {p['sglang_taps']:.2f} SGLang's at {p['build_minutes']:.1f} min"
+                        for e, p in sorted(points.items(), key=lambda x: int(x[0])))
+        lines.append(f"  frontier draft-{name}: {pts}")
     return "\n".join(lines)
 
 

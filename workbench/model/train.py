@@ -86,14 +86,38 @@ def ttt_targets(draft, input_ids, attention_mask, loss_mask, next_token, K: int)
     return teacher, labels, valid
 
 
+def soft_labels(draft, topk_ids, topk_logprobs, K: int):
+    """The target's next-token distributions as labels (SpecForge's online ``target_p``), from its top-k:
+    ``(ids [B,T,K,k] in draft ids, clamped, probs [B,T,K,k])``; step k at p takes the distribution at p+1+k,
+    restricted to the draft vocabulary and renormalised (ids outside it get probability 0).
+
+        >>> # ids, probs = soft_labels(model, batch.topk_ids, batch.topk_logprobs, K=4)
+    """
+    B, T, k = topk_ids.shape
+    ids = torch.zeros(B, T, K, k, dtype=torch.long, device=topk_ids.device)
+    probs = torch.zeros(B, T, K, k, dtype=torch.float32, device=topk_ids.device)
+    for s in range(K):
+        m = T - 2 - s
+        if m <= 0:
+            continue
+        d = draft.target_to_draft(topk_ids[:, 1 + s: 1 + s + m].to(draft.d2t.device)).to(topk_ids.device)
+        p = topk_logprobs[:, 1 + s: 1 + s + m].float().exp() * (d >= 0)
+        ids[:, :m, s] = d.clamp(min=0)
+        probs[:, :m, s] = p / p.sum(-1, keepdim=True).clamp(min=1e-12)
+    return ids, probs
+
+
 def train_on_batches(draft, batches, taps, *, K: int, optimizer, loss_decay: float = 0.8,
-                     max_grad_norm: float | None = 0.5, deadline: float | None = None) -> TrainLog:
+                     max_grad_norm: float | None = 0.5, deadline: float | None = None,
+                     soft: bool = False) -> TrainLog:
     """One pass of training-time-test steps over ``batches`` (objects like ``capture.Batch``).
 
         >>> opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)  # doctest: +SKIP
         >>> log = train_on_batches(model, batches, ["L1", "L3", "L4"], K=4, optimizer=opt)       # doctest: +SKIP
 
-    One optimizer step per batch. ``deadline`` (a ``time.monotonic()`` value) stops early.
+    One optimizer step per batch. ``deadline`` (a ``time.monotonic()`` value) stops early. ``soft``: the loss is
+    the cross-entropy against the target's top-k distribution (the batches carry ``topk_ids``/``topk_logprobs``,
+    ``capture.extract(topk=k)``; :func:`soft_labels`), not against its argmax; accuracy is still top-1 agreement.
     """
 
     if not isinstance(K, int) or isinstance(K, bool) or K < 1:
@@ -113,13 +137,21 @@ def train_on_batches(draft, batches, taps, *, K: int, optimizer, loss_decay: flo
         ids, am = batch.input_ids.to(dev), batch.attention_mask.to(dev)
         teacher, labels, valid = ttt_targets(draft, ids, am, batch.loss_mask.to(dev),
                                              batch.next_token.to(dev), K)
+        if soft:
+            if batch.topk_ids is None:
+                raise WorkbenchError("soft labels need the target's top-k per position (capture.extract(topk=k))")
+            s_ids, s_p = soft_labels(draft, batch.topk_ids.to(dev), batch.topk_logprobs.to(dev), K)
         total = feats.new_zeros((), dtype=torch.float32)
         for k, logits in enumerate(unroll(draft, feats, ids, am, K, teacher=teacher)):
             v = valid[:, :, k]
             if not v.any():
                 continue
             lg = logits[v].float()
-            total = total + (loss_decay ** k) * F.cross_entropy(lg, labels[:, :, k][v])
+            if soft:
+                ce = -(s_p[:, :, k][v] * lg.log_softmax(-1).gather(-1, s_ids[:, :, k][v])).sum(-1).mean()
+            else:
+                ce = F.cross_entropy(lg, labels[:, :, k][v])
+            total = total + (loss_decay ** k) * ce
             with torch.no_grad():
                 hits[k] += float((lg.argmax(-1) == labels[:, :, k][v]).sum())
                 counts[k] += float(v.sum())
