@@ -107,7 +107,7 @@ EXPLORER = ".jp-OutputArea-output .widget-vbox:has(.widget-dropdown)"
 
 
 def _explorer_image(page) -> str:
-    return page.locator(f"{EXPLORER} .widget-output img").first.get_attribute("src")
+    return page.locator(f"{EXPLORER} img.widget-image").first.get_attribute("src")
 
 
 def _wait_image_change(page, before: str, what: str) -> str:
@@ -159,7 +159,7 @@ def test_notebook_03_runs_in_jupyterlab_and_the_explorer_reacts(tmp_path, smoke_
                 # the explorer: change the wiring, then K; the figure (and its title) follow
                 explorer = page.locator(EXPLORER).first
                 explorer.scroll_into_view_if_needed()
-                page.locator(f"{EXPLORER} .widget-output img").first.wait_for()
+                page.locator(f"{EXPLORER} img.widget-image").first.wait_for()
                 select = explorer.locator(".widget-dropdown select")
                 options = select.evaluate("s => Array.from(s.options).map(o => o.textContent.trim())")
                 current = select.evaluate("s => s.options[s.selectedIndex].textContent.trim()")
