@@ -181,16 +181,15 @@ def check_inputs(target, drafts: dict, data) -> None:
         raise WorkbenchError(f"--data {data}: no such file")
 
 
-def offline(target, draft_path, rows, k: int, in_process: bool) -> dict:
-    """Offline accept lengths (decode path, K=k) of vLLM's reading and of the trained wiring, and the in-process
-    cost model's speed-up for the served one (None when ``in_process`` is off)."""
+def offline(target, draft_path, rows, k: int, cost_model=None) -> dict:
+    """Offline accept lengths (decode path, K=k) of vLLM's reading and of the trained wiring, and, given the
+    draft's in-process ``cost_model``, its speed-ups for both."""
     served, note = accept(target, draft_path, rows, engine="vllm", K=k, progress=False, cost_ratio=0.05)
     trained, tnote = accept(target, draft_path, rows, K=k, progress=False, cost_ratio=0.05)
     out = {"served_wiring": served.spec, "served_accept_length": round(served.decode_path["accept_length"], 4),
            "trained_wiring": trained.spec, "trained_accept_length": round(trained.decode_path["accept_length"], 4)}
-    if in_process:
-        d = inputs.load(target, draft_path, None, device="cpu", progress=False).draft
-        cm = cost.measure(target, d)
+    if cost_model is not None:
+        cm = cost_model
         out["in_process_speedup"] = round(cm.speedup(out["served_accept_length"], k), 4)
         out["in_process_speedup_trained"] = round(cm.speedup(out["trained_accept_length"], k), 4)
     return out
@@ -302,8 +301,12 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
         if r["k"] in costs and r["draft"] != first:
             spreads[r["k"]] = round(r["step_cost"]["c"] / costs[r["k"]][1] - 1.0, 4)
     say("offline: accept lengths and the in-process cost model")
+    models = {}                                  # the in-process cost model, measured once per draft
+    if in_process:
+        for name in {r["draft"] for r in rows}:
+            models[name] = cost.measure(tgt, inputs.load(tgt, drafts[name], None, device="cpu", progress=False).draft)
     for r in rows:
-        off = offline(tgt, drafts[r["draft"]], cut, r["k"], in_process)
+        off = offline(tgt, drafts[r["draft"]], cut, r["k"], models.get(r["draft"]))
         r.update(off)
         a, c = costs.get(r["k"], (r["step_cost"]["a"], r["step_cost"]["c"]))
         tokens = [n_tok] * len(cut)
