@@ -72,6 +72,21 @@ def bench_a(args, target, draft, rows, spec):
     return out
 
 
+def long_rows(sources, T: int, n: int) -> list[dict]:
+    """``n`` rows of exactly ``T`` tokens, cut from the first rows at least that long in ``sources`` (lists of rows,
+    in order); when too few are, the longest rows of all, uncut.
+
+        >>> [len(r["input_ids"]) for r in long_rows([[{"input_ids": [1] * 3, "loss_mask": [1] * 3}],
+        ...                                          [{"input_ids": [1] * 9, "loss_mask": [1] * 9}]], 5, 1)]
+        [5]
+    """
+    every = [r for rows in sources for r in rows]
+    long = [r for r in every if len(r["input_ids"]) >= T][:n]
+    if len(long) < n:
+        return sorted(every, key=lambda r: -len(r["input_ids"]))[:n]
+    return [{**r, "input_ids": list(r["input_ids"][:T]), "loss_mask": list(r["loss_mask"][:T])} for r in long]
+
+
 def fast_vs_exact(target, draft, rows, spec, K: int) -> dict:
     """One run of (a): seconds of ``simulate`` and ``exact_simulate`` on ``rows``, and whether the A values agree."""
     from workbench.simulate.acceptance import simulate
@@ -234,7 +249,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
             device: str = "cpu", repeats: int = 5, K: int = 7, exact_samples: int = 1, T: int = 512,
             samples: int = 8, hidden: int = 64, layers: int = 4, vocab: int = 256, prompt: int = 16,
             train_epochs: int = 8, mem_samples: int = 8, mem_T: int = 256, threads: int = 1,
-            seed: int = 0) -> list[dict]:
+            seed: int = 0, exact_data=None) -> list[dict]:
     """Figures (a), (b), (c) as dicts for ``bench.run`` (schema: ``workbench.report.benchmark``), ``repeats`` runs each.
 
         >>> # figs = measure("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl", "L1,L3,L4")
@@ -242,7 +257,9 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
 
     With ``target_path=None`` a random Llama (``layers`` x ``hidden``, init 0.1) is built here, its greedy
     rows of length ``T`` generated and a draft trained briefly on L1,L{N//2-1},L{N-4}; (c) then saves
-    both to a temporary folder for its child processes.
+    both to a temporary folder for its child processes. With a target folder, (a) runs on rows of ``T`` tokens:
+    the first rows of ``data_path`` (then ``exact_data``, e.g. the demo's ``train.jsonl``) at least ``T`` long,
+    cut to ``T``; when no row is that long, the longest rows as they are (the note says the ``T`` measured).
     """
     import statistics
 
@@ -260,27 +277,29 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
             draft = checkpoint.load_draft(draft_path, target, device=device, dtype=target.dtype)
             rows = data.load(data_path).rows()
             vocab = target.vocab_size
+            exact_rows = long_rows([rows] + ([data.load(exact_data).rows()] if exact_data else []), T, exact_samples)
         else:
             args = argparse.Namespace(vocab=vocab, hidden=hidden, layers=layers, T=T, samples=samples, prompt=prompt,
                                       K=K, train_epochs=train_epochs, seed=seed)
             target, draft, rows, spec = build(args, device)
+            exact_rows = rows[:exact_samples]
             target_path, draft_path = os.path.join(tmp.name, "target"), os.path.join(tmp.name, "draft")
             target.model.save_pretrained(target_path)
             checkpoint.save_draft(draft, draft_path)
         label = label or f"synthetic Llama N={target.n_layers} H={target.hidden_size}"
         T_max = max(len(r["input_ids"]) for r in rows)
 
-        fast_vs_exact(target, draft, rows[:1], spec, K)                                         # warm-up
-        a_runs = [fast_vs_exact(target, draft, rows[:exact_samples], spec, K) for _ in range(repeats)]
+        fast_vs_exact(target, draft, exact_rows[:1], spec, K)                                   # warm-up
+        a_runs = [fast_vs_exact(target, draft, exact_rows, spec, K) for _ in range(repeats)]
         same = all(r["identical_A"] for r in a_runs)
         a = {"key": "fast_vs_exact", "figure": "fast simulate vs exact speculative loop (speed-up)", "target": label,
              "unit": "x", "values": [r["speedup"] for r in a_runs], "goal": ">= 30", "requires": same,
              "detail": {"fast_s": statistics.median(r["fast_s"] for r in a_runs),
                         "exact_s": statistics.median(r["exact_s"] for r in a_runs), "identical_A": same,
-                        "verify_steps": a_runs[0]["verify_steps"], "samples": len(rows[:exact_samples]),
+                        "verify_steps": a_runs[0]["verify_steps"], "samples": len(exact_rows),
                         "T": a_runs[0]["T"], "K": K},
              "note": f"A identical: {'yes' if same else 'NO'} ({a_runs[0]['matching_steps']}/{a_runs[0]['verify_steps']}"
-                     f" steps); {len(rows[:exact_samples])} sample(s), T={a_runs[0]['T']}, K={K}"}
+                     f" steps); {len(exact_rows)} sample(s), T={a_runs[0]['T']}, K={K}"}
 
         simulate(target, draft, rows[:4], [spec], K=K, batch_size=4, progress=False)           # warm-up
         b_runs = [pipeline_vs_bare(target, draft, rows, spec, K) for _ in range(repeats)]

@@ -129,6 +129,11 @@ def pipeline_throughput(demo: Path, *, device: str, repeats: int, K: int = 4, ba
              "note": f"{len(rows)} samples, {n_tok} tokens, K={K}; load+capture+chains+stats"}]
 
 
+def _train_file(demo: Path):
+    """The demo's ``train.jsonl`` (long rows for the exact loop at T=512), or None."""
+    return str(demo / "train.jsonl") if (demo / "train.jsonl").is_file() else None
+
+
 def measurer(section: str, figure: str, figures: list):
     """``bench.<section>`` when it exposes ``measure``; else None, after adding its "not run" row to ``figures``."""
     mod = load_bench(section)
@@ -219,7 +224,7 @@ def run(args) -> int:
             else:
                 add(section, demo_label, lambda: mod.measure(str(demo / "target"), str(demo / "draft-aligned"),
                                                              str(demo / "val.jsonl"), demo_spec, label=demo_label,
-                                                             **common))
+                                                             exact_data=_train_file(demo), **common))
         if "synthetic" in targets:
             syn = {**common, **cfg[f"{section}_synthetic"]}
             label = f"synthetic Llama N={syn['layers']} H={syn['hidden']}"

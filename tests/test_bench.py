@@ -121,8 +121,8 @@ def test_bad_options_exit_2_with_one_line(tmp_path, capsys):
 def test_bench_docstring_examples_run():
     import doctest
 
-    from bench import common, run
+    from bench import acceptance, common, run
 
-    for mod in (common, run):
+    for mod in (acceptance, common, run):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__

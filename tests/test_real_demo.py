@@ -303,3 +303,48 @@ def test_a_real_demo_folder_is_judged_by_its_own_manifest(tmp_path):
     m["config"]["draft_epochs"] += 1
     (tmp_path / "manifest.json").write_text(json.dumps(m))
     assert "recipe changed" in real_build_reason(tmp_path)
+
+
+# ------------------------------------------------------------------ extras (val-foreign.jsonl, val-chat.jsonl)
+
+def _extras_folder(tmp_path, smoke_demo):
+    from workbench.rows.dataset import load_tokenizer
+
+    tok = load_tokenizer(smoke_demo / "tokenizer")
+    recs = [{"id": "HumanEval/0", "source": "code", "prompt": "def f0():\n"},
+            {"question_id": 81, "category": "math", "source": "chat", "turns": ["What is 2 + 2?", "And 3 + 3?"]},
+            {"question_id": 82, "category": "stem", "source": "chat", "turns": ["Why is the sky blue?", "Why red at dusk?"]}]
+    (tmp_path / "prompts-val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    rows = []
+    for i, t, reply in ((0, 0, "return 0"), (1, 0, "It is 4."), (1, 1, "It is 6."), (2, 0, "Light scatters.")):
+        ask = tok.encode(f"q{i}-{t}", add_special_tokens=False)
+        ans = tok.encode(reply, add_special_tokens=False)
+        rows.append({"input_ids": ask + ans, "loss_mask": [0] * len(ask) + [1] * len(ans), "n_prompt_tokens": len(ask),
+                     "source": recs[i]["source"], "generation": {"by": "target", "turn": t},
+                     "prepared": {"record": i, "turn": t}})
+    (tmp_path / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    gz = tmp_path / "HumanEval.jsonl.gz"
+    with gzip.open(gz, "wt") as f:
+        for i in range(3):
+            f.write(json.dumps({"task_id": f"HumanEval/{i}", "prompt": f"def f{i}():\n",
+                                "canonical_solution": f"    return {i}\n"}) + "\n")
+    return tok, gz
+
+
+def test_the_real_demo_extras_are_its_held_out_rows_as_foreign_data_and_conversations(tmp_path, smoke_demo):
+    from workbench.demo.real_extras import CHAT, FOREIGN, write_extras
+
+    tok, gz = _extras_folder(tmp_path, smoke_demo)
+    info = write_extras(tmp_path, gz, tok)
+    assert info[FOREIGN]["rows"] == 1 and info[CHAT]["conversations"] == 3
+    foreign = [json.loads(ln) for ln in open(tmp_path / FOREIGN)]
+    reply = tok.decode([t for t, m in zip(foreign[0]["input_ids"], foreign[0]["loss_mask"]) if m])
+    assert "return 0" in reply and "def f0():" in tok.decode(foreign[0]["input_ids"])   # the canonical solution
+    convs = {c["id"]: c["messages"] for c in map(json.loads, open(tmp_path / CHAT))}
+    assert [m["content"] for m in convs["81"]] == ["What is 2 + 2?", "It is 4.", "And 3 + 3?", "It is 6."]
+    assert [m["role"] for m in convs["82"]] == ["user", "assistant"]        # no reply to turn 2: cut before it
+    assert convs["HumanEval/0"][1]["content"] == "return 0"
+    before = (tmp_path / CHAT).read_bytes()
+    (tmp_path / "val.jsonl").write_text("")                                   # present files are kept as they are
+    write_extras(tmp_path, gz, tok)
+    assert (tmp_path / CHAT).read_bytes() == before

@@ -50,6 +50,7 @@ from workbench.core.files import write_json
 from workbench.core.sampling import Sampling
 from workbench.demo.fetch import HUMANEVAL, MODEL, fetch
 from workbench.demo.gguf import convert
+from workbench.demo.real_extras import EXTRAS, write_extras
 from workbench.demo.real_recipe import (
     REAL,
     REAL_SOURCES,
@@ -87,7 +88,7 @@ STEP_FIELDS = {
 }
 STEP_GROUP = {"target": "target", "prompts": "data", "val": "data", "val.jsonl": "data", "train": "data",
               "train.jsonl": "data", "features": "features", "draft-mismatched": "draft", "draft-aligned": "draft",
-              "frontier": "features", "timings": "target", "story": "story"}
+              "frontier": "features", "timings": "target", "story": "story", "extras": "data"}
 
 
 def step_key(size: RealSize, seed: int, group: str) -> dict:
@@ -355,6 +356,7 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
         return {"rows": len(rows), "tokens": sum(len(r["input_ids"]) for r in rows),
                 "loss_tokens": sum(sum(r["loss_mask"]) for r in rows)}
     trinfo = timed("train.jsonl", train_file)
+    xinfo = timed("extras", lambda: write_extras(work, fetch(HUMANEVAL, cache, progress=progress), target.tokenizer))
     say(f"data: val.jsonl {vinfo['rows']} rows ({vinfo['new_tokens']} generated tokens), train.jsonl {trinfo['rows']} "
         f"rows, {trinfo['tokens']} tokens ({trinfo['loss_tokens']} trained on)")
 
@@ -419,7 +421,7 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
     return {
         "format": FORMAT, "size": "real", "seed": seed, "config": asdict(recipe),
         "files": ["tokenizer", "target", "train.jsonl", "val.jsonl", "prompts-train.jsonl", "prompts-val.jsonl",
-                  "solutions.jsonl", "draft-mismatched", "draft-aligned"],
+                  "solutions.jsonl", *EXTRAS, "draft-mismatched", "draft-aligned"],
         "file_notes": {
             "train.jsonl": "the target's own greedy replies (chat template, EOS stopping) to prompts-train.jsonl, plus "
                            "HumanEval canonical solutions as replies (solutions.jsonl, text the target did not write)",
@@ -427,7 +429,8 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
                          "chat: one question per category, both turns), the target's own greedy replies",
             "prompts-train.jsonl": "the training prompts (HumanEval, prose, MT-bench-style questions)",
             "prompts-val.jsonl": "the held-out prompts: `workbench regenerate` then `workbench accept` on them",
-            "solutions.jsonl": "HumanEval training problems with their canonical solutions as the assistant turn"},
+            "solutions.jsonl": "HumanEval training problems with their canonical solutions as the assistant turn",
+            **{name: x["what"] for name, x in xinfo.items()}},
         "model": {**MODEL.record(), "weights": "Q4_1 quantisation from the GGUF, dequantised to float32: not the "
                                              "original bf16 SmolLM2-135M-Instruct release",
                   "humaneval": HUMANEVAL.record()},
@@ -437,7 +440,7 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
         "data": {"n_train": trinfo["rows"], "n_val": len(val_rows), "prompts": pinfo, "sources": list(REAL_SOURCES),
                  "train_tokens": trinfo["tokens"], "train_loss_tokens": trinfo["loss_tokens"],
                  "generated": {"val": vinfo, "train": ginfo},
-                 "responses": {"val": response_stats(val_rows)}},
+                 "responses": {"val": response_stats(val_rows)}, "extras": xinfo},
         "taps": taps, "story": st, "bar": bar, "frontier": frontier, "drafts": drafts,
         "timings": {**timings, "load_average_at_start": [round(x, 2) for x in load0] if load0 else None,
                     "load_average_at_end": [round(x, 2) for x in os.getloadavg()] if load0 else None,
@@ -482,11 +485,27 @@ def real_build_reason(out, size: RealSize = REAL, seed: int = 0) -> str | None:
     return f"{out} is incomplete ({missing[0]} is missing)" if missing else None
 
 
+def add_extras(out: Path, cache=None, progress: bool = True) -> None:
+    """Give a finished build the extra files it lacks (:mod:`workbench.demo.real_extras`; a build made before
+    they existed), recorded in its manifest; the drafts and the story are untouched."""
+    if all((out / name).is_file() for name in EXTRAS):
+        return
+    info = write_extras(out, fetch(HUMANEVAL, cache, progress=progress))
+    m = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    m["files"] = [f for f in m.get("files", []) if f not in EXTRAS] + list(EXTRAS)
+    m.setdefault("file_notes", {}).update({name: x["what"] for name, x in info.items()})
+    m.setdefault("data", {})["extras"] = info
+    write_json(out / MANIFEST, m, indent=1)
+    if progress:
+        print(f"[demo real] added {', '.join(EXTRAS)} to {out} (no retraining)", flush=True)
+
+
 def build_real(out="data/demo-real", *, size: RealSize = REAL, seed: int = 0, force: bool = False, cache=None,
                progress: bool = True) -> Path:
     """Build (or reuse) the real demo in ``out``; an interrupted build resumes from its work folder."""
     out = Path(out)
     if not force and real_build_reason(out, size, seed) is None:
+        add_extras(out, cache, progress)
         return out
     work = work_folder(out)
     if force and work.exists():
@@ -512,4 +531,4 @@ def build_real(out="data/demo-real", *, size: RealSize = REAL, seed: int = 0, fo
 
 
 __all__ = ["FORMAT", "STEP_FIELDS", "step_key", "Steps", "real_build_reason", "work_folder", "write_prompts", "init_from_target", "train_real_draft", "measure_one",
-           "build_real"]
+           "add_extras", "build_real"]
