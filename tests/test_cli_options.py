@@ -78,3 +78,30 @@ def test_an_unwritable_output_folder_fails_before_the_run_even_as_root():
     proc = subprocess.run([sys.executable, "-m", "workbench", "accept", "--target", "t", "--draft", "d", "--data",
                            "x.jsonl", "--json", "/proc/out.json"], capture_output=True, text=True)
     assert proc.returncode == 2 and "/proc is not writable" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_kill_runs_the_cleanup_of_a_command_like_ctrl_c(tmp_path):
+    """`kill PID` (SIGTERM) on a running command: its `finally` clauses run (servers it started are stopped by
+    pid), it says it was interrupted and exits 130, as after Ctrl-C."""
+    import subprocess
+    import sys
+    import time
+
+    marker = tmp_path / "cleaned"
+    code = ("import sys, time\n"
+            "from workbench import cli\n"
+            "def run(args):\n"
+            "    try:\n"
+            "        print('ready', flush=True); time.sleep(60)\n"
+            "    finally:\n"
+            f"        open({str(marker)!r}, 'w').write('stopped')\n"
+            "cli.check_outputs = lambda args: None\n"
+            "p = cli.build_parser(); ns = p.parse_args(['inspect', 'x']); ns._run = run\n"
+            "cli.build_parser = lambda: type('P', (), {'parse_args': lambda self, a: ns})()\n"
+            "sys.exit(cli.main([]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.terminate()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert marker.read_text() == "stopped"

@@ -11,7 +11,9 @@ right after parsing, before any model is loaded (:func:`check_outputs`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
 
 from workbench.core.errors import WorkbenchError
@@ -266,6 +268,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """SIGTERM (``kill PID``) handled as Ctrl-C inside the block, so that ``finally`` clauses run: every server a
+    command started is stopped by its pid, partial files are removed, finished work is kept.
+
+        >>> with terminate_as_interrupt():
+        ...     signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        True
+    """
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:                  # not the main thread: leave the signal alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -273,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        check_outputs(args)
-        return int(args._run(args) or 0)
+        with terminate_as_interrupt():
+            check_outputs(args)
+            return int(args._run(args) or 0)
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
