@@ -273,6 +273,13 @@ def run(args) -> int:
             add("vllm", demo_label or "demo", lambda: mod.measure(demo, repeats=min(repeats, 3), quick=args.quick,
                                                                   device=device))
 
+    speed = load_bench("speed")                                          # issue 36: tokens/s on a real vLLM
+    if speed is not None and "speed" in sections:
+        add("speed", demo_label or "demo", lambda: speed.measure(demo, quick=args.quick,
+                                                                out=speed.OUT if not args.quick else None))
+    elif speed is not None and args.only is None:                       # the last sweep, from bench/vllm-speed.json
+        figures.extend(speed.last_figures(BENCH / "vllm-speed.json"))
+
     machine = benchmark.machine(device)
     settings = {"quick": bool(args.quick), "repeats": repeats, "threads": args.threads, "demo": str(demo) if demo else None,
                 "sections": sections, "targets": targets, "sizes": cfg,

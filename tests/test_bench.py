@@ -121,8 +121,25 @@ def test_bad_options_exit_2_with_one_line(tmp_path, capsys):
 def test_bench_docstring_examples_run():
     import doctest
 
-    from bench import acceptance, common, run
+    from bench import acceptance, common, run, speed
 
-    for mod in (acceptance, common, run):
+    for mod in (acceptance, common, run, speed):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__
+
+
+def test_the_speed_rows_come_from_the_last_sweep_and_say_when_there_is_none(tmp_path):
+    from bench import speed
+
+    (row,) = speed.last_figures(tmp_path / "none.json")
+    assert row.status == "not run" and "--only speed" in row.note
+    (tmp_path / "bad.json").write_text("{}")
+    (row,) = speed.last_figures(tmp_path / "bad.json")
+    assert row.status == "not run" and "no row with a prediction" in row.note
+    state = {"settings": {"target": "data/demo-real/target", "rows": 4, "max_tokens": 48}, "rows": [
+        {"draft": "d", "k": k, "predicted_error": e, "sign_right": k != 3, "measured_speedup": 0.9}
+        for k, e in ((1, 0.02), (2, -0.15), (3, 0.05))]}
+    (tmp_path / "s.json").write_text(json.dumps(state))
+    err, sign, up = speed.last_figures(tmp_path / "s.json")
+    assert (err.ratio, err.goal_met, err.target) == (0.15, False, "real vLLM, demo-real")
+    assert round(sign.ratio, 3) == 0.667 and sign.goal_met is False and up.ratio == 0.9

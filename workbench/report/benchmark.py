@@ -36,8 +36,8 @@ from workbench.core.files import write_json
 
 SCHEMA = 1
 SECTIONS = ("capture", "acceptance", "pipeline", "distributed", "rewire", "long", "tree", "regenerate", "sampled",
-            "vllm")
-OPT_IN = ("long", "tree", "sampled", "vllm")   # minutes on 2 cores (vllm: real servers): --only NAME runs one
+            "vllm", "speed")
+OPT_IN = ("long", "tree", "sampled", "vllm", "speed")   # minutes on 2 cores (vllm: real servers): --only NAME runs one
 TARGETS = ("demo", "synthetic")
 _GOAL = re.compile(r"^\s*(<=|>=|==|<|>)\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*$")
 

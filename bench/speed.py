@@ -1,0 +1,121 @@
+"""Tokens per second on a real vLLM, predicted against measured (issue 36): the bench rows of a speed sweep.
+
+    $ .venv/bin/python -m bench.speed --demo data/demo-real             # both drafts, K=1..4 (opt-in, ~1 h here)
+    $ workbench bench --only speed --demo data/demo-real               # the same, as rows of the table
+
+One :func:`workbench.live.vllm_speed.sweep` (``workbench vllm speed``): a real vLLM without speculation and with
+each demo draft at each K, the same prompts one request at a time, repeats interleaved; beside each measured
+tokens/s, the prediction from the server's own step cost and the offline accept length (a), and from the
+in-process cost model (b). The sweep is written to ``bench/vllm-speed.json``; ``workbench bench`` shows that
+last sweep's rows in its table without re-running it (each server start costs 1-2 minutes here).
+
+Figures (judged over every (draft, K) row): the largest |error| of prediction (a), goal <= 0.10; the share of
+rows whose predicted speed-up has the measured one's sign (faster or slower than no speculation), goal == 1;
+the largest |error| of prediction (b), no goal; the measured speed-ups. Measured and reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from workbench.core.errors import WorkbenchError
+from workbench.report import benchmark
+
+BENCH = Path(__file__).resolve().parent
+OUT = BENCH / "vllm-speed.json"
+SMALL = {"ks": [1, 2, 3, 4], "rows": 4, "max_tokens": 48, "repeats": 3, "concurrency": 1}
+QUICK = {"ks": [1], "rows": 2, "max_tokens": 16, "repeats": 1, "concurrency": 1}
+
+
+def figures(state: dict, label: str) -> list[dict]:
+    """Bench-table figures (``workbench.report.benchmark`` schema) of one finished sweep.
+
+        >>> st = {"settings": {"rows": 4, "max_tokens": 48}, "rows": [
+        ...     {"draft": "a", "k": 1, "predicted_error": 0.04, "in_process_error": -0.3, "sign_right": True,
+        ...      "measured_speedup": 0.8},
+        ...     {"draft": "a", "k": 2, "predicted_error": -0.12, "in_process_error": 0.1, "sign_right": True,
+        ...      "measured_speedup": 0.7}]}
+        >>> [(f["key"], f["ratio"], f["goal"]) for f in figures(st, "demo")]   # doctest: +NORMALIZE_WHITESPACE
+        [('speed_predicted_error', 0.12, '<= 0.10'), ('speed_sign_right', 1.0, '== 1'),
+         ('speed_in_process_error', 0.3, None), ('speed_measured_speedup', 0.8, None)]
+    """
+    rows = [r for r in state.get("rows", []) if "predicted_error" in r]
+    if not rows:
+        raise WorkbenchError("speed sweep: no row with a prediction (was the sweep finished?)")
+    s = state.get("settings", {})
+    where = (f"{len(rows)} (draft, K) rows, {s.get('rows')} prompts x {s.get('max_tokens')} tokens, concurrency 1; "
+             f"bench/vllm-speed.json")
+    err = [abs(r["predicted_error"]) for r in rows]
+    out = [{"key": "speed_predicted_error", "figure": "tokens/s predicted from the server's step cost vs measured "
+            "(|error|)", "target": label, "unit": "", "values": err, "ratio": max(err), "ratio_unit": "(worst row)",
+            "goal": "<= 0.10", "note": where},
+           {"key": "speed_sign_right", "figure": "speed-up predicted on the right side of 1 (faster / slower)",
+            "target": label, "unit": "", "values": [float(bool(r.get("sign_right"))) for r in rows],
+            "ratio": sum(bool(r.get("sign_right")) for r in rows) / len(rows), "ratio_unit": "share of rows",
+            "goal": "== 1", "note": where}]
+    ip = [abs(r["in_process_error"]) for r in rows if r.get("in_process_error") is not None]
+    if ip:
+        out.append({"key": "speed_in_process_error", "figure": "tokens/s predicted in process (CostModel) vs measured "
+                    "(|error|)", "target": label, "unit": "", "values": ip, "ratio": max(ip),
+                    "ratio_unit": "(worst row)", "goal": None, "note": where})
+    sp = [r["measured_speedup"] for r in rows]
+    out.append({"key": "speed_measured_speedup", "figure": "measured speed-up over no speculation (real vLLM)",
+                "target": label, "unit": "x", "values": sp, "ratio": max(sp), "ratio_unit": "x (best row)",
+                "goal": None, "note": where})
+    return out
+
+
+def label_of(state: dict) -> str:
+    return f"real vLLM, {Path(state.get('settings', {}).get('target', '?')).parent.name or 'demo'}"
+
+
+def last_figures(path=OUT) -> list:
+    """The last sweep's rows (what ``workbench bench`` shows; nothing is re-run)."""
+    path = Path(path)
+    if not path.is_file():
+        return [benchmark.not_run("speed", "tokens/s predicted vs measured (real vLLM)",
+                                  "opt-in: workbench bench --only speed (real vLLM servers)")]
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        return [benchmark.summarize(f, source=str(path)) for f in figures(state, label_of(state))]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, WorkbenchError) as e:
+        return [benchmark.not_run("speed", "tokens/s predicted vs measured (real vLLM)", f"{path}: unreadable ({e})")]
+
+
+def measure(demo=None, *, quick: bool = False, out=OUT, say=None) -> list[dict]:
+    """Run one sweep on ``demo``'s target and both drafts (:data:`SMALL`, or :data:`QUICK`), write it to ``out``
+    (resumable: the same settings continue), and return its figures."""
+    from bench.common import find_demo
+    from workbench.live.vllm_server import find_python
+    from workbench.live.vllm_speed import sweep
+
+    find_python()                                      # a one-line error when .venv-vllm is missing
+    demo = find_demo(demo)
+    kw = dict(QUICK if quick else SMALL)
+    ks = kw.pop("ks")
+    drafts = {n: str(demo / n) for n in ("draft-mismatched", "draft-aligned")}
+    state = sweep(str(demo / "target"), drafts, str(demo / "val.jsonl"), ks, out=str(out), say=say, **kw)
+    return figures(state, label_of(state))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--demo", help="demo folder (default: data/demo when built, else the smoke demo)")
+    p.add_argument("--quick", action="store_true", help="K=1, 2 prompts, one pass (checks the runner)")
+    p.add_argument("--json", default=str(OUT), help="the sweep (default bench/vllm-speed.json; resumes)")
+    args = p.parse_args(argv)
+    try:
+        figs = measure(args.demo, quick=args.quick, out=args.json, say=lambda m: print(m, flush=True))
+    except WorkbenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for f in figs:
+        print(f"{f['figure']}: {f['ratio']} (goal {f['goal'] or '-'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
