@@ -144,3 +144,15 @@ def test_real_vllm_speed_sign_is_predicted_from_the_servers_own_costs(smoke_demo
         assert abs(r["predicted_error"]) < 0.35, r
         if not r["too_noisy"] and abs(r["measured_speedup"] - 1) > 0.1:
             assert r["sign_right"], r
+
+
+def test_the_answer_names_no_fastest_k_when_the_passes_overlap():
+    from workbench.live.vllm_speed import answer
+
+    rows = [{"draft": "d", "k": k, "served_wiring": "L0,L2,L3", "trained_wiring": "embed,L1,L2",
+             "measured_tokens_per_s": t, "baseline_tokens_per_s": 20.0, "measured_speedup": t / 20, "too_noisy": True,
+             "predicted_tokens_per_s_trained": 25.0} for k, t in ((1, 20.5), (2, 19.8))]
+    (line,) = answer({"rows": rows, "best_k": {"d": {"measured": None, "measured_note": "too noisy to rank: K=1 and "
+                                                     "K=2 overlap", "predicted_trained": 1}}})
+    assert "too noisy to name its fastest K" in line and "too noisy to tell" in line
+    assert "at its fastest" not in line and "25.0 tokens/s at K=1 (1.25x no speculation)" in line

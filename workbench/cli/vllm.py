@@ -232,7 +232,7 @@ def _run_compare(args) -> int:
 
 def _run_speed(args) -> int:
     from workbench.core.errors import WorkbenchError
-    from workbench.live.vllm_speed import sweep, table
+    from workbench.live.vllm_speed import answer, sweep, table
 
     try:
         ks = [int(k) for k in str(args.num_speculative_tokens).split(",") if k.strip()]
@@ -250,6 +250,7 @@ def _run_speed(args) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: the finished rows are kept in {args.json}; the same command resumes", file=sys.stderr)
         return 130
+    print("\n".join(answer(state)) + "\n")
     print(table(state))
     print(f"rows: {args.json}")
     if not all(r.get("sign_right", True) for r in state["rows"]):

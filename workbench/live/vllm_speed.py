@@ -258,8 +258,10 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
                     "measured_tokens_per_s", "baseline_tokens_per_s", "measured_speedup", "too_noisy")}
             state["rows"].append(row)
             _save(out, state)
+            sp = row["speedup_spread"]
             say(f"{name} at K={k}: {row['measured_tokens_per_s']} tokens/s, baseline {row['baseline_tokens_per_s']} "
-                f"({row['measured_speedup']}x)")
+                f"(medians); speed-up {row['measured_speedup']}x, the median of the paired passes' ratios "
+                f"[{sp['min']}-{sp['max']}]" + ("; too noisy to tell faster from slower" if row["too_noisy"] else ""))
     finally:
         if base_srv is not None:
             stop(base_srv.pid)
@@ -339,6 +341,42 @@ def best_k(rows: list[dict]) -> dict:
                                                 f"({by[0]['measured_spread']} vs {by[1]['measured_spread']})"),
             "predicted_served": max(rows, key=lambda r: r["predicted_tokens_per_s"])["k"],
             "predicted_trained": max(rows, key=lambda r: r["predicted_tokens_per_s_trained"])["k"]}
+
+
+def answer(state: dict) -> list[str]:
+    """The seed's question per draft, in one sentence each: faster or slower than no speculation as served, at
+    which K, and what the server's own costs predict under the trained wiring.
+
+        >>> st = {"rows": [{"draft": "d", "k": 1, "served_wiring": "L0,L13,L25", "trained_wiring": "embed,L1,L14",
+        ...                 "measured_tokens_per_s": 30.0, "baseline_tokens_per_s": 40.0, "measured_speedup": 0.75,
+        ...                 "too_noisy": False, "predicted_tokens_per_s_trained": 44.0},
+        ...                {"draft": "d", "k": 2, "served_wiring": "L0,L13,L25", "trained_wiring": "embed,L1,L14",
+        ...                 "measured_tokens_per_s": 26.0, "baseline_tokens_per_s": 40.0, "measured_speedup": 0.65,
+        ...                 "too_noisy": False, "predicted_tokens_per_s_trained": 48.0}],
+        ...       "best_k": {"d": {"measured": 1, "predicted_trained": 2}}}
+        >>> print(answer(st)[0])
+        d as served (L0,L13,L25): slower than no speculation (0.75x) at its fastest, K=1; under its trained wiring embed,L1,L14 the server's costs predict 48.0 tokens/s at K=2 (1.20x no speculation)
+    """
+    out = []
+    for name, best in state.get("best_k", {}).items():
+        rows = [r for r in state.get("rows", []) if r["draft"] == name]
+        if not rows:
+            continue
+        top = max(rows, key=lambda r: r["measured_tokens_per_s"])
+        if best.get("measured") is None:
+            said = (f"too noisy to name its fastest K ({best.get('measured_note', 'the spreads overlap')}); the "
+                    f"best measured is {verdict(top['measured_speedup'], top['too_noisy'])} at K={top['k']}")
+        else:
+            said = f"{verdict(top['measured_speedup'], top['too_noisy'])} at its fastest, K={top['k']}"
+        line = f"{name} as served ({top.get('served_wiring', '?')}): {said}"
+        kt = best.get("predicted_trained")
+        tr = next((r for r in rows if r["k"] == kt), None)
+        if tr is not None and tr.get("predicted_tokens_per_s_trained") is not None:
+            line += (f"; under its trained wiring {tr.get('trained_wiring', '?')} the server's costs predict "
+                     f"{tr['predicted_tokens_per_s_trained']} tokens/s at K={kt} "
+                     f"({tr['predicted_tokens_per_s_trained'] / tr['baseline_tokens_per_s']:.2f}x no speculation)")
+        out.append(line)
+    return out
 
 
 def table(state: dict) -> str:
