@@ -5,7 +5,7 @@
     >>> hf = {"embed": torch.ones(4, 8), "L0": torch.full((4, 8), 2.0), "L1": torch.full((4, 8), 3.0)}
     >>> m = match_slots(torch.stack([hf["L1"], hf["embed"]], dim=1), hf)
     >>> [(s.tap, s.rel) for s in m], round(m[0].next_rel, 3)
-    ([('L1', 0.0), ('embed', 0.0)], 0.333)
+    ([('L1', 0.0), ('embed', 0.0)], 0.5)
 
     res = served_taps("data/target", "data/draft")            # starts vLLM in extraction mode, one request
     res.taps                                                  # ['L0', 'L2', 'L3']
