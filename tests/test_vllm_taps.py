@@ -127,3 +127,17 @@ def test_extract_with_an_engine_fills_the_same_cache_resumes_and_never_mixes(tmp
 def test_engine_features_refuse_a_server_without_the_taps():
     with pytest.raises(WorkbenchError, match="lack the taps L5"):
         EngineFeatures(object(), ["L1", "L5"], 8, server_ids=[0, 2, 4])
+
+
+def test_an_engine_refusal_is_one_line_naming_the_version_and_cause(tmp_path, smoke_demo):
+    from workbench.live.vllm_extract import start_extractor
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\ncase \"$2\" in *importlib*) echo 0.32.0; exit 0;; esac\n"
+                    "echo 'ValueError: eagle_aux_hidden_state_layer_ids must be set in the draft model config'; exit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(WorkbenchError) as e:
+        start_extractor(smoke_demo / "target", {}, tmp_path / "store", python=str(fake), timeout=30)
+    msg = str(e.value)
+    assert msg.startswith("vLLM 0.32.0 refused hidden-states extraction (ids {})") and "\n" not in msg
+    assert "eagle_aux_hidden_state_layer_ids must be set" in msg
