@@ -21,7 +21,7 @@ import functools
 import inspect
 from types import SimpleNamespace
 
-__all__ = ["APPLIED_LINE", "install", "needed", "resolved_ids"]
+__all__ = ["APPLIED_LINE", "install", "reads_top_level_only", "resolved_ids"]
 
 KEY = "eagle_aux_hidden_state_layer_ids"
 DEFAULT_COUNT = 3          # (2, N//2, N-3): every get_eagle3_default_aux_hidden_state_layers of 0.32
@@ -59,31 +59,29 @@ def _counted(init):
     return wrapper
 
 
-def _classes():
-    from vllm.model_executor.models.extract_hidden_states import ExtractHiddenStatesModel
-    from vllm.v1.spec_decode.extract_hidden_states import ExtractHiddenStatesProposer
-
-    return ExtractHiddenStatesProposer, ExtractHiddenStatesModel
+PROPOSER = "vllm.v1.spec_decode.extract_hidden_states"
+MODEL = "vllm.model_executor.models.extract_hidden_states"
 
 
-def needed() -> str | None:
-    """Why the fix is needed (the proposer reads only the top-level key), or None."""
-    proposer, _ = _classes()
-    src = inspect.getsource(proposer.__init__)
-    if f'getattr(self.hf_config, "{KEY}", None)' in src and "eagle_config" not in src:
-        return "ExtractHiddenStatesProposer.__init__ reads only the top-level key"
-    return None
+def reads_top_level_only(init) -> bool:
+    """The probe: this constructor sizes the states from the top-level key and never looks further."""
+    src = inspect.getsource(init)
+    return f'"{KEY}"' in src and "eagle_config" not in src and "_get_eagle3_aux_layers" not in src
 
 
-def install(say) -> bool:
-    proposer, model = _classes()
-    if getattr(proposer.__init__, "workbench_fix", False):
-        return True
-    why = needed()
-    if why is None:
-        say("workbench-vllm-cpu-fix: extract-ids fix not needed (the proposer reads more than the top-level key)")
-        return False
-    proposer.__init__ = _counted(proposer.__init__)
-    model.__init__ = _counted(model.__init__)
-    say(f"{APPLIED_LINE}; probe: {why}")
-    return True
+def _patch(cls, say, what: str) -> None:
+    if getattr(cls.__init__, "workbench_fix", False):
+        return
+    if not reads_top_level_only(cls.__init__):
+        say(f"workbench-vllm-cpu-fix: extract-ids fix not needed ({what} reads more than the top-level key)")
+        return
+    cls.__init__ = _counted(cls.__init__)
+    say(f"{APPLIED_LINE}; probe: {what}.__init__ reads only the top-level key")
+
+
+def install(say) -> None:
+    """Patch the proposer and the model when (and if) their modules are imported in this process."""
+    from workbench_vllm_cpu_fix.on_import import when_imported
+
+    when_imported(PROPOSER, lambda m: _patch(m.ExtractHiddenStatesProposer, say, "ExtractHiddenStatesProposer"))
+    when_imported(MODEL, lambda m: _patch(m.ExtractHiddenStatesModel, say, "ExtractHiddenStatesModel"))

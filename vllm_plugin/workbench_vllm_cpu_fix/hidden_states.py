@@ -77,18 +77,22 @@ def cpu_submit_async_write(self, pending) -> None:
     future.add_done_callback(partial(self._on_write_done, pending.req_id))
 
 
+def _patch(module, say, why: str) -> None:
+    connector = module.ExampleHiddenStatesConnector
+    if connector._submit_async_write is cpu_submit_async_write:
+        return
+    connector._submit_async_write = cpu_submit_async_write
+    say(f"{APPLIED_LINE}; probe: pin_memory=True refused ({why})")
+
+
 def install(say) -> bool:
-    """Install :func:`cpu_submit_async_write` when the probe shows it is needed; True when applied.
-    ``say``: one line per decision (the plugin's logger)."""
-    import importlib
+    """Install :func:`cpu_submit_async_write` when the probe shows it is needed (when the connector's module
+    is imported in this process); True when it will be. ``say``: one line per decision."""
+    from workbench_vllm_cpu_fix.on_import import when_imported
 
     why = pinned_memory_refused()
     if why is None:
         say("workbench-vllm-cpu-fix: hidden-states connector fix not needed (pinned host memory works here)")
         return False
-    connector = importlib.import_module(CONNECTOR).ExampleHiddenStatesConnector
-    if connector._submit_async_write is cpu_submit_async_write:
-        return True
-    connector._submit_async_write = cpu_submit_async_write
-    say(f"{APPLIED_LINE}; probe: pin_memory=True refused ({why})")
+    when_imported(CONNECTOR, lambda module: _patch(module, say, why))
     return True
