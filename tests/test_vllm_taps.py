@@ -141,3 +141,19 @@ def test_an_engine_refusal_is_one_line_naming_the_version_and_cause(tmp_path, sm
     msg = str(e.value)
     assert msg.startswith("vLLM 0.32.0 refused hidden-states extraction (ids {})") and "\n" not in msg
     assert "eagle_aux_hidden_state_layer_ids must be set" in msg
+
+
+def test_engine_capture_starts_no_server_for_a_finished_cache(tmp_path):
+    from workbench.live.vllm_capture import engine_capture
+
+    target = tiny_target(num_hidden_layers=4)
+    rows = random_rows(target.vocab_size, [5, 6, 7], prompt=2)
+    cache = tmp_path / "cache"
+    list(capture.extract(target, rows, ["embed,L1,L2"], batch_size=2, cache_dir=cache, progress=False,
+                         engine=FakeEngine(target, ["embed", "L1", "L2"])))
+    for p in cache.iterdir():                                     # as an engine capture would have written it
+        m = json.loads((p / "manifest.json").read_text())
+        m["source"] = "vLLM 0.32 extract_hidden_states"
+        (p / "manifest.json").write_text(json.dumps(m))
+    info = engine_capture(target, "unused", rows, ["embed,L1,L2"], cache, batch_size=2)   # no server started
+    assert info["batches"] == info["from_cache"] == 2

@@ -62,8 +62,8 @@ class EngineFeatures:
     """``capture.extract(engine=...)``: a batch's taps and greedy tokens from a running extraction server."""
 
     def __init__(self, server, taps, n_layers: int, *, server_ids=None, version: str = "0.32",
-                 timeout: float = 300.0):
-        self.server, self.timeout = server, timeout
+                 timeout: float = 300.0, start=None):
+        self.server, self.timeout, self.start = server, timeout, start     # start(): the server, when first needed
         self.taps = sorted({parse_tap(t, n_layers) for t in taps}, key=tap_sort_key)
         self.ids = sorted(server_ids) if server_ids else engine_ids(self.taps, n_layers)
         missing = [t for t, i in zip(self.taps, engine_ids(self.taps, n_layers)) if i not in self.ids]
@@ -73,6 +73,8 @@ class EngineFeatures:
         self.source = f"vLLM {version} extract_hidden_states"
 
     def one(self, token_ids: list[int]):
+        if self.server is None:
+            self.server = self.start()
         url = self.server.url
         reply = vllm_server.complete(url, token_ids, max_tokens=1, prompt_logprobs=1)
         path = (reply.get("kv_transfer_params") or {}).get("hidden_states_path")
@@ -104,17 +106,18 @@ def engine_capture(target, target_dir, rows, wirings, cache_dir, *, batch_size: 
                    timeout: float = 400.0) -> dict:
     """Fill ``cache_dir`` with the engine's features of ``wirings`` (the key ``capture.extract`` computes for
     the same target, rows, taps and batch size). ``server``: a running extraction server capturing
-    ``server_ids`` (default: exactly these taps' ids); else one is started and stopped. Returns
+    ``server_ids`` (default: exactly these taps' ids); else one is started at the first missing shard and
+    stopped at the end (a finished cache starts none). Returns
     ``{"batches", "from_cache", "ids", "source"}``."""
     taps = capture.union_taps(wirings, target.n_layers)
     ids = list(server_ids) if server_ids else engine_ids(taps, target.n_layers)
     with contextlib.ExitStack() as stack:
-        if server is None:
+        def start():                       # only when a shard is missing: a finished cache starts nothing
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wb-vllm-capture-", dir=store))
-            server = stack.enter_context(vllm_extract.running_extractor(
+            return stack.enter_context(vllm_extract.running_extractor(
                 target_dir, {"eagle_aux_hidden_state_layer_ids": ids}, tmp, tensor_parallel=tensor_parallel,
                 say=say, timeout=timeout))
-        eng = EngineFeatures(server, taps, target.n_layers, server_ids=server_ids)
+        eng = EngineFeatures(server, taps, target.n_layers, server_ids=server_ids, start=start)
         n = cached = 0
         for batch in capture.extract(target, rows, taps, batch_size=batch_size, limit=limit, cache_dir=cache_dir,
                                      progress=False, engine=eng):
