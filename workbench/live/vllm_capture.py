@@ -76,7 +76,11 @@ class EngineFeatures:
         if self.server is None:
             self.server = self.start()
         url = self.server.url
-        reply = vllm_server.complete(url, token_ids, max_tokens=1, prompt_logprobs=1)
+        try:
+            reply = vllm_server.complete(url, token_ids, max_tokens=1, prompt_logprobs=1)
+        except WorkbenchError as e:
+            raise WorkbenchError(f"the vLLM extraction server (pid {getattr(self.server, 'pid', '?')}) failed: {e}; "
+                                 f"the finished shards are kept and the same command resumes") from None
         path = (reply.get("kv_transfer_params") or {}).get("hidden_states_path")
         if not path:
             raise WorkbenchError("the vLLM reply has no kv_transfer_params.hidden_states_path (not in extraction mode?)")
