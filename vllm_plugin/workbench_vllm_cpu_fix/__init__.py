@@ -17,7 +17,13 @@ the bug, installs :func:`fixed_expand_kernel_impl`:
 * through ``vllm.triton_utils.dispatcher.register_kernels`` when the platform's overrides are already
   registered in this process (so the fixed one wins in either order).
 
-``WORKBENCH_VLLM_FIX=0`` disables the plugin (for an A/B check against the buggy server).
+``WORKBENCH_VLLM_FIX=0`` disables the expand fix (for an A/B check against the buggy server).
+
+A second, independent fix (:mod:`workbench_vllm_cpu_fix.hidden_states`): vLLM 0.32's
+``ExampleHiddenStatesConnector`` (the ``extract_hidden_states`` method) allocates pinned host memory and a
+``torch.cuda.Stream`` for its copies, and kills a CPU worker; probed and applied the same way.
+A third (:mod:`workbench_vllm_cpu_fix.extract_ids`): ``extract_hidden_states`` refuses a draft config
+whose ids are nested (or absent), which vLLM serves. ``WORKBENCH_VLLM_HS_FIX=0`` disables these two.
 """
 
 from __future__ import annotations
@@ -82,10 +88,43 @@ def register() -> None:
         _register()
     except Exception as e:  # a plugin must never take the server down
         _say(f"workbench-vllm-cpu-fix: not applied: {type(e).__name__}: {e}")
+    try:
+        _register_hidden_states()
+    except Exception as e:
+        _say(f"workbench-vllm-cpu-fix: hidden-states connector fix not applied: {type(e).__name__}: {e}")
+
+
+def _off(name: str) -> bool:
+    return os.environ.get(name, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def _register_hidden_states() -> None:
+    if _off("WORKBENCH_VLLM_HS_FIX"):
+        _say("workbench-vllm-cpu-fix: hidden-states connector fix disabled by WORKBENCH_VLLM_HS_FIX=0")
+        return
+    import vllm
+
+    version = getattr(vllm, "__version__", "?")
+    if not _is_buggy_version(version):
+        _say(f"workbench-vllm-cpu-fix: hidden-states connector fix not needed (vllm {version})")
+        return
+    from workbench_vllm_cpu_fix import extract_ids
+
+    try:
+        extract_ids.install(_say)
+    except Exception as e:
+        _say(f"workbench-vllm-cpu-fix: extract-ids fix not applied: {type(e).__name__}: {e}")
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    from workbench_vllm_cpu_fix.hidden_states import install
+
+    install(_say)
 
 
 def _register() -> None:
-    if os.environ.get("WORKBENCH_VLLM_FIX", "1").strip().lower() in ("0", "false", "no", "off"):
+    if _off("WORKBENCH_VLLM_FIX"):
         _say("workbench-vllm-cpu-fix: disabled by WORKBENCH_VLLM_FIX=0 (vllm-cpu 0.32 float expand bug left in place)")
         return
     import vllm

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 from workbench.cli import add_live_arguments, add_subcommands, run_subcommand
+from workbench.cli.vllm_capture import add_capture
+from workbench.cli.vllm_taps import add_taps
 
 NAME = "vllm"
 HELP = ("vLLM helpers: lint the server's --speculative-config against the draft and target; compare a live "
@@ -140,7 +142,7 @@ def _add_speed(sub):
     p.set_defaults(sub_run=_run_speed)
 
 
-SUBCOMMANDS = [_add_lint, _add_compare, _add_serve, _add_stop, _add_speed]
+SUBCOMMANDS = [_add_lint, _add_compare, _add_serve, _add_stop, _add_speed, add_taps, add_capture]
 
 
 def add_arguments(parser):

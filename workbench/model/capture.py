@@ -669,7 +669,7 @@ def _read_manifest(path, key: str) -> dict | None:
 
 
 def extract(target: Target, dataset_or_rows, taps, *, batch_size: int = 8, topk: int = 0, limit: int | None = None,
-            cache_dir=None, progress: bool = True, max_memory=None, sampling=None) -> Iterator[Batch]:
+            cache_dir=None, progress: bool = True, max_memory=None, sampling=None, engine=None) -> Iterator[Batch]:
     """Yield :class:`Batch` objects, one target forward per batch (hooks; never ``output_hidden_states``).
 
         >>> # for batch in extract(target, ds, ["embed,L3,L31", "L3,L31,L59"], batch_size=8, cache_dir=".cache"):
@@ -685,6 +685,9 @@ def extract(target: Target, dataset_or_rows, taps, *, batch_size: int = 8, topk:
     :class:`workbench.sampling.Sampling` at T > 0): each batch also carries ``served`` (the served
     distribution's normaliser and cutoff per position, from the same head pass) and ``hidden`` (the
     lm_head's input), what :mod:`workbench.simulate.sampled` needs for any token's probability.
+    ``engine``: a serving engine's features instead of the hooks (``workbench.live.vllm_capture``): called as
+    ``engine(rows, ids, att) -> (features, next_token)``, its ``source`` goes into the manifest; same cache key,
+    so a later HF-side ``extract`` on the same folder reads the engine's shards (never a mix of both).
     """
     if sampling is not None and sampling.greedy:
         sampling = None
@@ -692,14 +695,17 @@ def extract(target: Target, dataset_or_rows, taps, *, batch_size: int = 8, topk:
         raise WorkbenchError(f"batch_size must be >= 1, got {batch_size}")
     if int(topk) < 0:
         raise WorkbenchError(f"topk must be >= 0, got {topk}")
+    if engine is not None and (topk or sampling is not None):
+        raise WorkbenchError("engine features carry greedy next tokens only (topk=0, no sampling)")
     wanted = union_taps(taps, target.n_layers)
     rows = _normalise_rows(dataset_or_rows, limit, target)
     _truncate(rows, target.max_positions)
     plan = _plan(rows, int(batch_size))
-    return _iterate(target, rows, plan, wanted, int(topk), cache_dir, progress, max_memory, sampling)
+    return _iterate(target, rows, plan, wanted, int(topk), cache_dir, progress, max_memory, sampling, engine)
 
 
-def _iterate(target, rows, plan, wanted, topk, cache_dir, progress, max_memory=None, sampling=None) -> Iterator[Batch]:
+def _iterate(target, rows, plan, wanted, topk, cache_dir, progress, max_memory=None, sampling=None,
+             engine=None) -> Iterator[Batch]:
     from tqdm.auto import tqdm
 
     folder = manifest_path = manifest = None
@@ -719,6 +725,12 @@ def _iterate(target, rows, plan, wanted, topk, cache_dir, progress, max_memory=N
                         "data": {"fingerprint": ident["data"], "n_rows": len(rows)}, "taps": wanted, "topk": topk,
                         "batches": ident["batches"], "done": [], "complete": False}
             _write_manifest(manifest_path, manifest)
+        mine, theirs = getattr(engine, "source", None), manifest.get("source")
+        if manifest["done"] and mine != theirs and (engine is not None or not manifest["complete"]):
+            raise WorkbenchError(f"feature cache {folder} holds {theirs or 'HF hook'} features, not {mine or 'HF hook'} "
+                                 f"ones (unfinished or another source); delete the folder to recompute")
+        if mine:
+            manifest["source"] = mine
 
     bar = tqdm(total=len(plan), desc="capture", unit="batch", disable=not progress)
     try:
@@ -729,7 +741,10 @@ def _iterate(target, rows, plan, wanted, topk, cache_dir, progress, max_memory=N
                 batch = _load_shard(shard, target.device, row_ids, wanted)
             else:
                 ids, att, lm = _pad(rows, idx, target.device)
-                feats, nxt, tk_ids, tk_lp, extra = _forward(target, wanted, ids, att, topk, max_memory, sampling)
+                if engine is not None:
+                    (feats, nxt), tk_ids, tk_lp, extra = engine([rows[i] for i in idx], ids, att), None, None, None
+                else:
+                    feats, nxt, tk_ids, tk_lp, extra = _forward(target, wanted, ids, att, topk, max_memory, sampling)
                 batch = Batch(rows=row_ids, input_ids=ids, attention_mask=att, loss_mask=lm, features=feats,
                               next_token=nxt, n_prompt_tokens=[rows[i]["n_prompt_tokens"] for i in idx],
                               sources=[rows[i]["source"] for i in idx], topk_ids=tk_ids, topk_logprobs=tk_lp,
