@@ -73,7 +73,7 @@ class TapsResult:
         worst = max((s.rel for s in self.slots), default=0.0)
         runner = min((s.next_rel for s in self.slots), default=float("inf"))
         head = (f"the engine captures `{spec}` (max relative difference {worst:.1e}; the next best layer differs "
-                f"by {runner:.0%})" if self.resolved else
+                f"by {runner:.1e}, {runner / max(worst, 1e-12):,.0f}x more)" if self.resolved else
                 f"the engine's captured states match no tap within {TOLERANCE:g} for every slot: `{spec}`")
         ids = ", ".join(f"{k}={v}" for k, v in self.ids.items()) or "no ids (the model default)"
         lines = [head, f"  ids given to vLLM as served: {ids}",
