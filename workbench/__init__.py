@@ -13,7 +13,7 @@ The top-level face (issue 35) is what a notebook needs, and all it imports:
     >>> import workbench as wb
     >>> # run = wb.diagnose(target, draft, data, engine="sglang"); run.show(); run.plot()
 
-``wb.diagnose`` answers the question; ``wb.simulate``, ``wb.rewire``, ``wb.sweep``, ``wb.compare_live`` and the
+``wb.diagnose`` answers the question; ``wb.accept`` (given wirings), ``wb.sweep`` (drafting shapes) and the
 figures (``wb.plots``), tables (``wb.table``) and widgets (``wb.widgets``) show the evidence. Each name is
 imported on first use (``workbench.core.faces``), so ``import workbench`` stays free of torch.
 
@@ -27,18 +27,19 @@ from workbench.core.compat import install as _install_old_paths
 
 __version__ = "0.1.0"
 
-# public name -> "module[:name there]": the face a notebook imports from, nothing else (issue 35)
+# public name -> "module[:name there]": the face a notebook imports from, nothing else (issue 35). No name here is
+# a subpackage's (``simulate``, ``load``): once imported, the subpackage would shadow it.
 FACE = {
     "diagnose": "workbench.report.run", "Run": "workbench.report.run",
     "setup_notebook": "workbench.report.export", "record_headline": "workbench.report.export",
     "table": "workbench.report.export", "agreement_table": "workbench.report.export",
-    "plots": "workbench.report.plots:", "widgets": "workbench.report.widgets:",
+    "plots": "workbench.report.plots:", "evidence": "workbench.report.evidence:", "widgets": "workbench.report.widgets:",
     "by_temperature": "workbench.report.temperature", "demo_files": "workbench.report.temperature",
     "TEMPERATURES": "workbench.report.temperature",
-    "fill_paths": "workbench.demo.build", "load": "workbench.load.inputs", "dataset": "workbench.load.inputs",
+    "fill_paths": "workbench.demo.build", "load_inputs": "workbench.load.inputs:load", "dataset": "workbench.load.inputs",
     "same_path": "workbench.load.inputs", "resolve": "workbench.load.inputs", "agreement": "workbench.load.agreement:",
     "chat": "workbench.load.chat:", "rows": "workbench.rows:",
-    "simulate": "workbench.simulate.acceptance", "cost": "workbench.stats.cost:",
+    "accept": "workbench.simulate.acceptance:simulate", "cost": "workbench.stats.cost:",
     "tap_statistics": "workbench.stats.tap_stats", "extract": "workbench.model.capture",
     "describe_draft": "workbench.model.draft", "Setting": "workbench.core.setting",
     "sweep": "workbench.analysis.tune", "best_by_accept_length": "workbench.analysis.tune",
@@ -49,6 +50,7 @@ FACE = {
     "wiring_table": "workbench.engines.wiring:table",
     "sglang_live": "workbench.live.sglang_live:", "vllm_live": "workbench.live.vllm_live:",
     "vllm_server": "workbench.live.vllm_server:", "serve_stand_in": "workbench.testing.fake_sglang:serve",
+    "check_live": "workbench.report.live_check:check", "live_answer": "workbench.report.live_check",
 }
 
 

@@ -15,6 +15,7 @@ MODULES = ('answer', 'diagnose', 'rewire', 'tune')
 _WHERE = {
     'Answer': 'answer',
     'answer_for': 'answer',
+    'Markdown': 'answer',
     'ids_command': 'answer',
     'COLUMNS': 'diagnose',
     'Diagnosis': 'diagnose',

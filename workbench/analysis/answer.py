@@ -46,6 +46,11 @@ class Answer:
         lines.append(f"- **The evidence:** {self.evidence}")
         return "\n".join(lines)
 
+    def to_dict(self) -> dict:
+        """The block for the report index (``record_headline``): it shows it above the cards."""
+        return {"the server feeds": self.feeds, "what it costs": self.cost, "the fix": self.fix,
+                "command": self.command, "the evidence": self.evidence, **({"note": self.note} if self.note else {})}
+
     def text(self) -> str:
         """The same block as plain text (a terminal)."""
         out = [f"note: {self.note}"] if self.note else []
@@ -55,6 +60,13 @@ class Answer:
 
     def _repr_markdown_(self) -> str:
         return self.markdown()
+
+
+class Markdown(str):
+    """Text a notebook shows as markdown (the last value of a cell)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
 
 
 def _iv(result) -> str:
@@ -90,10 +102,10 @@ def answer_for(dx, rewired=None, *, evidence: str = "") -> Answer:
                                                "the draft config does not say what it was trained on."))
     if t and t != e and t in res:
         b, a = res[e].decode_path["accept_length"], res[t].decode_path["accept_length"]
-        cost = (f"accept length {_iv(res[e])} instead of {_iv(res[t])} with {trained} "
-                f"({(b - a) / a:+.0%}; {est}: what a server reports).")
+        cost = (f"accept length {_iv(res[e])} instead of {_iv(res[t])} with {trained}: {abs(b - a) / a:.0%} "
+                f"{'fewer' if b < a else 'more'} tokens per verify step. Both: {est}, what a server reports.")
     else:
-        cost = f"nothing measurable: accept length {_iv(res[e])} ({est}: what a server reports)."
+        cost = f"nothing measurable: accept length {_iv(res[e])}, {est} (what a server reports)."
     fix, command = _fix(dx, rewired)
     return Answer(feeds, cost, fix, command, ev, dx.fix)
 
@@ -116,7 +128,7 @@ def _fix(dx, rw) -> tuple[str, str]:
         out = command.split(" --out ")[1].split(" ")[0]
         return (f"rewire the draft: refit its `fc` so that `{e}` stands in for `{t}`, then serve `{out}`. Measured "
                 f"here: {rw.recovered:.1%} of the gap recovered (accept length {b:.2f} → {a:.2f}, the trained taps "
-                f"{r:.2f}; {dx.setting.accept_label('decode-path')}).", command)
+                f"{r:.2f}, on the decode path).", command)
     if kind == "rewire":
         return (f"rewire the draft: refit its `fc` so that `{e}` stands in for `{t}` (not measured here: the command "
                 f"measures it; if it recovers under {RECOVERY_ENOUGH:.0%} of the gap, retrain on `{e}`).", command)
@@ -126,4 +138,4 @@ def _fix(dx, rw) -> tuple[str, str]:
     return dx.verdict, ""
 
 
-__all__ = ["Answer", "answer_for", "ids_command"]
+__all__ = ["Answer", "Markdown", "answer_for", "ids_command"]

@@ -237,7 +237,7 @@ class Diagnosis(Rendered):
             for reason in r["reasons"]:
                 lines += wrap("· " + reason)
         if len(self.table) > max_rows:
-            lines.append(f"    ... {len(self.table) - max_rows} more (see to_frame())")
+            lines.append(f"    ... {len(self.table) - max_rows} more wirings, lower in the ranking (not shown)")
         key = (f"key: * = what {E} feeds ({self.engine_explanation}); = = tied for best (95% interval overlaps "
                f"the leader's; the trained wiring first); α1 = P(A≥1), step-1 acceptance; accept = "
                f"{self.setting.accept_label('every-position')}; path = the same on the decode path; chains = "

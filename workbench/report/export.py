@@ -556,7 +556,29 @@ h1{font-size:1.6em;margin-bottom:.2em} .sub{color:#666;margin-top:0}
 table{border-collapse:collapse;font-size:.92em} td{padding:.15em .8em .15em 0;vertical-align:top}
 td.k{color:#555} .err{color:#9b1c1c;font-family:monospace;font-size:.85em;white-space:pre-wrap}
 code{background:#f4f4f4;padding:0 .25em;border-radius:3px}
+.answer{border:2px solid #1d6b1a;border-radius:8px;padding:.6em 1.1em;margin:1em 0;background:#f6fbf5}
+.answer dt{font-weight:600;margin-top:.3em} .answer dd{margin:0 0 .2em 0}
+pre.cmd{background:#f4f4f4;padding:.5em;overflow-x:auto;white-space:pre;max-width:100%}
 """
+
+
+def answer_html(answer: dict, where: str = "") -> str:
+    """The answer block of a page (``Answer.to_dict()``) as HTML, every text escaped; ``where``: the page it is from."""
+    e = html.escape
+    out = ['<div class="answer"><h2>The answer' + (f" ({e(where)})" if where else "") + "</h2><dl>"]
+    if answer.get("note"):
+        out.append(f"<dt>Note</dt><dd>{e(answer['note'])}</dd>")
+    for key in ("the server feeds", "what it costs", "the fix"):
+        if answer.get(key):
+            out.append(f"<dt>{e(key.capitalize())}</dt><dd>{e(answer[key].replace('`', ''))}</dd>")
+    if answer.get("command"):
+        out.append(f'<dd><pre class="cmd">{e(answer["command"])}</pre></dd>')
+    if answer.get("the evidence"):
+        evidence = answer["the evidence"].replace("`", "")
+        if where:                                          # shown on the index, not on the page it speaks of
+            evidence = evidence.replace("this page:", f"{where.removeprefix('from ')}:", 1)
+        out.append(f"<dt>The evidence</dt><dd>{e(evidence)}</dd>")
+    return "".join(out) + "</dl></div>"
 
 
 # What a headline key's estimator means, in the words of docs/definitions.md (keys name it by Setting.accept_label).
@@ -581,6 +603,10 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
     if parameters:
         parts.append("<p>Parameters: " + ", ".join(f"<code>{e(k)}={e(repr(v))}</code>"
                                                     for k, v in parameters.items()) + "</p>")
+    first = next((p for p in sorted(pages, key=lambda p: p.name != "03_acceptance")
+                  if isinstance(p.headline.get("answer"), dict)), None)
+    if first is not None:                  # the answer first (issue 35): from 03, else the first page that has one
+        parts.append(answer_html(first.headline["answer"], where=f"from {first.name.split('_', 1)[0]} · {first.title}"))
     for p in pages:
         heading = e(f"{p.name.split('_', 1)[0]} · {p.title}")
         if p.html is not None:
@@ -594,9 +620,11 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
             parts.append(f'<p class="desc">No notebook <code>notebooks/{e(p.name)}.ipynb</code> yet.</p>')
         if p.error:
             parts.append(f'<p class="err">{e(p.error)}</p>')
+        if isinstance(p.headline.get("answer"), dict) and p is not first:
+            parts.append(answer_html(p.headline["answer"]))
         if p.headline:
             rows = "".join(f'<tr><td class="k">{e(str(k))}</td><td>{e(cell_text(v))}</td></tr>'
-                           for k, v in p.headline.items())
+                           for k, v in p.headline.items() if k != "answer")
             parts.append(f"<table>{rows}</table>")
             named = [est for est in ESTIMATOR_WORDS if any(est in str(k) for k in p.headline)]
             if named:

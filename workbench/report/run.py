@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.analysis import diagnose as dxm
-from workbench.analysis.answer import Answer, answer_for
+from workbench.analysis.answer import Answer, Markdown, answer_for
 from workbench.analysis.rewire import rewire as rewire_draft
 from workbench.engines.candidates import engine_label
 from workbench.load import inputs
@@ -70,6 +70,10 @@ class Run:
         shown = {s: dx.results[s] for s in dict.fromkeys((dx.engine_wiring, dx.trained_wiring, dx.best))
                  if s in dx.results}
         return plots.decode_path_comparison(shown)
+
+    def verdict(self) -> Markdown:
+        """The diagnosis' verdict in full (markdown): the ranking's top, each wiring's interval, the fix."""
+        return Markdown(self.diagnosis.narrative())
 
     def summary(self) -> str:
         return self.answer.text() + "\n\n" + self.diagnosis.summary()
