@@ -9,7 +9,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('benchmark', 'evidence', 'export', 'layout', 'live_check', 'plots', 'run', 'temperature', 'widgets')
+MODULES = ('benchmark', 'data_page', 'evidence', 'export', 'layout', 'live_check', 'plots', 'run', 'temperature', 'widgets')
 
 # public name -> the module of this package that defines it
 _WHERE = {

@@ -48,7 +48,8 @@ NOTEBOOKS = (
     ("01_dataset", "Dataset", "schema and validation, lengths by source, a decoded sample"),
     ("02_wiring", "Wiring", "target, draft, engine presets with warnings, per-tap feature statistics"),
     ("03_acceptance", "Acceptance", "acceptance curves, histograms, decode path, by source, diagnosis, speed-up"),
-    ("04_live_server", "Live server", "a live SGLang server against the offline simulation"),
+    ("04_live_server", "Live server", "a running server (a real vLLM or SGLang; a stand-in only demonstrates the "
+                                      "method) against the offline decodes, request by request"),
 )
 
 # nbconvert's lab template, minus everything that would be fetched from the network.
@@ -58,6 +59,10 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {% block jupyter_widgets %}{% endblock jupyter_widgets %}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block extra_css %}<style>
+.jp-RenderedText pre, .jp-OutputArea-output pre{white-space:pre;word-break:normal;overflow-wrap:normal;overflow-x:auto}
+.jp-RenderedMarkdown pre{white-space:pre;overflow-x:auto}
+</style>{% endblock extra_css %}
 """
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -154,7 +159,8 @@ def plain_progress_bars() -> None:
 
 
 _WRAP_AFTER = re.compile(r"([,;/·=|])")      # a long cell may wrap after these separators, never inside a word
-_TABLE_CSS = (".wb-table table{table-layout:auto;width:auto;border-collapse:collapse}"
+_TABLE_CSS = (".wb-table{max-width:100%;overflow-x:auto}"      # a wide table scrolls in its own box (issue 35)
+              ".wb-table table{table-layout:auto;width:auto;border-collapse:collapse}"
               ".wb-table td,.wb-table th{white-space:normal;overflow-wrap:normal;word-break:normal;hyphens:none;"
               "max-width:32em;text-align:left;vertical-align:top;padding:.2em .6em}"
               ".wb-table td.num{white-space:nowrap;text-align:right}"
