@@ -32,6 +32,12 @@
 # (`workbench.testing.fake_sglang`; a demonstration of the method, not a measurement) that decodes with the workbench's exact speculative loop (the real tree
 # when `topk` > 1) and feeds the draft what SGLang would (`server_wiring` to override). The first line of
 # the results says which server answered.
+#
+# **Why K=3 and 16 requests here, and K=4 on every row in 01–03:** this page asks *which wiring does the
+# server feed?*, not *how high is the accept length?*. Every request is decoded twice (by the server, and offline
+# once per candidate wiring), so a short K and a few requests keep the page to about a minute; 16 requests let the
+# exact sign test separate two wirings when at least 6 of them tell the two apart. Its accept lengths are therefore
+# compared with its own offline columns (the same requests, the same K), never with notebook 03's numbers.
 
 # %% tags=["parameters"]
 demo = "data/demo"   # built-in demo folder; relative paths: from the kernel's folder, else the project root (built on first use, after a notice)
@@ -113,6 +119,8 @@ wb.evidence.live_requests(cmp)
 print(cmp.verdict)
 wb.record_headline("04_live_server", {
     "answer": answer.to_dict(), "server": lc.where, "K": cmp.K, "samples": len(cmp.samples),
+    "why K and samples differ from 03": "a live check separates wirings request by request; its accept lengths "
+                                        "compare with its own offline columns, not with notebook 03's",
     "verdict (in words)": cmp.headline, "live accept length": cmp.live_accept_length,
     "compared": "request by request" if cmp.mode == "per-request" else "pooled counters only",
     **{f"identical · {d['wiring']}": f"{d['identical']}/{d['n']}" for d in cmp.ranking()},

@@ -14,8 +14,9 @@ PATTERNS = {
     "a Python repr": r"PosixPath\('|WindowsPath\('|\bTarget\(\w+, path=|<workbench\.[\w.]+ object at 0x",
     "a progress bar": r"\d+%\|[#█▏▎▍▌▋▊▉ ]*\|",
     "a hint to run code": r"see \.?to_frame\(\)|see \.table\b",
-    "an internal code": r"\bmatch-other\b|\bmatch-trained\b|\bbelow-all\b|\bserver-not-greedy\b|comparison: per-request|"
-                        r"\bengine none\b|none: no GPU cost model|residual is None before",
+    "an internal code": r"\bmatch-other\b|\bmatch-trained\b|\bbelow-all\b|\bserver-not-greedy\b|comparison:? per-request|"
+                        r"variant\(s\)|\bengine none\b|none: no GPU cost model|residual is None before",
+    "a traceback": r"Traceback \(most recent call last\)",
 }
 
 

@@ -141,7 +141,10 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):   # the client gave up (a timeout): nothing to answer, no trace
+            pass
 
     def _fault(self) -> bool:
         with self.lock:
