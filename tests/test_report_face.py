@@ -3,7 +3,6 @@ answer block of a page."""
 
 import ast
 import re
-import warnings
 from pathlib import Path
 
 import jupytext
@@ -23,15 +22,6 @@ def test_the_face_names_no_subpackage_and_resolves_every_name():
     assert not shadowed, f"a subpackage, once imported, would shadow these face names: {shadowed}"
     for name in wb.FACE:
         assert getattr(wb, name) is not None, name
-
-
-def test_diagnose_stays_callable_after_its_old_module_path_is_imported():
-    import workbench as wb
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        import workbench.diagnose  # noqa: F401  (the old flat path of release 0.1)
-    assert callable(wb.diagnose)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -118,3 +108,22 @@ def test_a_clean_figure_passes_the_new_checks():
         ax.annotate(f"{v:.3f}", (x, v), ha="center", va="bottom", xytext=(0, 4), textcoords="offset points")
     ax.set_ylim(0, 4.5)
     assert layout_problems(fig) == []
+
+
+def test_the_temperature_figure_puts_its_values_above_every_marker_and_error_bar():
+    """Issue 35: the layout check found 03's temperature figure writing values on markers and error bars."""
+    from types import SimpleNamespace
+
+    from workbench.core.setting import Setting
+    from workbench.report import plots
+    from workbench.report.layout import layout_problems
+
+    rows = [{"temperature": t, "decode-path accept length": v, "decode-path 95%": [lo, hi],
+             "per-depth accept length": p, "per-depth 95%": [plo, phi]}
+            for t, v, lo, hi, p, plo, phi in ((0.0, 3.458, 2.928, 4.157, 3.458, 2.928, 4.157),
+                                              (0.3, 1.521, 1.364, 1.743, 1.526, 1.423, 1.667),
+                                              (0.7, 1.119, 1.079, 1.173, 1.176, 1.138, 1.213),
+                                              (1.0, 1.093, 1.047, 1.142, 1.120, 1.101, 1.141))]
+    sweep = SimpleNamespace(rows=lambda: rows, per_depth=None, results={}, wiring="L1,L3,L4",
+                            setting=Setting(steps=5, eagle_topk=4, num_draft_tokens=8))
+    assert layout_problems(plots.accept_vs_temperature(sweep)) == []

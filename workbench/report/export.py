@@ -562,7 +562,8 @@ h1{font-size:1.6em;margin-bottom:.2em} .sub{color:#666;margin-top:0}
 table{border-collapse:collapse;font-size:.92em} td{padding:.15em .8em .15em 0;vertical-align:top}
 td.k{color:#555} .err{color:#9b1c1c;font-family:monospace;font-size:.85em;white-space:pre-wrap}
 code{background:#f4f4f4;padding:0 .25em;border-radius:3px}
-.answer{border:2px solid #1d6b1a;border-radius:8px;padding:.6em 1.1em;margin:1em 0;background:#f6fbf5}
+.answer{border:2px solid #1d6b1a;border-radius:8px;padding:.6em 1.1em;margin:1em 0;background:#f6fbf5;overflow-x:auto}
+.answer span.w{white-space:nowrap}
 .answer dt{font-weight:600;margin-top:.3em} .answer dd{margin:0 0 .2em 0}
 pre.cmd{background:#f4f4f4;padding:.5em;overflow-x:auto;white-space:pre;max-width:100%}
 """
@@ -570,15 +571,17 @@ pre.cmd{background:#f4f4f4;padding:.5em;overflow-x:auto;white-space:pre;max-widt
 
 def answer_html(answer: dict, where: str = "") -> str:
     """The answer block of a page (``Answer.to_dict()``) as HTML, every text escaped; ``where``: the page it is from."""
-    e = html.escape
-    out = ['<div class="answer"><h2>The answer' + (f" ({e(where)})" if where else "") + "</h2><dl>"]
+    def e(text):            # a line breaks only at spaces: each word is unbreakable (a path never splits at '-')
+        return " ".join(f'<span class="w">{html.escape(w)}</span>' for w in str(text).split(" "))
+
+    out = ['<div class="answer"><h2>The answer' + (f" ({html.escape(where)})" if where else "") + "</h2><dl>"]
     if answer.get("note"):
         out.append(f"<dt>Note</dt><dd>{e(answer['note'])}</dd>")
     for key in ("the server feeds", "what it costs", "the fix"):
         if answer.get(key):
             out.append(f"<dt>{e(key.capitalize())}</dt><dd>{e(answer[key].replace('`', ''))}</dd>")
     if answer.get("command"):
-        out.append(f'<dd><pre class="cmd">{e(answer["command"])}</pre></dd>')
+        out.append(f'<dd><pre class="cmd">{html.escape(answer["command"])}</pre></dd>')
     if answer.get("the evidence"):
         evidence = answer["the evidence"].replace("`", "")
         if where:                                          # shown on the index, not on the page it speaks of
@@ -618,6 +621,8 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
         if p.html is not None:
             heading = f'<a href="{e(p.html.name)}">{heading}</a>'
         label = {"ok": "ok", "failed": "failed", "missing": "not in this report"}[p.status]
+        if p.status == "ok" and "stand-in" in str((p.headline.get("answer") or {}).get("note", "")):
+            label = "ok: a demonstration against a stand-in server, not a measurement"
         parts.append(f'<div class="card" id="{e(p.name)}"><h2>{heading}'
                      f'<span class="status {e(p.status)}">{e(label)}</span></h2>')
         if p.description:

@@ -211,7 +211,7 @@ def by_source(results, *, title: str | None = None):
     """Accept length (E[A]+1) per data source, grouped by wiring, with chain counts."""
     results = as_results(results)
     sources = sorted({s for r in results.values() for s in r.sources})
-    fig, (ax,) = _figure(1, height=3.6)
+    fig, (ax,) = _figure(1, height=4.4)             # room for the legend under the panel
     n = len(results)
     width = 0.8 / n
     x = np.arange(len(sources))
@@ -675,15 +675,21 @@ def accept_vs_temperature(sweep, *, title: str | None = None):
             ("per-depth accept length", "per-depth 95%", "#4c78a8", off, "per depth (Rao–Blackwellised; = counts at T = 0)")):
         v = np.asarray([r[key] for r in rows], float)
         ax.errorbar(T + dx, v, yerr=_errs(v, [r[iv] for r in rows]), marker="o", capsize=4, color=color, label=name)
+    tops = []
     for t, r in zip(T, rows):
         v = r["decode-path accept length"]
+        # the value sits above both series' markers and error bars at this T, never on them (issue 35)
+        top = max([x for x in (v, r["per-depth accept length"], *(r["decode-path 95%"] or ()),
+                               *(r["per-depth 95%"] or ())) if x is not None and not math.isnan(x)] or [math.nan])
+        tops.append(top)
         if not math.isnan(v):
-            ax.annotate(f"{v:.3f}", (t, v), ha="center", va="bottom", fontsize="small", xytext=(0, 6),
+            ax.annotate(f"{v:.3f}", (t, top), ha="center", va="bottom", fontsize="small", xytext=(0, 5),
                         textcoords="offset points")
     ax.set_xticks(T, [f"{t:g}" for t in T])
     ax.set_xlabel("temperature T (each point on data sampled from the target at T; T = 0: greedy)")
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
-    ax.set_ylim(bottom=min(1.0, ax.get_ylim()[0]))
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(min(1.0, lo), max(hi, np.nanmax(tops) + 0.15 * (np.nanmax(tops) - min(1.0, lo)) if tops else hi))
     ax.set_title(title or f"Accept length against temperature · {sweep.wiring} · {sweep.setting.label} "
                           f"(95% bootstrap over samples)")
     _grid_and_legend(ax)
