@@ -167,6 +167,17 @@ _TABLE_CSS = (".wb-table{max-width:100%;overflow-x:auto}"      # a wide table sc
               ".wb-table span.w{white-space:nowrap}")
 
 
+def wrap_html(text) -> str:
+    """``text`` escaped, breakable only at spaces and after the separators ``, ; / · = |`` (never inside a word,
+    a number or at a '-'): each piece a ``span.w`` (``white-space:nowrap``), ``<wbr>`` after each separator.
+
+        >>> wrap_html("a/b c")
+        '<span class="w">a/</span><wbr><span class="w">b</span> <span class="w">c</span>'
+    """
+    return " ".join("<wbr>".join(f'<span class="w">{html.escape(p)}</span>' for p in _WRAP_AFTER.sub("\\1\0", w)
+                                 .split("\0") if p) for w in str(text).split())
+
+
 def integral(column) -> bool:
     """True for a numeric column whose every finite value is a whole number (64.0 is shown as 64)."""
     import numpy as np
@@ -225,9 +236,7 @@ class Table:
         e = html.escape
         num = [self.frame[c].dtype.kind in "iuf" for c in self.frame.columns]
 
-        def pieces(text):           # breaks only at spaces and after separators: every piece is unbreakable
-            return " ".join("<wbr>".join(f'<span class="w">{e(p)}</span>' for p in _WRAP_AFTER.sub("\\1\0", w)
-                                         .split("\0") if p) for w in str(text).split())
+        pieces = wrap_html
 
         def td(text, is_num):
             return f'<td class="num">{pieces(text)}</td>' if is_num else f"<td>{pieces(text)}</td>"
@@ -563,7 +572,7 @@ table{border-collapse:collapse;font-size:.92em} td{padding:.15em .8em .15em 0;ve
 td.k{color:#555} .err{color:#9b1c1c;font-family:monospace;font-size:.85em;white-space:pre-wrap}
 code{background:#f4f4f4;padding:0 .25em;border-radius:3px}
 .answer{border:2px solid #1d6b1a;border-radius:8px;padding:.6em 1.1em;margin:1em 0;background:#f6fbf5;overflow-x:auto}
-.answer span.w{white-space:nowrap}
+span.w{white-space:nowrap}
 .answer dt{font-weight:600;margin-top:.3em} .answer dd{margin:0 0 .2em 0}
 pre.cmd{background:#f4f4f4;padding:.5em;overflow-x:auto;white-space:pre;max-width:100%}
 """
@@ -571,8 +580,7 @@ pre.cmd{background:#f4f4f4;padding:.5em;overflow-x:auto;white-space:pre;max-widt
 
 def answer_html(answer: dict, where: str = "") -> str:
     """The answer block of a page (``Answer.to_dict()``) as HTML, every text escaped; ``where``: the page it is from."""
-    def e(text):            # a line breaks only at spaces: each word is unbreakable (a path never splits at '-')
-        return " ".join(f'<span class="w">{html.escape(w)}</span>' for w in str(text).split(" "))
+    e = wrap_html           # a line breaks only at spaces and separators (a path never splits at '-')
 
     out = ['<div class="answer"><h2>The answer' + (f" ({html.escape(where)})" if where else "") + "</h2><dl>"]
     if answer.get("note"):
@@ -634,7 +642,7 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
         if isinstance(p.headline.get("answer"), dict) and p is not first:
             parts.append(answer_html(p.headline["answer"]))
         if p.headline:
-            rows = "".join(f'<tr><td class="k">{e(str(k))}</td><td>{e(cell_text(v))}</td></tr>'
+            rows = "".join(f'<tr><td class="k">{wrap_html(str(k))}</td><td>{wrap_html(cell_text(v))}</td></tr>'
                            for k, v in p.headline.items() if k != "answer")
             parts.append(f"<table>{rows}</table>")
             named = [est for est in ESTIMATOR_WORDS if any(est in str(k) for k in p.headline)]
