@@ -60,8 +60,9 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {% block extra_css %}<style>
-.jp-RenderedText pre, .jp-OutputArea-output pre{white-space:pre;word-break:normal;overflow-wrap:normal;overflow-x:auto}
-.jp-RenderedMarkdown pre{white-space:pre;overflow-x:auto}
+.jp-RenderedText pre, .jp-OutputArea-output pre{white-space:pre !important;word-break:normal !important;
+overflow-wrap:normal !important;overflow-x:auto}
+.jp-RenderedMarkdown pre{white-space:pre !important;overflow-x:auto}
 </style>{% endblock extra_css %}
 """
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
