@@ -16,12 +16,10 @@
 # %% [markdown]
 # # 03 · Acceptance
 #
-# How many draft tokens the target would accept, offline, for each candidate wiring: per-position
-# acceptance (conditional and cumulative) with 95% intervals, accept-length histograms, every
-# position vs the decode path a server follows, by source, the ranking of the wirings, the projected
-# speed-up against K, and one sample's tokens coloured by how many draft tokens were accepted after
-# each. Convention: chain drafting (topk 1), greedy; accept length = E[A]+1 (bonus token counted,
-# as SGLang and vLLM report it).
+# Why is the accept length low? The answer comes first; the evidence follows it. Convention: chain drafting
+# (topk 1), greedy; accept length = E[A]+1 (bonus token counted, as SGLang and vLLM report it). Every accept length
+# names its estimator: *decode path* (the chains a server verifies: what it reports) or *every position* (all
+# chains of the data: what the diagnosis ranks wirings by).
 
 # %% tags=["parameters"]
 demo = "data/demo"   # built-in demo folder; relative paths: from the kernel's folder, else the project root (built on first use, after a notice)
@@ -39,45 +37,65 @@ engine = "sglang"    # engine and version whose wiring the diagnosis judges (`wo
 train_data = ""      # training data for the rewire refit, empty: <demo>/train.jsonl (only with the demo's target)
 rewire_limit = 64    # training rows the rewire refit reads (0: all)
 
+
 # %%
-from workbench.report import record_headline, setup_notebook
+import workbench as wb
 
-setup_notebook()
-import pandas as pd
-
-from workbench.simulate import acceptance
-from workbench.load import inputs
-from workbench.report import plots, widgets
-from workbench.live import sglang_live
-from workbench import engines
-from workbench.engines import wiring
-from workbench.demo import fill_paths
-
-target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
-tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=False)
-
-# ONE cost model for this draft and target: every speed-up below (chains, the tree, the summaries) uses it
-from workbench.stats import cost
-
-cm = cost.CostModel.fixed(ratio, source="the ratio parameter") if ratio else \
-    cost.measure(tgt, drf, verify_probes=tuple(sorted({*range(1, steps + 2), 6, 8})), lane_probes=(1, 2, 4), repeats=9)
+wb.setup_notebook()
+target, draft, data = wb.fill_paths(demo, size, target=target, draft=draft, data=data).values()
+run = wb.diagnose(target, draft, data, engine=engine, K=steps, limit=limit or None, train_data=train_data or None,
+                  rewire_limit=rewire_limit or None, device=device,
+                  evidence="this page: the diagnosis, the rewire measured on held-out data, then per-position "
+                            "acceptance, trees and temperature for the fixed wiring; the live check: notebook 04")
+run.show()
 
 # %% [markdown]
-# ## Candidate wirings
+# ## The evidence: the diagnosis
+# Every candidate wiring (engine presets, the trained wiring, their off-by-one neighbours) screened by step-1
+# acceptance α1, the best few with full K-step curves; `*` marks what the engine feeds, `=` the wirings tied for
+# best. The verdict line says the same as the answer above, with the every-position accept length the ranking uses.
+# The same as `workbench diagnose`.
 
 # %%
-# the trained taps and what every engine record (engine and version) feeds this draft as configured
-trained = wiring.trained_wiring_from_config(drf.raw_config, tgt.n_layers)
-extra = [w.strip() for w in wirings.split(";") if w.strip()] if wirings else []
-found = engines.serving_candidates(tgt.config, drf.raw_config, trained, extra)
-candidates = [c.spec for c in found if not extra or "given" in c.engines]
-print("trained on:", trained.spec if trained is not None else "unknown (not in the draft config)")
-for c in found:
-    if c.spec in candidates:
-        print(f"candidate {c.spec}: {', '.join(c.engines)}")
+print(run.diagnosis.summary())
+
+# %% [markdown]
+# ## The fix, measured: rewire
+# The draft's `fc` refitted (closed-form ridge regression, one target pass over training data) so that the served
+# taps stand in for the trained ones, without retraining: `workbench rewire`. Before: the draft fed what the engine
+# feeds; after: the rewired draft fed the same; reference: the draft fed the taps it was trained on.
 
 # %%
-results = acceptance.simulate(tgt, drf, ds, candidates, K=steps, limit=limit or None, cost_model=cm)
+if run.rewired is not None:
+    print(run.rewired.summary())
+else:
+    print(f"no rewire measured here: {run.answer.fix}")
+run.plot()
+
+# %% [markdown]
+# ## The verdict in full
+
+# %%
+run.verdict()
+
+# %% [markdown]
+# ## Candidate wirings, side by side
+# From here on each figure shows the wiring the engine feeds today, the trained wiring the fix restores, and the
+# other engines' wirings. One cost model is measured for this draft and target, and every speed-up below uses it.
+
+# %%
+tgt, drf, ds = run.target, run.draft, run.data
+trained = run.diagnosis.trained_wiring
+found = wb.serving_candidates(tgt.config, drf.raw_config, wb.trained_wiring(drf.raw_config, tgt.n_layers),
+                              [w.strip() for w in wirings.split(";") if w.strip()])
+candidates = [c.spec for c in found if not wirings or "given" in c.engines]
+cm = wb.cost.CostModel.fixed(ratio, source="the ratio parameter") if ratio else wb.cost.measure(
+    tgt, drf, verify_probes=tuple(sorted({*range(1, steps + 2), 6, 8})), lane_probes=(1, 2, 4), repeats=9)
+results = wb.accept(tgt, drf, ds, candidates, K=steps, limit=limit or None, cost_model=cm, engine=engine,
+                      progress=False)
+print("\n".join(f"candidate {c.spec}: {', '.join(c.engines)}" for c in found if c.spec in candidates))
+
+# %%
 for r in results.values():
     print(r.summary(), end="\n\n")
 
@@ -89,175 +107,83 @@ for r in results.values():
 # `workbench regenerate` (docs/regenerate.md; notebook 01 shows it on the demo's foreign data).
 
 # %%
-data_agreement = next(iter(results.values())).agreement
-print(data_agreement.headline(next(iter(results.values())).setting))
-print(next(iter(results.values())).data_note() or "")
-from workbench.report import agreement_table
-
-agreement_table(data_agreement)
+first = next(iter(results.values()))
+print(first.agreement.headline(first.setting))
+print(first.data_note() or "")
+wb.agreement_table(first.agreement)
 
 # %% [markdown]
 # ### Data the target did not write: how the estimates move
 # The demo's `val-foreign.jsonl` holds the same prompts as `val.jsonl` with the standard library's own
 # text as responses; `val.jsonl` is exactly that file regenerated by the target (greedy, the same
-# response lengths). The same wirings on both: the foreign file's agreement, and the every-position
-# and decode-path accept lengths before (foreign) and after (regenerated). The every-position number on
-# foreign data is teacher-forced acceptance on text the server never sees; the decode path there is an
-# approximation. Your own data: `workbench regenerate` (docs/regenerate.md).
+# response lengths). The every-position number on foreign data is teacher-forced acceptance on text the
+# server never sees; the decode path there is an approximation. Your own data: `workbench regenerate`.
 
 # %%
 import os
 
-from IPython.display import display
-
-from workbench.report import table
-
 foreign_file = os.path.join(os.path.dirname(target), "val-foreign.jsonl")
 if os.path.basename(target) != "target" or not os.path.exists(foreign_file):
-    print(f"skipped: no {foreign_file} (a demo built before it gained its foreign-data file: `make demo` "
-          f"rebuilds it; your own data: compare it with its `workbench regenerate` output)")
+    print(f"skipped: no {foreign_file} (`make demo` rebuilds the demo with it; your own data: compare it with "
+          f"its `workbench regenerate` output)")
 else:
-    foreign_results = acceptance.simulate(tgt, drf, inputs.dataset(foreign_file, tgt), candidates, K=steps, limit=limit or None,
-                                          progress=False, cost_model=cm)
+    foreign_results = wb.accept(tgt, drf, wb.dataset(foreign_file, tgt), candidates, K=steps,
+                                  limit=limit or None, progress=False, cost_model=cm)
     print("val-foreign.jsonl:", next(iter(foreign_results.values())).agreement.headline().removeprefix("data: "))
-    display(table(pd.DataFrame([
-        {"wiring": spec, "foreign every position": foreign_results[spec].accept_length,
-         "regenerated every position": results[spec].accept_length,
-         "foreign decode path": foreign_results[spec].decode_path["accept_length"],
-         "regenerated decode path": results[spec].decode_path["accept_length"]} for spec in candidates]).round(3),
-        {"wiring": "the taps fed to the draft",
-         "foreign every position": "accept length (every position) on val-foreign.jsonl: teacher-forced on text "
-                                   "the target did not write",
-         "regenerated every position": "the same on val.jsonl (the same prompts, the target's greedy responses)",
-         "foreign decode path": "decode-path accept length on val-foreign.jsonl (an approximation there)",
-         "regenerated decode path": "decode-path accept length on val.jsonl: what a server reports"}))
+    display(wb.evidence.foreign(foreign_results, results))
 
 # %% [markdown]
 # ## Per-position acceptance
 
 # %%
-plots.acceptance_curves(results)
+wb.plots.acceptance_curves(results)
 
 # %% [markdown]
 # ## Accept-length histograms
 
 # %%
-plots.accept_length_histogram(results)
+wb.plots.accept_length_histogram(results)
 
 # %% [markdown]
 # ## Every position vs the decode path
-# Every position: all chains of the data. Decode path: only the chains a server would verify when
-# the response is the target's greedy output. They should agree within their intervals.
+# Every position: all chains of the data. Decode path: only the chains a server verifies when the response is the
+# target's greedy output. They estimate different things and need not agree. A server's steps skip the tokens
+# inside an accepted run and pile up where the draft misses, so the decode path weights the hard spots more and is
+# usually the lower of the two; the gap grows with how unevenly acceptance spreads along a response. The decode
+# path is what a server reports; the diagnosis ranks wirings by every position, which uses every chain.
 
 # %%
-plots.decode_path_comparison(results)
+wb.plots.decode_path_comparison(results)
 
 # %% [markdown]
 # ## By source
 
 # %%
-plots.by_source(results)
+wb.plots.by_source(results)
 
 # %% [markdown]
 # ## Ranking of the wirings
-# Best first. Wirings whose 95% interval overlaps the leader's are tied for best (`tied`); among
-# them the trained wiring comes first. What this means for your engine: the diagnosis below.
+# Best first. Wirings whose 95% interval overlaps the leader's are tied for best; among them the trained wiring
+# comes first. The intervals are the ones the summaries above print (computed once per result).
 
 # %%
-from IPython.display import Markdown, display
-
-from workbench.analysis import rank_tied
-from workbench.report import table as report_table
-
-setting = results[candidates[0]].setting
-stats = {}
-for spec, r in results.items():
-    lo, hi = r.intervals(n_boot=200)["accept_length"]
-    stats[spec] = {"accept_length": r.accept_length, "accept_length_low": lo, "accept_length_high": hi,
-                   "alpha1": r.cumulative[0]}
-order = rank_tied(list(results), stats, trained=trained.spec if trained is not None else None)
-ranking = pd.DataFrame([{
-    "wiring": spec, "accept length": results[spec].accept_length,
-    "95% interval": f"{stats[spec]['accept_length_low']:.2f}–{stats[spec]['accept_length_high']:.2f}",
-    "tied": not (stats[order[0]]["accept_length_low"] > stats[spec]["accept_length_high"]),
-    "decode path": results[spec].decode_path["accept_length"], "step-1 top-1": results[spec].top1,
-    "trained on": trained is not None and spec == trained.spec, "chains": results[spec].n_chains,
-} for spec in order])
-report_table(ranking, {
-    "wiring": "the taps fed to the draft", "accept length": setting.accept_label("every-position"),
-    "95% interval": "bootstrap over samples of the accept length", "tied": "its interval overlaps the leader's",
-    "decode path": setting.accept_label("decode-path"),
-    "step-1 top-1": "share of chains whose first draft token is the target's greedy token",
-    "trained on": "the draft config's trained taps (workbench.trained_taps)", "chains": "counted chains"})
-
-# %% [markdown]
-# ## Diagnosis
-# Every candidate wiring (engine presets, the trained wiring, their off-by-one neighbours) screened by
-# step-1 acceptance α1, the best few with full K-step curves; `*` marks what the engine feeds.
-# The verdict says whether that is (within the 95% intervals) as good as the best wiring found,
-# and what to change when it is not. The same as `workbench diagnose`.
-
-# %%
-from workbench.analysis.diagnose import diagnose
-
-dx = diagnose(tgt, drf, ds, engine=engine, K=steps, limit=limit or None, progress=False)
-print(dx.summary())
-
-# %% [markdown]
-# ## Rewire
-# When the engine feeds worse taps than the draft was trained on, the draft's `fc` can be refitted
-# (closed-form ridge regression, one target pass over training data) so the served taps stand in for
-# the trained ones, without retraining: `workbench rewire`. Before: the draft fed what the engine
-# feeds; after: the rewired draft fed the same; reference: the draft fed the taps it was trained on.
-# Accept lengths on the evaluation data above.
-
-# %%
-from workbench.analysis.rewire import rewire
-
-demo_target = inputs.same_path(target, f"{demo}/target")   # paths compare resolved: the kernel may sit in notebooks/
-train_data = train_data or (os.path.join(os.path.dirname(target), "train.jsonl") if demo_target else "")
-rw = None
-if dx.engine_ok:
-    print(f"nothing to rewire: {dx.verdict}")
-elif dx.engine_wiring is None:
-    print(f"cannot rewire for {engine}: it cannot feed this draft as configured ({dx.engine_explanation})")
-elif dx.trained_wiring is None:
-    print("cannot rewire: the draft config does not say which taps it was trained on (workbench.trained_taps)")
-elif not train_data:
-    print("set train_data (the draft's training data) to rewire it")
-else:
-    rw = rewire(tgt, drf, train_data, engine=engine, eval_data=ds, K=steps, limit=rewire_limit or None,
-                eval_limit=limit or None, progress=False)
-    print(rw.summary())
-    display(plots.rewire_bars(rw))
-
-# %% [markdown]
-# ## What to do
-# Written from the results above (`Diagnosis.narrative`): the cheapest sufficient fix, in this order:
-# ids that make the engine feed the trained taps; else `workbench rewire` (with the recovery measured
-# above, when it was); else retraining on the engine's taps. A wiring is suggested only when its 95%
-# interval lies entirely above the engine's.
-
-# %%
-dx.advise(rw)
-display(Markdown(dx.narrative()))
+order, ranking = wb.evidence.ranking(results, trained)
+ranking
 
 # %% [markdown]
 # ## Speed-up projection
 # Tokens per verify step with K' drafted = E[min(A, K')]+1, divided by the cost of one verify step
-# (1 target forward over K'+1 tokens + K' draft steps). The cost model (`workbench.stats.cost`) is measured
-# once for this draft and target, at the top (interleaved probes after warm-up; the cost is a low quantile
-# of the repeats, the spread runs from the fastest to the median; `ratio` > 0 fixes it instead), and every
-# speed-up in this notebook uses it: the summaries above, this figure, the tree below. Bars: the accept
-# length's 95% interval and the timing spread together. A best K' is named only when it is clearly best
-# among at least two, and only when the timings are steady enough to rank; a projected slowdown says why.
-# On a CPU the costs are indicative only: they do not choose GPU flags.
+# (1 target forward over K'+1 tokens + K' draft steps), with the one cost model measured above (interleaved
+# probes after warm-up; `ratio` > 0 fixes it instead). Bars: the accept length's 95% interval and the timing
+# spread together. A best K' is named only when it is clearly best among at least two, and only when the
+# timings are steady enough to rank; when they are not, no speed-up here is a verdict. On a CPU the costs are
+# indicative only: they do not choose GPU flags.
 
 # %%
 print(cm.summary())
 for spec, r in results.items():
-    print(f"{spec}: {cost.projection(r, cm, n_boot=200)['text']}")
-plots.speedup_projection(results, cost_model=cm)
+    print(f"{spec}: {wb.cost.projection(r, cm, n_boot=200)['text']}")
+wb.plots.speedup_projection(results, cost_model=cm)
 
 # %% [markdown]
 # ## One sample, token by token
@@ -266,115 +192,87 @@ plots.speedup_projection(results, cost_model=cm)
 
 # %%
 evaluated = [r for r in ds.rows(limit or None) if (results[candidates[0]].chains["sample"] == r["_row"]).any()]
-widgets.acceptance_explorer(results, evaluated, tgt.tokenizer, wiring=ranking["wiring"][0],
-                            sample=min(sample, len(evaluated) - 1))
-
-# %%
-best = ranking.iloc[0]
-headline = {                           # recorded at the end, with the tree section's numbers
-    "K": steps, "samples": results[candidates[0]].n_samples,
-    **{f"{spec} · {r.setting.accept_label('decode-path')}": r.decode_path["accept_length"]
-       for spec, r in results.items()},    # the decode path: what a server reports
-    "best wiring": best["wiring"],
-    "trained wiring": trained.spec if trained is not None else "unknown",
-    f"{dx.engine} wiring": dx.engine_wiring or "none",
-    f"verdict · {dx.setting.accept_label('every-position')}": dx.verdict,    # the diagnosis compares every position
-    "suggested fix": dx.fix,
-    **({f"rewired · {rw.setting.accept_label('decode-path')} (before → after, reference)":
-        f"{rw.before.decode_path['accept_length']:.2f} → {rw.after.decode_path['accept_length']:.2f} "
-        f"({rw.reference.decode_path['accept_length']:.2f})"}
-       if rw is not None else {}),
-}
+wb.widgets.acceptance_explorer(results, evaluated, tgt.tokenizer, wiring=order[0],
+                               sample=min(sample, len(evaluated) - 1))
 
 # %% [markdown]
-# ## Trees: what SGLang drafts
-# With `--speculative-eagle-topk` > 1 SGLang drafts a **tree** (steps S, branching k, N verified
-# tokens including the root; docs/trees.md); Llama targets get one by default (steps 5, topk 4, 8
-# draft tokens when the flags are unset). The chain above is then not what the server reports. Here:
-# the chain and the engine's tree for the wiring the engine feeds, from the same samples (the same
-# start positions: a paired comparison).
+# ## After the fix: what SGLang drafts
+# The rest of this page analyses the wiring the server runs **once the fix is applied** (the answer above), not the
+# wiring it just called wrong. With `--speculative-eagle-topk` > 1 SGLang drafts a **tree** (steps S, branching k,
+# N verified tokens including the root; docs/trees.md); Llama targets get one by default (steps 5, topk 4, 8 draft
+# tokens when the flags are unset). Here: the chain and the engine's tree, from the same samples.
 
 # %%
-from workbench import engines
-from workbench.engines import target_architecture
-from workbench.core import Setting
-from workbench.analysis import sweep
-
-arch = target_architecture(tgt)
+fixed_draft, fixed, fixed_words = run.fixed
+print(f"analysed from here on: {fixed_words}")
+arch = wb.target_architecture(tgt)
 try:
-    auto = engines.auto_flags(engine, arch)
-except Exception:                      # an engine without a record: no auto-defaults
+    auto = wb.auto_flags(engine, arch)
+except Exception:                      # an engine without a record: no default drafting shape
     auto = None
 tree_shape = auto if auto and auto[1] > 1 else (5, 4, 8)
-served = dx.engine_wiring or ranking["wiring"][0]
-tree_setting = Setting(steps=tree_shape[0], eagle_topk=tree_shape[1], num_draft_tokens=tree_shape[2], engine=engine)
-tree_res = acceptance.simulate(tgt, drf, ds, [served], setting=tree_setting, limit=limit or None,
-                               progress=False, cost_model=cm)[served]
-chain_res = acceptance.simulate(tgt, drf, ds, [served], K=tree_shape[0], limit=limit or None, progress=False,
-                                cost_model=cm)[served]
-print(f"{engine} on {arch}: auto-defaults {auto}; simulated {tree_setting.label}")
+
+# %%
+tree_setting = wb.Setting(steps=tree_shape[0], eagle_topk=tree_shape[1], num_draft_tokens=tree_shape[2],
+                          engine=engine)
+tree_res = wb.accept(tgt, fixed_draft, ds, [fixed], setting=tree_setting, limit=limit or None,
+                       progress=False, cost_model=cm)[fixed]
+chain_res = wb.accept(tgt, fixed_draft, ds, [fixed], K=tree_shape[0], limit=limit or None, progress=False,
+                        cost_model=cm, engine=engine)[fixed]
+
+# %%
+print(f"{engine} on {arch}: its default drafting shape {auto}; simulated {tree_setting.label}")
 print(tree_res.summary())
-# the same cost model and projection rule for both: the chain's K' = S row against the tree's one shape
-chain_row = cost.projection(chain_res, cm, n_boot=200)["rows"][-1]
-tree_p = cost.projection(tree_res, cm, n_boot=200)
-print(f"speed-up, {chain_res.setting.label}: {chain_row['speedup']:.2f}× at {chain_row['tokens_per_step']:.3f} "
-      f"tokens/step; {tree_setting.label}: {tree_p['text']} at {tree_p['rows'][0]['tokens_per_step']:.3f} tokens/step")
-plots.acceptance_curves({f"{served} · {chain_res.setting.label}": chain_res,
-                         f"{served} · {tree_setting.label}": tree_res})
+for res in (chain_res, tree_res):
+    p = wb.cost.projection(res, cm, n_boot=200)
+    print(f"speed-up, {res.setting.label}: {p['text']} ({p['rows'][-1]['tokens_per_step']:.3f} tokens/step)")
+wb.plots.acceptance_curves({f"{fixed} · {chain_res.setting.label}": chain_res,
+                            f"{fixed} · {tree_setting.label}": tree_res})
 
 # %% [markdown]
-# ## Which flags? The sweep
+# ## Which flags, after the fix? The sweep
 # Every (steps, eagle_topk, num_draft_tokens) shape from one target pass and one draft run per
 # eagle_topk (a reduced grid here: steps 1..6, topk 1, 2, 4, N ≤ 32; `workbench tune` sweeps steps
-# 1..8, topk 1, 2, 4, 8, N ≤ 64). Without a cost model measured on the serving GPU
+# 1..8, topk 1, 2, 4, 8, N ≤ 64), for the fixed wiring. Without a cost model measured on the serving GPU
 # (`workbench tune --measure-cost-model cost.json --device cuda`) the shapes are ranked by accept
 # length, and no flags are recommended: CPU timings do not choose GPU flags.
 
 # %%
-sw = sweep(tgt, drf, ds, served, steps=range(1, 7), topks=(1, 2, 4), max_tokens=32, limit=limit or None,
-           progress=False)
+sw = wb.sweep(tgt, fixed_draft, ds, fixed, steps=range(1, 7), topks=(1, 2, 4), max_tokens=32, limit=limit or None,
+              progress=False)
 print(sw.summary(max_rows=8))
-plots.tree_sweep(sw)
-
-# %% [markdown]
-# The report index's headline: flags are recommended only from a cost model measured on a GPU;
-# otherwise the best shapes by accept length (with a CPU cost model, CPU timings do not choose GPU flags).
+wb.plots.tree_sweep(sw)
 
 # %%
-from workbench.analysis import best_by_accept_length
-
-record_headline("03_acceptance", {
-    **headline,
-    f"{served} · {tree_res.setting.accept_label('decode-path')}": tree_res.decode_path["accept_length"],
-    "recommended SGLang flags": sw.recommended_flags or "none: no GPU cost model (see best shapes)",
-    "best shapes (steps, topk, N) by accept length": ", ".join(f"({a}, {b}, {c})"
-                                                               for a, b, c in best_by_accept_length(sw, 3)),
-})
+wb.record_headline("03_acceptance", {
+    "answer": run.answer.to_dict(), "K": steps, "samples": first.n_samples,
+    **{f"{spec} · {r.setting.accept_label('decode-path')}": r.decode_path["accept_length"]
+       for spec, r in results.items()},
+    "trained wiring": trained or "unknown", f"{engine} wiring": run.diagnosis.engine_wiring or "cannot serve it",
+    "suggested fix": run.diagnosis.fix, "after the fix, analysed": fixed_words.replace("`", ""),
+    f"after the fix · {fixed} · {tree_res.setting.accept_label('decode-path')}": tree_res.decode_path["accept_length"],
+    "recommended SGLang flags": sw.recommended_flags or "not recommended here: flags need a cost model measured on "
+                                                       "the serving GPU (workbench tune --measure-cost-model)",
+    "best shapes after the fix (steps, topk, N) by accept length": ", ".join(
+        f"({a}, {b}, {c})" for a, b, c in wb.best_by_accept_length(sw, 3))});
 
 # %% [markdown]
-# ## Acceptance at temperature > 0
-# Most deployments sample, and accept lengths fall there. At the default thresholds SGLang's
-# verification is lossless and uses only the target's probabilities, and the tree is drafted exactly
-# as at T = 0. So on data sampled from the target at T, matching the drafts against the data's own
-# tokens (the decode path) gives the server's tokens per verify step exactly in distribution, with no
-# extra target forward; the per-depth (Rao–Blackwellised) estimate is the same number with a smaller
-# interval (at T = 0 it is the count itself). Here: the engine's drafting shape (the tree above) for
-# the wiring the engine feeds, at T = 0, 0.3, 0.7 and 1.0, each on the demo's file sampled at that
-# temperature (`val.jsonl`, `val-T0.3.jsonl`, `val-T0.7.jsonl`, `val-T1.0.jsonl`: the same prompts,
-# responses sampled by `workbench demo` through `workbench regenerate`, top_p 1, no top_k). From a
-# terminal: `workbench accept ... --data val-T0.7.jsonl --temperature 0.7` (docs/sampling.md).
+# ## Acceptance at temperature > 0, after the fix
+# Most deployments sample, and accept lengths fall there. At the default thresholds SGLang's verification is
+# lossless and uses only the target's probabilities, and the tree is drafted exactly as at T = 0. So on data
+# sampled from the target at T, matching the drafts against the data's own tokens (the decode path) gives the
+# server's tokens per verify step exactly in distribution; the per-depth (Rao–Blackwellised) estimate is the same
+# number with a smaller interval. Here: the engine's drafting shape (the tree above) for the fixed wiring, at
+# T = 0, 0.3, 0.7 and 1.0, each on the demo's file sampled at that temperature (`val.jsonl`, `val-T0.3.jsonl`, ...;
+# top_p 1, no top_k). From a terminal: `workbench accept ... --data val-T0.7.jsonl --temperature 0.7`.
 
 # %%
-from IPython.display import display
-
-from workbench.report import TEMPERATURES, by_temperature, demo_files
-
-temp_files, temp_skip = demo_files(target, TEMPERATURES)
-temp_sweep = None
-if temp_skip:
+temp_files, temp_skip = wb.demo_files(target, wb.TEMPERATURES)
+temp_sweep = None if temp_skip else wb.by_temperature(tgt, fixed_draft, temp_files, fixed, tree_setting,
+                                                      limit=limit or None)
+if temp_sweep is None:
     print(f"skipped: {temp_skip}")
 else:
-    temp_sweep = by_temperature(tgt, drf, temp_files, served, tree_setting, limit=limit or None)
     print(temp_sweep.summary())
     display(temp_sweep.table())
     display(temp_sweep.plot())

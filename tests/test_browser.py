@@ -60,6 +60,10 @@ def test_report_renders_in_headless_chromium(tmp_path_factory, smoke_demo, tmp_p
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
 
             page.goto((out / "index.html").as_uri())
+            for width in (1400, 1200, 800):
+                page.set_viewport_size({"width": width, "height": 900})
+                assert broken_words(page, "td, th, dd, .jp-OutputArea-output pre") == [], f"index at {width} px"
+            page.set_viewport_size({"width": 1200, "height": 900})
             links = page.eval_on_selector_all("a[href$='.html']", "els => els.map(e => e.getAttribute('href'))")
             assert links == [f"{n}.html" for n in PRESENT]
             page.screenshot(path=str(shots / "index.png"), full_page=True)
@@ -73,9 +77,10 @@ def test_report_renders_in_headless_chromium(tmp_path_factory, smoke_demo, tmp_p
                 assert all(ok and w > 0 and h > 0 for ok, w, h in sizes), f"{href}: empty image {sizes}"
                 n_images += len(sizes)
                 assert page.title().endswith("workbench")
-                for width in (1200, 800):                 # issue 29: no word or number broken inside a table cell
-                    page.set_viewport_size({"width": width, "height": 900})
-                    assert broken_words(page) == [], f"{href} at {width} px: {broken_words(page)}"
+                for width in (1400, 1200, 800):           # issues 29, 35: no word or number broken inside a table
+                    page.set_viewport_size({"width": width, "height": 900})   # cell, an output line or the answer
+                    assert broken_words(page, "td, th, dd, .jp-OutputArea-output pre") == [], \
+                        f"{href} at {width} px: {broken_words(page, 'td, th, dd, .jp-OutputArea-output pre')}"
                 page.set_viewport_size({"width": 1200, "height": 900})
                 page.screenshot(path=str(shots / href.replace(".html", ".png")), full_page=True)
             assert errors == [], errors

@@ -186,7 +186,8 @@ def test_live_compare_sends_one_request_per_reply_of_an_all_turns_row(world, smo
     """A server verifies each reply in its own request: an all-turns row is sent as one request per reply (the
     history before it as prompt, the reply's length as max tokens), so `workbench sglang/vllm compare` on the
     all-turns file and on the per-turn file send the same requests, get the same outputs and the same verdict."""
-    from workbench.live import fake_sglang, fake_vllm, sglang_live, vllm_live
+    from workbench.live import sglang_live, vllm_live
+    from workbench.testing import fake_sglang, fake_vllm
 
     tmp, tgt, _, convs, path = world
     drf = inputs.draft(str(smoke_demo / "draft-aligned"), tgt)          # its own copy: a server changes it in place
@@ -242,7 +243,7 @@ def test_mt_bench_through_vllm_equals_the_hf_target_and_chat_template_options(wo
 
     from workbench.cli import main as cli_main
     from workbench.live.chat_regen import regenerate_chats
-    from workbench.live.fake_vllm import serve
+    from workbench.testing.fake_vllm import serve
 
     _, tgt, _, _, _ = world
     target = tmp_path / "target"

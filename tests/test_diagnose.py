@@ -135,7 +135,7 @@ def test_mismatched_draft_ranks_trained_wiring_above_sglang_and_says_so(wired):
     assert f"expect accept length {served['accept_length']:.2f} instead of {trained['accept_length']:.2f}" in v
     # SGLang cannot feed the trained taps. Here a wiring it CAN feed (L1,L2,L3 on this task) is as good as the
     # trained one: the cheapest fix is its ids, and only because its interval lies above the engine's
-    assert "SGLang cannot feed the embedding (residual is None before layer 0); cheapest fix" in v, v
+    assert "SGLang cannot feed the embedding (it records taps inside decoder layers only, so never the embedding output); cheapest fix" in v, v
     assert dx.fix in ("ids", "rewire"), v
     if dx.fix == "ids":
         fed = v.split("so that SGLang (current) feeds ")[1].split(" ")[0]

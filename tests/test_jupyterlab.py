@@ -142,7 +142,8 @@ def test_notebook_03_runs_in_jupyterlab_and_the_explorer_reacts(tmp_path, smoke_
                 page.goto(f"{url}/lab/tree/notebooks/03_acceptance.ipynb")
                 page.wait_for_function(KERNEL_IDLE, timeout=90_000)
                 page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-                page.wait_for_function(ALL_RUN, timeout=240_000, polling=1000)
+                # a loaded 2-core machine ran report 03 in 400 s (issue 35's runs): room for that here
+                page.wait_for_function(ALL_RUN, timeout=600_000, polling=1000)
                 assert page.evaluate(ERRORS) == []
                 # issue 29: `demo` stays "data/demo" (relative) while the kernel runs in notebooks/ and fill_paths
                 # makes `target` absolute: the rewire still finds the demo's training data and runs, as in a report

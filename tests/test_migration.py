@@ -44,3 +44,14 @@ def test_the_migration_page_lists_every_old_path():
     page = (ROOT / "docs" / "migration.md").read_text()
     missing = [old for old in OLD_PATHS if f"`workbench.{old}` | `workbench.{OLD_PATHS[old]}`" not in page]
     assert not missing, f"docs/migration.md lacks {missing}"
+
+
+def test_diagnose_stays_callable_after_its_old_module_path_is_imported():
+    import warnings
+
+    import workbench as wb
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import workbench.diagnose  # noqa: F401  (the old flat path of release 0.1)
+    assert callable(wb.diagnose)

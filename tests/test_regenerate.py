@@ -427,7 +427,7 @@ def test_resume_after_sigkill_of_the_cli(tmp_path):
 # ─────────────────────────────── the live server path ───────────────────────────────
 
 def test_server_path_equals_the_hf_path_and_sends_explicit_sampling(tmp_path):
-    from workbench.live.fake_sglang import exact_generator, serve
+    from workbench.testing.fake_sglang import exact_generator, serve
 
     target = tiny_target(eos=5)
     draft = _draft_for(target)
@@ -472,7 +472,7 @@ def test_server_path_equals_the_hf_path_and_sends_explicit_sampling(tmp_path):
 def test_vllm_path_equals_the_hf_path_token_for_token(tmp_path, capsys):
     """`workbench regenerate --server vllm --url URL`: /v1/completions on token ids through the vLLM stand-in (which
     stops at the target's EOS like vLLM, unless ignore_eos) gives the HF path's rows, EOS cut and finish included."""
-    from workbench.live.fake_vllm import serve
+    from workbench.testing.fake_vllm import serve
 
     prompts = random_prompts(8, lo=3)
     greedy = [g.tokens for g in generate_hf(tiny_target(max_pos=128), jobs_of(prompts, [12] * 8), agreement=False)]

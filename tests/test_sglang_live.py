@@ -19,7 +19,7 @@ from conftest import save_world, tiny_draft, tiny_target
 
 from workbench.cli import main
 from workbench.core.errors import WorkbenchError
-from workbench.live.fake_sglang import serve, spec_meta
+from workbench.testing.fake_sglang import serve, spec_meta
 from workbench.live.sglang_live import compare, parse_meta_info, server_settings
 from workbench.live.http import check_url
 from workbench.live.sglang_live import Client

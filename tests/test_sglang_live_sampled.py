@@ -18,7 +18,7 @@ from test_sglang_live import K, MISMATCHED, PROMPT, RESPONSE, SERVED, _build
 
 from workbench.cli import main
 from workbench.core.errors import WorkbenchError
-from workbench.live.fake_sglang import SAMPLING_FIELDS, sampled_generator, serve
+from workbench.testing.fake_sglang import SAMPLING_FIELDS, sampled_generator, serve
 from workbench.live.fingerprint import offline_requests
 from workbench.core.sampling import row_seed
 from workbench.live.sglang_live import compare
@@ -168,10 +168,10 @@ def test_cli_sampling_options_are_sent_and_recorded(warm, tmp_path, capsys):
 def test_docstring_examples_run():
     import doctest
 
-    import workbench.live.fake_sglang
+    import workbench.testing.fake_sglang
     import workbench.live.fingerprint
     import workbench.live.sglang_live
 
-    for mod in (workbench.live.fingerprint, workbench.live.fake_sglang, workbench.live.sglang_live):
+    for mod in (workbench.live.fingerprint, workbench.testing.fake_sglang, workbench.live.sglang_live):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__

@@ -89,7 +89,7 @@ def models(smoke_demo):
 @pytest.mark.slow
 @pytest.mark.parametrize("server_dtype", ["float32", "bfloat16"])
 def test_both_precisions_both_directions_name_the_served_wiring(models, server_dtype):
-    from workbench.live.fake_vllm import serve
+    from workbench.testing.fake_vllm import serve
     from workbench.live.vllm_live import compare
 
     tgt, drf = models["float32"]

@@ -14,7 +14,7 @@ from test_sglang_live import SERVED, K, _build
 from workbench.cli import main
 from workbench.core.errors import WorkbenchError
 from workbench.live.comparison import counter_histogram
-from workbench.live.fake_vllm import serve, spec_decoding
+from workbench.testing.fake_vllm import serve, spec_decoding
 from workbench.live.vllm_live import (
     compare,
     detect_k,

@@ -13,7 +13,7 @@ import pytest
 
 from workbench.core.errors import WorkbenchError
 from workbench.live import vllm_speed as vs
-from workbench.live.fake_vllm import serve
+from workbench.testing.fake_vllm import serve
 
 
 def test_step_cost_fit_recovers_a_linear_server():

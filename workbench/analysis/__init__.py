@@ -9,10 +9,14 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('diagnose', 'rewire', 'tune')
+MODULES = ('answer', 'diagnose', 'rewire', 'tune')
 
 # public name -> the module of this package that defines it
 _WHERE = {
+    'Answer': 'answer',
+    'answer_for': 'answer',
+    'Markdown': 'answer',
+    'ids_command': 'answer',
     'COLUMNS': 'diagnose',
     'Diagnosis': 'diagnose',
     'clearly_better': 'diagnose',

@@ -237,7 +237,7 @@ class Diagnosis(Rendered):
             for reason in r["reasons"]:
                 lines += wrap("· " + reason)
         if len(self.table) > max_rows:
-            lines.append(f"    ... {len(self.table) - max_rows} more (see to_frame())")
+            lines.append(f"    ... {len(self.table) - max_rows} more wirings, lower in the ranking (not shown)")
         key = (f"key: * = what {E} feeds ({self.engine_explanation}); = = tied for best (95% interval overlaps "
                f"the leader's; the trained wiring first); α1 = P(A≥1), step-1 acceptance; accept = "
                f"{self.setting.accept_label('every-position')}; path = the same on the decode path; chains = "
@@ -270,7 +270,7 @@ def _stats(res, stage: int) -> dict:
            "n_chains": res.n_chains, "stage": stage, "accept_length": math.nan, "accept_length_low": math.nan,
            "accept_length_high": math.nan, "decode_path_accept_length": math.nan}
     if stage == 2:
-        iv = res.intervals(n_boot=500)
+        iv = res.intervals()
         out.update(accept_length=_nan(res.accept_length), accept_length_low=_nan(iv["accept_length"][0]),
                    accept_length_high=_nan(iv["accept_length"][1]),
                    decode_path_accept_length=_nan(res.decode_path["accept_length"]))

@@ -428,6 +428,7 @@ class RewireResult(Rendered):
     after_closed_form: object = None      # the closed form alone (only when fine-tuned)
     seconds: float = 0.0
     setting: Setting | None = None        # of the before/after/reference acceptance (chain K, greedy)
+    draft: object = field(default=None, repr=False)   # the rewired draft itself (in memory, or loaded from out)
 
     def __post_init__(self):
         if self.setting is None:
@@ -604,7 +605,7 @@ def rewire(target, draft, data, *, taps=None, engine: str | None = None, from_ta
         out_path = str(checkpoint.save_draft(new, out, extra_config={"workbench": new.config["workbench"]}))
         new = checkpoint.load_draft(out_path, target, device=str(old.device), dtype=old.dtype)
     result = RewireResult(from_taps=A, to_taps=B, engine=export_engine, resolution=res.explanation, out=out_path,
-                          ridge=ridge, refit_info=info, finetune=ft, K=K)
+                          ridge=ridge, refit_info=info, finetune=ft, K=K, draft=new)
     if eval_ds is not None:
         a_spec, b_spec = Wiring(A).spec, Wiring(B).spec
         sim = dict(limit=eval_limit, batch_size=batch_size, progress=progress, acc_topk=0, seed=seed,

@@ -158,7 +158,7 @@ class SweepResult(Rendered):
                          f"{int(r['num_draft_tokens']):3d}  {r['accept_length']:6.3f}  {r['low']:6.3f}–{r['high']:<6.3f}  "
                          f"{r['decode_path']:5.3f}  {int(r['n']):6d}" + (f"  {r['speedup']:8.3f}" if has else ""))
         if len(t) > max_rows:
-            lines.append(f"    ... {len(t) - max_rows} more (see .table)")
+            lines.append(f"    ... {len(t) - max_rows} more shapes, lower in the ranking (not shown)")
         if self.recommended_flags:
             lines.append(f"recommended SGLang flags: {self.recommended_flags}")
         else:

@@ -40,7 +40,7 @@ OLD_PATHS = {
     "verify_walk": "simulate.verify_walk", "thresholds": "simulate.thresholds", "rejection": "simulate.rejection",
     "distributed": "simulate.distributed",
     "diagnose": "analysis.diagnose", "rewire": "analysis.rewire", "tune": "analysis.tune",
-    "sglang_live": "live.sglang_live", "fingerprint": "live.fingerprint", "fake_sglang": "live.fake_sglang",
+    "sglang_live": "live.sglang_live", "fingerprint": "live.fingerprint", "fake_sglang": "testing.fake_sglang",
     "regenerate": "live.regenerate",
     "plots": "report.plots", "widgets": "report.widgets", "temperature": "report.temperature",
     "benchmark": "report.benchmark",
@@ -94,6 +94,15 @@ class _OldModule(types.ModuleType):
 
     def __dir__(self):
         return sorted(set(dir(self.__dict__["_new"])) | set(MOVED.get(self.__dict__["_old"], {})))
+
+    def __call__(self, *args, **kwargs):
+        """``workbench.diagnose(...)``, the top-level face, even after ``import workbench.diagnose`` (the old path)
+        set the package's attribute to this module."""
+        face = importlib.import_module("workbench").FACE.get(self.__dict__["_old"])
+        if face is None:
+            raise TypeError(f"module 'workbench.{self.__dict__['_old']}' is not callable")
+        module, _, attr = face.partition(":")
+        return getattr(importlib.import_module(module), attr or self.__dict__["_old"])(*args, **kwargs)
 
 
 class _Alias(importlib.abc.Loader):

@@ -152,8 +152,8 @@ class Setting:
         else:
             sampling = f"temperature {self.temperature:g}, top_p {self.top_p:g}" + \
                 ("" if self.top_k is None else f", top_k {self.top_k}")
-        engine = "engine " + (self.engine or "none") + ("" if self.engine_version is None else
-                                                         f" {self.engine_version}")
+        engine = ("engine " + self.engine + ("" if self.engine_version is None else f" {self.engine_version}")
+                  if self.engine else "no engine's own rules applied")
         bonus = "bonus token counted" if self.bonus else "bonus token not counted"
         return f"{shape}; {sampling}; {engine}; estimator {self.estimator}; {bonus}"
 

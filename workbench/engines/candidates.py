@@ -79,7 +79,7 @@ def cannot_feed(engine: str, taps, target) -> str | None:
     ``target``: N or the target config (GPT-OSS targets follow their own rule).
 
         >>> cannot_feed("sglang", ("embed", "L1", "L3"), 8)
-        'SGLang cannot feed the embedding (residual is None before layer 0)'
+        'SGLang cannot feed the embedding (it records taps inside decoder layers only, so never the embedding output)'
         >>> cannot_feed("sglang", ("L1", "L3", "L4"), 8) is None, cannot_feed("vllm", ("embed", "L3", "L7"), 8)
         (True, None)
     """
@@ -123,10 +123,11 @@ def where_ids_go(engine: str) -> str:
 
 
 def who_can_feed(taps, target, *, exclude=()) -> list[str]:
-    """``"vLLM can feed embed,L3,L31 with ids [0,4,32]"`` for each serving record that can (but ``exclude``).
+    """``"vLLM ... can feed embed,L3,L31: set eagle_aux_hidden_state_layer_ids (top level) to [0, 4, 32]"`` for each
+    serving record that can (but ``exclude``): the ids and the config key that engine reads them from.
 
-        >>> who_can_feed(("embed", "L3", "L31"), 32, exclude=("sglang",))
-        ['vLLM V1 (current) can feed embed,L3,L31 with ids [0, 4, 32]', 'vLLM V2 runner (GPU default) can feed embed,L3,L31 with ids [0, 4, 32]']
+        >>> who_can_feed(("embed", "L3", "L31"), 32, exclude=("sglang",))[1]
+        'vLLM V2 runner (GPU default) can feed embed,L3,L31: set eagle_aux_hidden_state_layer_ids (top level) to [0, 4, 32]'
     """
     out = []
     for name in SERVING:
@@ -134,7 +135,7 @@ def who_can_feed(taps, target, *, exclude=()) -> list[str]:
             continue
         f = engines.ids_for_taps(name, taps, target)
         if f.feasible:
-            out.append(f"{engine_label(name)} can feed {','.join(taps)} with ids {f.ids}")
+            out.append(f"{engine_label(name)} can feed {','.join(taps)}: set {where_ids_go(name)} to {f.ids}")
     return out
 
 

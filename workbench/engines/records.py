@@ -10,7 +10,7 @@
     >>> ids_for_taps("vllm", ["embed", "L3", "L31"], 32).ids        # vLLM feeds embed (id 0) and id N
     [0, 4, 32]
     >>> ids_for_taps("sglang", ["embed", "L3", "L31"], 32).reason
-    'SGLang cannot feed the embedding (residual is None before layer 0)'
+    'SGLang cannot feed the embedding (it records taps inside decoder layers only, so never the embedding output)'
     >>> default_engine({"speculators_model_type": "eagle3"}), default_engine({"architectures": ["LlamaForCausalLMEagle3"]})
     ('vllm', 'specforge')
 
@@ -273,7 +273,7 @@ def _point_tap(e: Engine, b: int, n: int, arch) -> tuple[str | None, str | None]
             return ("embed" if b == 0 else "final" if b == n else f"L{b - 1}"), None
         return None, f"HF hidden_states index {b} is out of range (valid 0..{n})"
     if b == 0 and e.lowest > 0:
-        return None, f"{e.label.split(' (')[0]} cannot feed the embedding (residual is None before layer 0)"
+        return None, f"{e.label.split(' (')[0]} cannot feed the embedding (it records taps inside decoder layers only, so never the embedding output)"
     if b < 0 or b > highest:
         return None, (f"capture point {b} is outside {e.lowest}..{highest} for N={n}: never captured, fc gets "
                       f"fewer states than it expects")
@@ -412,7 +412,7 @@ def ids_for_taps(engine, taps, target) -> Feasibility:
                 points.append(0)
             elif not e.feeds_embed:
                 return Feasibility(None, f"{e.label.split(' (')[0]} cannot feed the embedding "
-                                         "(residual is None before layer 0)")
+                                         "(it records taps inside decoder layers only, so never the embedding output)")
             else:
                 points.append(0)
         else:

@@ -473,7 +473,7 @@ def _fix_for(rec, trained: Wiring, tcfg) -> str:
         return (f'set "eagle_config": {{"eagle_aux_hidden_state_layer_ids": {f.ids}}} in the draft config.json '
                 f"(checked: {rec.name} then feeds {trained.spec})")
     v = engines.ids_for_taps("vllm", trained.taps, tcfg)
-    alt = (f"; vLLM can feed {trained.spec} with top-level ids {v.ids}" if v.feasible and rec.name != "vllm" else "")
+    alt = (f"; vLLM can feed {trained.spec}: set eagle_aux_hidden_state_layer_ids (top level, the key vLLM's V2 runner reads) to {v.ids}" if v.feasible and rec.name != "vllm" else "")
     return (f"{f.reason}: {_short_name(rec)} cannot feed {trained.spec}; rewire the draft for taps it can feed "
             f"(`workbench rewire`) or retrain{alt}")
 

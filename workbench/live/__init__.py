@@ -1,4 +1,4 @@
-"""Live servers: the engine-neutral comparison core, the SGLang and vLLM clients, a real vLLM launcher, per-request fingerprints, the loopback stand-ins, and regeneration.
+"""Live servers: the engine-neutral comparison core, the SGLang and vLLM clients, a real vLLM launcher, per-request fingerprints and regeneration.
 
     >>> from workbench.live import HttpClient
     >>> HttpClient("http://127.0.0.1:30000/").url
@@ -10,7 +10,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('chat_regen', 'comparison', 'fake_sglang', 'fake_vllm', 'fingerprint', 'http', 'regenerate', 'samples', 'sglang_live', 'vllm_live', 'vllm_server')
+MODULES = ('chat_regen', 'comparison', 'fingerprint', 'http', 'regenerate', 'samples', 'sglang_live', 'vllm_live', 'vllm_server')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -37,24 +37,6 @@ _WHERE = {
     'greedy_summary': 'comparison',
     'assemble': 'comparison',
     'with_counting': 'comparison',
-    'VARIANTS': 'fake_sglang',
-    'SAMPLING_FIELDS': 'fake_sglang',
-    'spec_meta': 'fake_sglang',
-    'FakeServer': 'fake_sglang',
-    'JsonHandler': 'fake_sglang',
-    'sampling_of': 'fake_sglang',
-    'prompt_key': 'fake_sglang',
-    'sampled_generator': 'fake_sglang',
-    'exact_generator': 'fake_sglang',
-    'serve': 'fake_sglang',
-    'engine_generator': 'fake_sglang',
-    'loopback': 'fake_sglang',
-    'DETAILS': 'fake_vllm',
-    'BUG_TEMPERATURE': 'fake_vllm',
-    'FakeVllm': 'fake_vllm',
-    'spec_decoding': 'fake_vllm',
-    'metrics_text': 'fake_vllm',
-    'stop_at_eos': 'fake_vllm',
     'FIELDS': 'fingerprint',
     'COUNTING': 'fingerprint',
     'ServerSteps': 'fingerprint',

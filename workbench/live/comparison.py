@@ -580,10 +580,13 @@ class Comparison(Rendered):
 
     def summary(self) -> str:
         f = lambda x: "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
+        last = {"v2": "whole, as newer SGLang servers count it", "v1": "only up to the token budget, as older SGLang "
+                "servers count it"}.get(self.counting, self.counting)
+        how = (f"compared request by request (a request's last verify step counted {last})"
+               if self.mode == "per-request" else "compared on the pooled counters only (no per-request fields)")
+        kinds = ", ".join(sorted({s.meta.variant for s in self.samples}))
         lines = [f"live {self.server.label} server {self.url}: {len(self.samples)} samples, {self.setting.shape} "
-                 f"steps={self.K}, {self.server.fields} variant(s) {', '.join(sorted({s.meta.variant for s in self.samples}))}, "
-                 f"comparison {self.mode}" + (f" (last-step counting {self.counting})" if self.mode == "per-request"
-                                              else ""),
+                 f"steps={self.K}; its replies carry the {kinds} layout of {self.server.fields}; {how}",
                  f"setting: {self.setting.describe()}"]
         if self.adaptive:
             lines.append("the server runs --speculative-adaptive: draft steps change at run time")

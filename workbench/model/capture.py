@@ -80,6 +80,12 @@ class Target:
         """The input embedding matrix ``[V, H]``."""
         return self.model.get_input_embeddings().weight
 
+    def summary(self) -> str:
+        """One sentence for a report page (the repr is for a debugger)."""
+        return (f"{type(self.model).__name__} from {self.path}: {self.n_layers} decoder layers, hidden size "
+                f"{self.hidden_size}, vocabulary {self.vocab_size}, up to {self.max_positions} positions; "
+                f"on {self.device} in {str(self.dtype).removeprefix('torch.')}")
+
     def __repr__(self) -> str:
         return (f"Target({type(self.model).__name__}, path={self.path!r}, N={self.n_layers}, H={self.hidden_size}, "
                 f"V={self.vocab_size}, max_positions={self.max_positions}, device={self.device}, dtype={self.dtype})")

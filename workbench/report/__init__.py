@@ -9,7 +9,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('benchmark', 'export', 'layout', 'plots', 'temperature', 'widgets')
+MODULES = ('benchmark', 'data_page', 'evidence', 'export', 'layout', 'live_check', 'plots', 'run', 'temperature', 'widgets')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -82,6 +82,7 @@ _WHERE = {
     'demo_files': 'temperature',
     'by_temperature': 'temperature',
     'TemperatureSweep': 'temperature',
+    'Run': 'run',
     'acceptance_explorer': 'widgets',
     'sample_explorer': 'widgets',
 }

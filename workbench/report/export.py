@@ -48,7 +48,8 @@ NOTEBOOKS = (
     ("01_dataset", "Dataset", "schema and validation, lengths by source, a decoded sample"),
     ("02_wiring", "Wiring", "target, draft, engine presets with warnings, per-tap feature statistics"),
     ("03_acceptance", "Acceptance", "acceptance curves, histograms, decode path, by source, diagnosis, speed-up"),
-    ("04_live_server", "Live server", "a live SGLang server against the offline simulation"),
+    ("04_live_server", "Live server", "a running server (a real vLLM or SGLang; a stand-in only demonstrates the "
+                                      "method) against the offline decodes, request by request"),
 )
 
 # nbconvert's lab template, minus everything that would be fetched from the network.
@@ -58,6 +59,11 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {% block jupyter_widgets %}{% endblock jupyter_widgets %}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block extra_css %}<style>
+.jp-RenderedText pre, .jp-OutputArea-output pre{white-space:pre !important;word-break:normal !important;
+overflow-wrap:normal !important;overflow-x:auto}
+.jp-RenderedMarkdown pre{white-space:pre !important;overflow-x:auto}
+</style>{% endblock extra_css %}
 """
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -154,11 +160,23 @@ def plain_progress_bars() -> None:
 
 
 _WRAP_AFTER = re.compile(r"([,;/·=|])")      # a long cell may wrap after these separators, never inside a word
-_TABLE_CSS = (".wb-table table{table-layout:auto;width:auto;border-collapse:collapse}"
+_TABLE_CSS = (".wb-table{max-width:100%;overflow-x:auto}"      # a wide table scrolls in its own box (issue 35)
+              ".wb-table table{table-layout:auto;width:auto;border-collapse:collapse}"
               ".wb-table td,.wb-table th{white-space:normal;overflow-wrap:normal;word-break:normal;hyphens:none;"
               "max-width:32em;text-align:left;vertical-align:top;padding:.2em .6em}"
               ".wb-table td.num{white-space:nowrap;text-align:right}"
               ".wb-table span.w{white-space:nowrap}")
+
+
+def wrap_html(text) -> str:
+    """``text`` escaped, breakable only at spaces and after the separators ``, ; / · = |`` (never inside a word,
+    a number or at a '-'): each piece a ``span.w`` (``white-space:nowrap``), ``<wbr>`` after each separator.
+
+        >>> wrap_html("a/b c")
+        '<span class="w">a/</span><wbr><span class="w">b</span> <span class="w">c</span>'
+    """
+    return " ".join("<wbr>".join(f'<span class="w">{html.escape(p)}</span>' for p in _WRAP_AFTER.sub("\\1\0", w)
+                                 .split("\0") if p) for w in str(text).split())
 
 
 def integral(column) -> bool:
@@ -219,9 +237,7 @@ class Table:
         e = html.escape
         num = [self.frame[c].dtype.kind in "iuf" for c in self.frame.columns]
 
-        def pieces(text):           # breaks only at spaces and after separators: every piece is unbreakable
-            return " ".join("<wbr>".join(f'<span class="w">{e(p)}</span>' for p in _WRAP_AFTER.sub("\\1\0", w)
-                                         .split("\0") if p) for w in str(text).split())
+        pieces = wrap_html
 
         def td(text, is_num):
             return f'<td class="num">{pieces(text)}</td>' if is_num else f"<td>{pieces(text)}</td>"
@@ -556,7 +572,31 @@ h1{font-size:1.6em;margin-bottom:.2em} .sub{color:#666;margin-top:0}
 table{border-collapse:collapse;font-size:.92em} td{padding:.15em .8em .15em 0;vertical-align:top}
 td.k{color:#555} .err{color:#9b1c1c;font-family:monospace;font-size:.85em;white-space:pre-wrap}
 code{background:#f4f4f4;padding:0 .25em;border-radius:3px}
+.answer{border:2px solid #1d6b1a;border-radius:8px;padding:.6em 1.1em;margin:1em 0;background:#f6fbf5;overflow-x:auto}
+span.w{white-space:nowrap}
+.answer dt{font-weight:600;margin-top:.3em} .answer dd{margin:0 0 .2em 0}
+pre.cmd{background:#f4f4f4;padding:.5em;overflow-x:auto;white-space:pre;max-width:100%}
 """
+
+
+def answer_html(answer: dict, where: str = "") -> str:
+    """The answer block of a page (``Answer.to_dict()``) as HTML, every text escaped; ``where``: the page it is from."""
+    e = wrap_html           # a line breaks only at spaces and separators (a path never splits at '-')
+
+    out = ['<div class="answer"><h2>The answer' + (f" ({html.escape(where)})" if where else "") + "</h2><dl>"]
+    if answer.get("note"):
+        out.append(f"<dt>Note</dt><dd>{e(answer['note'])}</dd>")
+    for key in ("the server feeds", "what it costs", "the fix"):
+        if answer.get(key):
+            out.append(f"<dt>{e(key.capitalize())}</dt><dd>{e(answer[key].replace('`', ''))}</dd>")
+    if answer.get("command"):
+        out.append(f'<dd><pre class="cmd">{html.escape(answer["command"])}</pre></dd>')
+    if answer.get("the evidence"):
+        evidence = answer["the evidence"].replace("`", "")
+        if where:                                          # shown on the index, not on the page it speaks of
+            evidence = evidence.replace("this page:", f"{where.removeprefix('from ')}:", 1)
+        out.append(f"<dt>The evidence</dt><dd>{e(evidence)}</dd>")
+    return "".join(out) + "</dl></div>"
 
 
 # What a headline key's estimator means, in the words of docs/definitions.md (keys name it by Setting.accept_label).
@@ -581,11 +621,17 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
     if parameters:
         parts.append("<p>Parameters: " + ", ".join(f"<code>{e(k)}={e(repr(v))}</code>"
                                                     for k, v in parameters.items()) + "</p>")
+    first = next((p for p in sorted(pages, key=lambda p: p.name != "03_acceptance")
+                  if isinstance(p.headline.get("answer"), dict)), None)
+    if first is not None:                  # the answer first (issue 35): from 03, else the first page that has one
+        parts.append(answer_html(first.headline["answer"], where=f"from {first.name.split('_', 1)[0]} · {first.title}"))
     for p in pages:
         heading = e(f"{p.name.split('_', 1)[0]} · {p.title}")
         if p.html is not None:
             heading = f'<a href="{e(p.html.name)}">{heading}</a>'
         label = {"ok": "ok", "failed": "failed", "missing": "not in this report"}[p.status]
+        if p.status == "ok" and "stand-in" in str((p.headline.get("answer") or {}).get("note", "")):
+            label = "ok: a demonstration against a stand-in server, not a measurement"
         parts.append(f'<div class="card" id="{e(p.name)}"><h2>{heading}'
                      f'<span class="status {e(p.status)}">{e(label)}</span></h2>')
         if p.description:
@@ -594,9 +640,11 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
             parts.append(f'<p class="desc">No notebook <code>notebooks/{e(p.name)}.ipynb</code> yet.</p>')
         if p.error:
             parts.append(f'<p class="err">{e(p.error)}</p>')
+        if isinstance(p.headline.get("answer"), dict) and p is not first:
+            parts.append(answer_html(p.headline["answer"]))
         if p.headline:
-            rows = "".join(f'<tr><td class="k">{e(str(k))}</td><td>{e(cell_text(v))}</td></tr>'
-                           for k, v in p.headline.items())
+            rows = "".join(f'<tr><td class="k">{wrap_html(str(k))}</td><td>{wrap_html(cell_text(v))}</td></tr>'
+                           for k, v in p.headline.items() if k != "answer")
             parts.append(f"<table>{rows}</table>")
             named = [est for est in ESTIMATOR_WORDS if any(est in str(k) for k in p.headline)]
             if named:

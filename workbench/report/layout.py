@@ -23,6 +23,11 @@
 - **legend covers data**: a legend's box holds a plotted point (a line's vertices in data coordinates), a
   bar, or an error bar's end.
 - **axes overlap**: two axes (colour bars included) share display area.
+- **text over text**: a label in the data area (a value over a bar, an ``n=``) over another such label, over a
+  frame text, or under a legend.
+- **marker over label**: a line's marker (a ★, a dot) or an error bar inside a label's box in the data area.
+- **hidden artist**: a line drawn exactly under another line at least as wide, or a bar with the same extent as
+  another series' bar: the reader sees one where there are two (issue 35).
 
 Notebooks run it on every figure they show when ``WORKBENCH_LAYOUT_CHECK`` names a file
 (:func:`workbench.report.export.setup_notebook` installs the hook): one JSON line per figure shown, with
@@ -100,6 +105,93 @@ def _data_points(ax, renderer):
     return np.vstack(pts) if pts else np.empty((0, 2))
 
 
+def _markers(ax):
+    """Display coordinates of the markers of an axes' lines (a ★, dots) and of its error bars' segments."""
+    import numpy as np
+    from matplotlib.collections import LineCollection
+
+    pts, segs = [], []
+    for line in ax.get_lines():
+        if line.get_visible() and line.get_marker() not in (None, "None", "", " ") and line.get_markersize() >= 4:
+            xy = np.column_stack([np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)])
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            if len(xy):
+                pts.append(line.get_transform().transform(xy))
+    for coll in ax.collections:
+        if isinstance(coll, LineCollection) and coll.get_visible():
+            segs += [coll.get_transform().transform(np.asarray(seg, float)) for seg in coll.get_segments() if len(seg)]
+    return (np.vstack(pts) if pts else np.empty((0, 2))), segs
+
+
+def _crosses(seg, b, tol: float = TOLERANCE) -> bool:
+    """Whether a two-point segment (display coordinates) runs through box ``b`` (sampled along its length)."""
+    import numpy as np
+
+    t = np.linspace(0, 1, 25)[:, None]
+    p = seg[0] + t * (seg[-1] - seg[0])
+    return bool(((p[:, 0] > b.x0 + tol) & (p[:, 0] < b.x1 - tol) & (p[:, 1] > b.y0 + tol) & (p[:, 1] < b.y1 - tol)).any())
+
+
+def _label_problems(fig, renderer, frame, annotations) -> list[str]:
+    """Text over text, and markers or error bars over a label, for the labels in the data area."""
+    out = []
+    boxes = [(t, t.get_window_extent(renderer)) for t in annotations]
+    for i, (a, ea) in enumerate(boxes):
+        for b, eb in boxes[i + 1:]:
+            if _overlap(ea, eb):
+                out.append(f"text over text: {_name(a)} and {_name(b)}")
+        for owner, f in frame:
+            if _overlap(ea, f.get_window_extent(renderer)):
+                what = "under the legend of" if hasattr(f, "get_texts") else f"over {_name(f)} of"
+                out.append(f"text over text: {_name(a)} {what} {owner}")
+    for ax in fig.axes:
+        pts, segs = _markers(ax)
+        for t, b in boxes:
+            if t.axes is not ax:
+                continue
+            inside = pts[(pts[:, 0] > b.x0 + TOLERANCE) & (pts[:, 0] < b.x1 - TOLERANCE)
+                         & (pts[:, 1] > b.y0 + TOLERANCE) & (pts[:, 1] < b.y1 - TOLERANCE)] if len(pts) else pts
+            if len(inside):
+                out.append(f"marker over label: a marker of axes {fig.axes.index(ax)} sits on {_name(t)}")
+            if any(_crosses(seg, b) for seg in segs):
+                out.append(f"marker over label: an error bar of axes {fig.axes.index(ax)} runs through {_name(t)}")
+    return out
+
+
+def _hidden(fig, renderer, tol: float = 1.5) -> list[str]:
+    """Lines drawn exactly under a line at least as wide, and bars of two series with the same extent."""
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    out = []
+    for ax in fig.axes:
+        lines = [ln for ln in ax.get_lines() if ln.get_visible() and ln.get_linestyle() not in ("None", "", " ")]
+        lines.sort(key=lambda ln: ln.get_zorder())           # later (and higher zorder) is drawn on top
+        xy = [ln.get_transform().transform(np.column_stack([np.asarray(ln.get_xdata(), float),
+                                                            np.asarray(ln.get_ydata(), float)])) for ln in lines]
+        for i, low in enumerate(lines):
+            for j in range(i + 1, len(lines)):
+                top = lines[j]
+                if (xy[i].shape == xy[j].shape and len(xy[i]) and np.allclose(xy[i], xy[j], atol=tol, equal_nan=True)
+                        and top.get_linewidth() >= low.get_linewidth()
+                        and (top.get_marker() == low.get_marker() or low.get_marker() in (None, "None", "", " "))):
+                    out.append(f"hidden artist: the line {low.get_label()!r} of axes {fig.axes.index(ax)} is drawn "
+                               f"exactly under {top.get_label()!r}")
+                    break
+        bars = [(p, p.get_window_extent(renderer)) for c in ax.containers for p in getattr(c, "patches", [])
+                if isinstance(p, Rectangle) and p.get_visible() and p.get_height() and p.get_width()]
+        series = {id(p): k for k, c in enumerate(ax.containers) for p in getattr(c, "patches", [])}
+        seen = set()
+        for i, (a, ea) in enumerate(bars):
+            for b, eb in bars[i + 1:]:
+                if series[id(a)] != series[id(b)] and (series[id(a)], series[id(b)]) not in seen and all(
+                        abs(u - v) <= tol for u, v in zip(ea.bounds, eb.bounds)):
+                    seen.add((series[id(a)], series[id(b)]))
+                    out.append(f"hidden artist: bars of two series of axes {fig.axes.index(ax)} have the same extent "
+                               f"(one hides the other)")
+    return out
+
+
 def layout_problems(fig) -> list[str]:
     """The layout problems of ``fig`` (module docstring), one line each; [] when it reads cleanly."""
     import numpy as np
@@ -134,6 +226,8 @@ def layout_problems(fig) -> list[str]:
             if len(hit):
                 problems.append(f"legend covers data: the legend of {owner} holds {len(hit)} plotted point(s) "
                                 f"of axes {fig.axes.index(ax)}")
+    problems += _label_problems(fig, renderer, frame, annotations)
+    problems += _hidden(fig, renderer)
     extents = [ax.get_window_extent(renderer) for ax in fig.axes]
     for i in range(len(extents)):
         for j in range(i + 1, len(extents)):

@@ -130,7 +130,7 @@ def acceptance_curves(results, *, title: str | None = None, K: int | None = None
              for lb, r in results.items()}
     labels = {st.accept_label("every-position") for st in shown.values()}
     for (label, r), color in zip(results.items(), _colors(len(results))):
-        iv = r.intervals(n_boot=200)
+        iv = r.intervals()
         steps = r.steps if K is None else int(K)
         k = np.arange(1, steps + 1)
         acc = chain_statistics(np.minimum(r.chains["accepted"], steps), steps)["accept_length"]
@@ -183,7 +183,7 @@ def decode_path_comparison(results, *, title: str | None = None):
     x = np.arange(len(labels))
     every, path, e_iv, p_iv = [], [], [], []
     for r in results.values():
-        iv = r.intervals(n_boot=200)
+        iv = r.intervals()
         every.append(r.accept_length)
         path.append(r.decode_path["accept_length"])
         e_iv.append(iv["accept_length"])
@@ -192,10 +192,11 @@ def decode_path_comparison(results, *, title: str | None = None):
     ax.bar(x + 0.2, path, 0.4, yerr=_errs(path, p_iv), capsize=4, color="#f58518",
            label="decode path (what a server verifies)")
     for xi, (a, b) in enumerate(zip(every, path)):
-        for dx, v in ((-0.2, a), (0.2, b)):
+        for dx, v, iv in ((-0.2, a, e_iv[xi]), (0.2, b, p_iv[xi])):
             if v is not None and not math.isnan(v):
-                ax.annotate(f"{v:.3f}", (xi + dx, v), ha="center", va="bottom", fontsize="small",
-                            xytext=(0, 3), textcoords="offset points")
+                top = max(v, iv[1]) if iv[1] is not None and not math.isnan(iv[1]) else v   # above the error bar
+                ax.annotate(f"{v:.3f}", (xi + dx, top), ha="center", va="bottom", fontsize="small",
+                            xytext=(0, 4), textcoords="offset points")
     ax.set_xticks(x, labels)
     ax.set_xlabel("wiring (taps fed to the draft)")
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
@@ -210,7 +211,7 @@ def by_source(results, *, title: str | None = None):
     """Accept length (E[A]+1) per data source, grouped by wiring, with chain counts."""
     results = as_results(results)
     sources = sorted({s for r in results.values() for s in r.sources})
-    fig, (ax,) = _figure(1, height=3.6)
+    fig, (ax,) = _figure(1, height=4.4)             # room for the legend under the panel
     n = len(results)
     width = 0.8 / n
     x = np.arange(len(sources))
@@ -219,15 +220,14 @@ def by_source(results, *, title: str | None = None):
         vals = [stats[s]["accept_length"] if s in stats and stats[s]["accept_length"] is not None else np.nan
                 for s in sources]
         ax.bar(x + (i - (n - 1) / 2) * width, vals, width, color=color, label=label)
-        for xi, s in enumerate(sources):
-            if s in stats and not math.isnan(vals[xi]):
-                ax.annotate(f"n={stats[s]['n_chains']}", (x[xi] + (i - (n - 1) / 2) * width, vals[xi]),
-                            ha="center", va="bottom", fontsize="x-small", xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(x, [s or "(no source)" for s in sources])
+    counts = {s: sorted({r.by_source()[s]["n_chains"] for r in results.values() if s in r.by_source()})
+              for s in sources}               # the same chains for every wiring: the count once, under its source
+    ax.set_xticks(x, [f"{s or '(no source)'}\n(n={'/'.join(map(str, counts[s]))} chains)" for s in sources])
     ax.set_xlabel("data source")
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
     ax.set_title(title or f"By source: {_common_label(results, 'every-position')}")
-    _grid_and_legend(ax)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=min(3, n), frameon=False)
     return fig
 
 
@@ -308,9 +308,12 @@ def tree_sweep(sweep, *, value: str | None = None, title: str | None = None):
             ax.set_ylabel("num_draft_tokens N")
         ax.set_title(f"eagle_topk {k}" + (" (chain)" if k == 1 else ""))
         i, j = np.unravel_index(np.nanargmax(grid), grid.shape)
-        ax.text(j, i, f"{grid[i, j]:.3f}", ha="center", va="center", color="white", fontsize="small")
-        if best[1] == k:
-            ax.plot([steps.index(best[0])], [ns.index(best[2])], marker="*", markersize=16, color="red")
+        star = best[1] == k and (steps.index(best[0]), ns.index(best[2])) == (j, i)
+        ax.text(j, i - (0.22 if star else 0), f"{grid[i, j]:.3f}", ha="center", va="center", color="white",
+                fontsize="small")
+        if best[1] == k:                       # the ★ above its cell's value, never on it
+            bj, bi = steps.index(best[0]), ns.index(best[2])
+            ax.plot([bj], [bi + (0.2 if star else 0)], marker="*", markersize=12, color="red", linestyle="none")
     if im is not None:
         fig.colorbar(im, ax=axes, label=value.replace("_", " "))
     what = "projected speed-up" if value == "speedup" else "accept length (E[A]+1)"
@@ -490,7 +493,7 @@ def rewire_bars(result, *, title: str | None = None):
     colors = {"before": "#e45756", "closed form": "#f2cf5b", "after": "#54a24b", "reference": "#4c78a8"}
     fig, (ax,) = _figure(1, height=3.6, width=WIDTH * 0.7)
     vals = [r.accept_length for _, r in parts]
-    ivs = [r.intervals(n_boot=200)["accept_length"] for _, r in parts]
+    ivs = [r.intervals()["accept_length"] for _, r in parts]
     x = np.arange(len(parts))
     ax.bar(x, vals, 0.6, yerr=_errs(vals, ivs), capsize=4, color=[colors[n] for n, _ in parts])
     for xi, v in enumerate(vals):
@@ -519,9 +522,11 @@ def lengths_by_source(rows: list[dict], *, title: str | None = None):
         data = [[int(r[key]) for r in rows if str(r.get("source", "")) == s] for s in sources]
         hi = max(max(d) for d in data if d)
         bins = np.linspace(0, hi + 1, min(40, hi + 2))
-        for s, d, color in zip(sources, data, _colors(len(sources))):
-            ax.hist(d, bins=bins, alpha=0.6, color=color, label=f"{s or '(no source)'} (n={len(d)}, "
-                                                                  f"median {int(np.median(d))})")
+        step = (bins[1] - bins[0]) / max(1, len(sources))
+        for i, (s, d, color) in enumerate(zip(sources, data, _colors(len(sources)))):
+            counts, _ = np.histogram(d, bins=bins)         # side by side within each bin: no series hides another
+            ax.bar(bins[:-1] + (i + 0.5) * step, counts, step, color=color,
+                   label=f"{s or '(no source)'} (n={len(d)}, median {int(np.median(d)) if d else 0})")
         ax.set_xlabel(f"{what} length (tokens)")
         ax.set_ylabel("rows")
         ax.set_title(f"{what.capitalize()} lengths by source")
@@ -576,11 +581,12 @@ def live_comparison(cmp):
     fig, (ax,) = _figure(1, height=3.8, width=max(6, 0.45 * len(cmp.samples) + 3))
     xs = list(range(len(cmp.samples)))
     live = [s.meta.accept_length if s.meta.accept_length is not None else math.nan for s in cmp.samples]
-    ax.plot(xs, live, "ko-", lw=2, label=f"live ({cmp.live_accept_length:.2f})", zorder=3)
+    ax.plot(xs, live, "ko", markersize=9, markerfacecolor="none", markeredgewidth=1.5, linestyle="none",
+            label=f"live ({cmp.live_accept_length:.2f})", zorder=3)    # open circles: a line under them shows
     for c in cmp.candidates:
         ys = [cmp.offline_accept_length(c.spec, i) for i in range(len(cmp.samples))]
         tag = " trained" if c.trained else ""
-        ax.plot(xs, ys, "--", marker=".", alpha=0.8,
+        ax.plot(xs, ys, "--", marker=".", alpha=0.8, lw=1.2,
                 label=f"offline {c.spec}{tag} ({cmp.offline_accept_length(c.spec):.2f})")
     ax.set_xticks(xs, [str(s.row) for s in cmp.samples], fontsize=7)
     ax.set_xlabel("sample (dataset row)")
@@ -669,15 +675,21 @@ def accept_vs_temperature(sweep, *, title: str | None = None):
             ("per-depth accept length", "per-depth 95%", "#4c78a8", off, "per depth (Rao–Blackwellised; = counts at T = 0)")):
         v = np.asarray([r[key] for r in rows], float)
         ax.errorbar(T + dx, v, yerr=_errs(v, [r[iv] for r in rows]), marker="o", capsize=4, color=color, label=name)
+    tops = []
     for t, r in zip(T, rows):
         v = r["decode-path accept length"]
+        # the value sits above both series' markers and error bars at this T, never on them (issue 35)
+        top = max([x for x in (v, r["per-depth accept length"], *(r["decode-path 95%"] or ()),
+                               *(r["per-depth 95%"] or ())) if x is not None and not math.isnan(x)] or [math.nan])
+        tops.append(top)
         if not math.isnan(v):
-            ax.annotate(f"{v:.3f}", (t, v), ha="center", va="bottom", fontsize="small", xytext=(0, 6),
+            ax.annotate(f"{v:.3f}", (t, top), ha="center", va="bottom", fontsize="small", xytext=(0, 5),
                         textcoords="offset points")
     ax.set_xticks(T, [f"{t:g}" for t in T])
     ax.set_xlabel("temperature T (each point on data sampled from the target at T; T = 0: greedy)")
     ax.set_ylabel("accept length E[A]+1 (tokens / verify step)")
-    ax.set_ylim(bottom=min(1.0, ax.get_ylim()[0]))
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(min(1.0, lo), max(hi, np.nanmax(tops) + 0.15 * (np.nanmax(tops) - min(1.0, lo)) if tops else hi))
     ax.set_title(title or f"Accept length against temperature · {sweep.wiring} · {sweep.setting.label} "
                           f"(95% bootstrap over samples)")
     _grid_and_legend(ax)

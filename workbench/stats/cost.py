@@ -329,7 +329,12 @@ def verdict(rows: list[dict], cm: CostModel, *, shapes: dict | None = None, n_sa
         return {"best": None, "within_noise": [], "text": "no projection: no counted chains", "short": "no chains"}
     top = max(finite, key=lambda r: r["speedup"])
     near = [r["k"] for r in finite if r["speedup_high"] >= top["speedup_low"]]
-    if len(finite) == 1:
+    noisy = ("the timings are too noisy to project a speed-up (a busy machine: measure the cost model again when "
+             "it is idle); the accept lengths stand")
+    if len(finite) == 1 and cm.too_noisy:       # a noisy number is not a verdict (issue 35): no number at all
+        parts.append(f"one shape, nothing to choose between; {noisy}")
+        short = "timings too noisy: no speed-up verdict"
+    elif len(finite) == 1:
         parts.append(f"one shape, nothing to choose between: {top['speedup']:.3g}×")
         short = f"{top['speedup']:.3g}×"
     elif n_samples is not None and n_samples < 2:
@@ -338,10 +343,9 @@ def verdict(rows: list[dict], cm: CostModel, *, shapes: dict | None = None, n_sa
         near = [r["k"] for r in finite]
         short = "too few samples to rank K'"
     elif cm.too_noisy:
-        parts.append(f"best point estimate K'={top['k']} ({top['speedup']:.3g}×), but the timings are too noisy "
-                     f"to rank K' (a busy machine: measure the cost model again when it is idle)")
+        parts.append(f"no K' named: {noisy}")
         near = [r["k"] for r in finite]
-        short = "timings too noisy to rank K'"
+        short = "timings too noisy: no speed-up verdict"
     elif near == [top["k"]]:
         best = top["k"]
         short = f"best K'={best}"
@@ -351,7 +355,7 @@ def verdict(rows: list[dict], cm: CostModel, *, shapes: dict | None = None, n_sa
                      f"the best point estimate's; best point estimate K'={top['k']}, {top['speedup']:.3g}×); more "
                      f"samples or a steadier cost model would decide")
         short = f"K' within noise: {', '.join(map(str, near))}"
-    if top["speedup"] < 1:
+    if top["speedup"] < 1 and not cm.too_noisy:
         parts[-1] += f" ({slowdown_reason(top, cm, (shapes or {}).get(top['k']))})"
         short += "; a slowdown"
     return {"best": best, "within_noise": near, "text": " ".join(parts), "short": short}

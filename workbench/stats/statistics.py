@@ -379,7 +379,15 @@ class AcceptanceResult(Rendered):
 
     def intervals(self, n_boot: int = 1000) -> dict:
         """95% intervals: Wilson for α_k and P(A>=k) (per chain), bootstrap over samples (seeded) for
-        the accept lengths (every-position and decode-path)."""
+        the accept lengths (every-position and decode-path). Computed once per result and reused: every
+        summary, table and figure of one result prints the same interval (issue 35)."""
+        cache = self.__dict__.setdefault("_interval_cache", {})
+        key = (int(n_boot), self.n_chains)
+        if key not in cache:
+            cache[key] = self._intervals(n_boot)
+        return {k: (list(v) if isinstance(v, list) else v) for k, v in cache[key].items()}
+
+    def _intervals(self, n_boot: int) -> dict:
         s = self._s()
         al = s["at_least"]
         return {

@@ -1,6 +1,6 @@
 """A loopback stand-in for a vLLM OpenAI server: ``/v1/models``, ``/version``, ``/v1/completions``, ``/metrics``.
 
-    >>> from workbench.live.fake_vllm import serve
+    >>> from workbench.testing.fake_vllm import serve
     >>> from workbench.live.vllm_live import Client
     >>> echo = lambda prompt, n: ([prompt[-1]] * n, [1] * ((n + 1) // 2))   # 2 tokens per verify step
     >>> with serve(generate=echo, K=3) as url:
@@ -8,8 +8,8 @@
     >>> out, reply["metrics"]["speculative_decoding"]["per_step_accepted"]
     ([7, 7, 7, 7], [1, 1])
 
-It decodes with the workbench's exact loops, as :mod:`workbench.live.fake_sglang` does (its
-:func:`~workbench.live.fake_sglang.engine_generator`): greedy requests with the chain loop
+It decodes with the workbench's exact loops, as :mod:`workbench.testing.fake_sglang` does (its
+:func:`~workbench.testing.fake_sglang.engine_generator`): greedy requests with the chain loop
 (``exact_decode``), sampled ones with the library's T > 0 chain loop (the draft argmax, a draft token kept
 with probability p(x), else a token from p without x: vLLM's default rejection rule), seeded per request
 (the request's ``seed``, else the server's, and the prompt). The draft is fed ``wiring`` (default: what
@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 
 from workbench.core.errors import WorkbenchError
-from workbench.live.fake_sglang import JsonHandler, engine_generator, loopback
+from workbench.testing.fake_sglang import JsonHandler, engine_generator, loopback
 from workbench.live.regenerate import target_info
 from workbench.load import inputs
 

@@ -1,6 +1,6 @@
 """A loopback stand-in for an SGLang server: ``/generate``, ``/server_info`` (and the older ``/get_server_info``), ``/health``.
 
-    >>> from workbench.live.fake_sglang import serve
+    >>> from workbench.testing.fake_sglang import serve
     >>> from workbench.live.sglang_live import Client
     >>> echo = lambda prompt, n: ([prompt[-1]] * n, [1] * ((n + 1) // 2))   # 2 tokens per verify step
     >>> with serve(generate=echo, K=3, variant="old") as url:
@@ -141,7 +141,10 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):   # the client gave up (a timeout): nothing to answer, no trace
+            pass
 
     def _fault(self) -> bool:
         with self.lock:

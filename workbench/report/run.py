@@ -1,0 +1,115 @@
+"""The one face (issue 35): three calls from a fresh kernel answer "why is my accept length low?".
+
+    >>> import workbench as wb
+    >>> # run = wb.diagnose("data/demo/target", "data/demo/draft-mismatched", "data/demo/val.jsonl", engine="sglang")
+    >>> # run.show()          # the answer first: what the server feeds, what it costs, the fix, the evidence
+    >>> # run.plot()          # the picture behind it
+
+:func:`diagnose` loads the three inputs (paths or loaded objects), ranks every candidate wiring
+(:func:`workbench.analysis.diagnose.diagnose`), and, when the cheapest fix is ``workbench rewire`` and training
+data is at hand, measures the rewire, so the answer cites a measured fix and never a stale "not measured yet".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.analysis import diagnose as dxm
+from workbench.analysis.answer import Answer, Markdown, answer_for
+from workbench.analysis.rewire import rewire as rewire_draft
+from workbench.engines.candidates import engine_label
+from workbench.load import inputs
+from workbench.report import plots
+
+
+@dataclass
+class Run:
+    """What :func:`diagnose` found: ``diagnosis`` (every wiring, ranked), ``rewired`` (a measured rewire or None),
+    ``answer`` (:class:`workbench.analysis.answer.Answer`), and the loaded ``target``, ``draft``, ``data``."""
+
+    target: object = field(repr=False)
+    draft: object = field(repr=False)
+    data: object = field(repr=False)
+    diagnosis: object = field(repr=False)
+    rewired: object = field(default=None, repr=False)
+    answer: Answer | None = None
+
+    @property
+    def engine(self) -> str:
+        return self.diagnosis.engine
+
+    @property
+    def fixed(self) -> tuple:
+        """(draft, wiring, words): what the server runs once the fix is applied, for the analysis that follows the
+        answer. The rewired draft fed the engine's taps when a rewire was measured; the trained taps when the fix
+        is new ids (or retraining, which the trained taps stand in for); the engine's taps when nothing needs fixing."""
+        dx, E = self.diagnosis, engine_label(self.engine)
+        e, t = dx.engine_wiring, dx.trained_wiring
+        if dx.fix in ("none", "undecided") or t is None:
+            return self.draft, e or dx.best, f"what {E} feeds, `{e or dx.best}`"
+        if self.rewired is not None and self.rewired.draft is not None and dx.fix == "rewire":
+            return self.rewired.draft, e, f"the rewired draft fed what {E} feeds, `{e}`"
+        return self.draft, t, f"the taps the draft was trained on, `{t}` (what the fix restores)"
+
+    def show(self):
+        """Display the answer (markdown in a notebook; its text in a terminal)."""
+        try:
+            from IPython.display import Markdown, display
+        except ImportError:        # pragma: no cover - IPython ships with the notebooks' extra
+            print(self.answer.text())
+            return
+        display(Markdown(self.answer.markdown()))
+
+    def plot(self):
+        """The figure behind the answer: before / after / reference of the measured rewire, else the engine's and
+        the trained taps, every position against the decode path."""
+        if self.rewired is not None:
+            return plots.rewire_bars(self.rewired)
+        dx = self.diagnosis
+        shown = {s: dx.results[s] for s in dict.fromkeys((dx.engine_wiring, dx.trained_wiring, dx.best))
+                 if s in dx.results}
+        return plots.decode_path_comparison(shown)
+
+    def verdict(self) -> Markdown:
+        """The diagnosis' verdict in full (markdown): the ranking's top, each wiring's interval, the fix."""
+        return Markdown(self.diagnosis.narrative())
+
+    def summary(self) -> str:
+        return self.answer.text() + "\n\n" + self.diagnosis.summary()
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def _repr_markdown_(self) -> str:
+        return self.answer.markdown()
+
+
+def _training_data(train_data, draft) -> str | None:
+    """The draft's training data: as given, else ``train.jsonl`` beside the draft's folder (the demo's layout)."""
+    if train_data:
+        return str(train_data)
+    if inputs.is_path(draft):
+        beside = Path(inputs.resolve(draft)).parent / "train.jsonl"
+        return str(beside) if beside.is_file() else None
+    return None
+
+
+def diagnose(target, draft=None, data=None, *, engine: str = "sglang", K: int = 4, limit: int | None = None,
+             train_data=None, rewire: bool = True, rewire_limit: int | None = 64, device: str = "cpu",
+             evidence: str = "", progress: bool = False) -> Run:
+    """Diagnose ``draft`` on ``target`` over ``data`` for ``engine``; rewire when that is the fix and the training
+    data is there (``train_data``, else ``train.jsonl`` beside the draft); return a :class:`Run`.
+    ``evidence``: where the page that shows the answer keeps its evidence (the answer's last line)."""
+    tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=progress)
+    dx = dxm.diagnose(tgt, drf, ds, engine=engine, K=K, limit=limit, progress=progress)
+    dx.paths = {k: str(v) for k, v in (("target", target), ("draft", draft), ("data", data)) if inputs.is_path(v)}
+    rw, train = None, _training_data(train_data, draft)
+    if rewire and dx.fix == "rewire" and train:
+        rw = rewire_draft(tgt, drf, train, engine=engine, eval_data=ds, K=K, limit=rewire_limit,
+                          eval_limit=limit, progress=progress)
+    dx.advise(rw)
+    return Run(tgt, drf, ds, dx, rw, answer_for(dx, rw, evidence=evidence))
+
+
+__all__ = ["Run", "diagnose"]
