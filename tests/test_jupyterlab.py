@@ -27,7 +27,7 @@ from test_browser import ARGS, CHROMIUM, broken_words
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ROOT / "jupyter" / "workbench.json"
-PARAMS = {"size": '"smoke"', "steps": "3", "limit": "8", "rewire_limit": "16"}
+PARAMS = {"size": '"smoke"', "steps": "3", "limit": "0", "rewire_limit": "16"}
 
 pytestmark = [
     pytest.mark.slow,

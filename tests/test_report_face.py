@@ -127,3 +127,18 @@ def test_the_temperature_figure_puts_its_values_above_every_marker_and_error_bar
     sweep = SimpleNamespace(rows=lambda: rows, per_depth=None, results={}, wiring="L1,L3,L4",
                             setting=Setting(steps=5, eagle_topk=4, num_draft_tokens=8))
     assert layout_problems(plots.accept_vs_temperature(sweep)) == []
+
+
+def test_an_ids_fix_names_a_wiring_the_engine_can_be_given(smoke_demo):
+    """On 8 rows at K=3 the diagnosis of the smoke draft finds L1,L2,L3 (which SGLang can feed) as good as the trained
+    embed,L1,L3 (which it cannot): the answer's fix is those ids, with a command, not a crash on the trained taps
+    (found in JupyterLab: run-all stopped on a TypeError in the answer)."""
+    import workbench as wb
+
+    d = Path(smoke_demo)
+    run = wb.diagnose(d / "target", d / "draft-mismatched", d / "val.jsonl", engine="sglang", K=3, limit=8,
+                      rewire=False)
+    if run.diagnosis.fix != "ids":
+        pytest.skip(f"the diagnosis chose {run.diagnosis.fix!r} on these weights")
+    a = run.answer
+    assert "feeds `L1,L2,L3`" in a.fix and "[1, 2, 3]" in a.command and "eagle_aux_hidden_state_layer_ids" in a.command

@@ -117,9 +117,13 @@ def _fix(dx, rw) -> tuple[str, str]:
     if kind == "undecided":
         return (f"none yet: the data cannot tell `{e}` from the best wiring found; more samples would decide "
                 f"(the diagnosis below says how many).", "")
-    if kind == "ids":
-        spec = t if t in dx.stats() and config_ids(dx.engine, tuple(t.split(",")), dx.target_config) else dx.best
-        ids = config_ids(dx.engine, tuple(spec.split(",")), dx.target_config)
+    if kind == "ids":        # the trained taps if the engine can be given them, else the best wiring it can feed
+        st = dx.stats()
+        order = ([t] if t in st else []) + sorted((x for x in st if x != t), key=lambda x: -st[x]["accept_length"])
+        found = ((x, config_ids(dx.engine, tuple(x.split(",")), dx.target_config)) for x in order)
+        spec, ids = next(((x, i) for x, i in found if i is not None), (None, None))
+        if spec is None:
+            return dx.verdict, ""
         return (f"set `{where_ids_go(dx.engine)}` to `{ids}` in the draft's config.json, so that {E} feeds "
                 f"`{spec}`.", ids_command(dx.paths.get("draft"), dx.engine, ids))
     command = rewire_command(dx.paths, dx.engine)
