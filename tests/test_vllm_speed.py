@@ -49,6 +49,29 @@ def test_a_spread_that_straddles_no_speculation_is_too_noisy_and_ranks_no_k():
     assert best["predicted_served"] == 2 and best["predicted_trained"] == 1
 
 
+def test_a_machine_that_speeds_up_between_rows_does_not_move_the_prediction(smoke_demo, monkeypatch):
+    """The step cost is kept in units of the baseline's seconds per token measured beside it: a server that
+    runs twice as fast for the second draft (the baseline too) is predicted exactly from the first draft's
+    requests, where raw seconds would predict half the speed."""
+    a, c, n_tok, unit = 0.3, 0.05, 48, {"A": 1.0, "B": 0.5}          # B's rows ran on a machine 2x faster
+    acc = {"A": 1.2, "B": 1.6}
+    rows = []
+    for d in ("A", "B"):
+        steps = [round(n_tok / acc[d]) + j for j in (-2, 0, 2)]
+        secs = [(a + c * s) * unit[d] for s in steps]
+        rows.append({"draft": d, "k": 2, "steps": [[s, t, n_tok] for s, t in zip(steps, secs)],
+                     "baseline_tokens_per_s": 10.0 / unit[d], "measured_tokens_per_s": 3 * n_tok / sum(secs),
+                     "measured_speedup": 1.0, "too_noisy": False})
+    monkeypatch.setattr(vs, "offline", lambda tgt, path, cut, k, model=None: {
+        "served_accept_length": 3 * n_tok / sum(s for s, _, _ in next(r for r in rows if r["draft"] == path)["steps"]),
+        "trained_accept_length": 2.0, "in_process_speedup": 1.0})
+    state = {"rows": rows}
+    vs._predict(state, smoke_demo / "target", {"A": "A", "B": "B"}, [None] * 3, n_tok, False, lambda m: None)
+    b = next(r for r in state["rows"] if r["draft"] == "B")
+    assert b["calibrated_on"] == "A" and abs(b["predicted_error"]) < 1e-3, b
+    assert state["step_cost_spread"] == {"2": 0.0} and state["step_costs"]["2"]["unit"] == "baseline seconds per token"
+
+
 class Stand:
     """start/stop for the sweep: loopback vLLM stand-ins of the smoke demo (no speculative metrics for the
     baseline), ``die_at``: the n-th speculative server refuses every completion (a server that died)."""
@@ -97,6 +120,9 @@ def test_sweep_writes_a_row_per_draft_and_k_and_stops_every_server(smoke_demo, t
     assert saved["complete"] and saved["rows"] == json.loads(json.dumps(state["rows"]))
     assert set(saved["step_costs"]) == {"2"} and saved["step_costs"]["2"]["calibrated_on"] == "draft-aligned"
     assert set(saved["step_cost_spread"]) == {"2"} and set(saved["best_k"]) == {"draft-aligned", "draft-mismatched"}
+    # each row is predicted from the other draft's step cost: never fitted on the requests it predicts
+    assert {r["draft"]: r["calibrated_on"] for r in state["rows"]} == {"draft-aligned": "draft-mismatched",
+                                                                        "draft-mismatched": "draft-aligned"}
 
 
 def test_a_server_that_dies_names_draft_and_k_keeps_the_rows_and_the_sweep_resumes(smoke_demo, tmp_path):
@@ -156,3 +182,33 @@ def test_the_answer_names_no_fastest_k_when_the_passes_overlap():
                                                      "K=2 overlap", "predicted_trained": 1}}})
     assert "too noisy to name its fastest K" in line and "too noisy to tell" in line
     assert "at its fastest" not in line and "25.0 tokens/s at K=1 (1.25x no speculation)" in line
+
+
+def test_a_finished_sweep_is_found_beside_the_draft_drawn_and_said_in_the_answer(smoke_demo, tmp_path):
+    """Notebook 04 reads a sweep (``speed`` parameter, default vllm-speed.json beside the draft's folder), draws
+    it and puts its sentence into the answer's cost line; an unfinished or missing one is one line naming it."""
+    from workbench.report.layout import assert_clean_layout
+    from workbench.report.live_check import speed_cost
+    from workbench.report.plots import speed_sweep
+
+    state = _sweep(smoke_demo, tmp_path, Stand(smoke_demo), ks=(1, 2))
+    demo = tmp_path / "demo"
+    (demo / "draft-aligned").mkdir(parents=True)
+    (demo / "vllm-speed.json").write_text((tmp_path / "speed.json").read_text())
+    found = vs.find("", demo / "draft-aligned")
+    assert found["rows"] == json.loads(json.dumps(state["rows"])) and vs.find("", tmp_path / "nowhere") is None
+    fig = speed_sweep(found)
+    assert [ax.get_title() for ax in fig.axes] == ["draft-aligned as served (L0,L2,L3)",
+                                                   "draft-mismatched as served (L0,L2,L3)"]
+    assert_clean_layout(fig)
+    said = speed_cost(found, demo / "draft-mismatched")
+    assert said.startswith(" In tokens/s on a real vLLM: draft-mismatched as served (L0,L2,L3): ") and "K=" in said
+    assert speed_cost(None, demo / "draft-mismatched") == "" and speed_cost(found, demo / "other") == ""
+    assert speed_cost(found, demo / "draft-mismatched", smoke_demo / "target") == said          # the same target
+    assert speed_cost(found, demo / "draft-mismatched", tmp_path) == ""                         # another one
+    unfinished = tmp_path / "half.json"
+    unfinished.write_text(json.dumps({**found, "complete": False}))
+    with pytest.raises(WorkbenchError, match=r"half\.json: an unfinished speed sweep"):
+        vs.find(unfinished)
+    with pytest.raises(WorkbenchError, match=r"gone\.json: no such file"):
+        vs.find(tmp_path / "gone.json")

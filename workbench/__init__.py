@@ -50,7 +50,8 @@ FACE = {
     "trained_wiring": "workbench.engines.taps:trained_wiring_from_config",
     "wiring_table": "workbench.engines.wiring:table",
     "sglang_live": "workbench.live.sglang_live:", "vllm_live": "workbench.live.vllm_live:",
-    "vllm_server": "workbench.live.vllm_server:", "serve_stand_in": "workbench.testing.fake_sglang:serve",
+    "vllm_server": "workbench.live.vllm_server:", "fidelity": "workbench.live.engine_fidelity:",
+    "speed": "workbench.live.vllm_speed:", "serve_stand_in": "workbench.testing.fake_sglang:serve",
     "check_live": "workbench.report.live_check:check", "live_answer": "workbench.report.live_check",
 }
 

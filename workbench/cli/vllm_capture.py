@@ -30,6 +30,11 @@ def add_capture(sub):
     p.add_argument("--batch-size", type=int, default=8, help="rows per shard (use accept's batch size)")
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="TP", help="vLLM --tensor-parallel-size")
     p.add_argument("--timeout", type=float, default=400.0, help="seconds to wait for the server (default 400)")
+    p.add_argument("--fidelity", metavar="OUT.json",
+                   help="then compare the engine's features with HF's for the same rows (per tap, greedy tokens, "
+                        "and each wiring's accept length with --draft) and write them here (notebook 02 draws it)")
+    p.add_argument("--draft", metavar="DIR", help="the EAGLE-3 draft whose accept lengths --fidelity compares")
+    p.add_argument("-K", "--steps", type=int, default=4, help="draft tokens per chain for --fidelity (default 4)")
     p.set_defaults(sub_run=run_capture)
 
 
@@ -38,13 +43,23 @@ def run_capture(args) -> int:
     from workbench.load import inputs
     from workbench.simulate.distributed import global_rows
 
-    ins = inputs.load(args.target, None, args.data, progress=False)
+    if args.fidelity and not args.draft:
+        print("error: --fidelity needs --draft DIR (the draft whose accept lengths it compares)", file=sys.stderr)
+        return 2
+    ins = inputs.load(args.target, args.draft, args.data, progress=False)
     rows = global_rows(ins.data, args.limit)
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     info = engine_capture(ins.target, args.target, rows, args.wiring, args.cache_dir, batch_size=args.batch_size,
                           tensor_parallel=args.tensor_parallel_size, timeout=args.timeout, say=say)
     print(f"vLLM captured ids {info['ids']} for {len(rows)} rows: {info['batches']} batches "
           f"({info['from_cache']} from an earlier run) in {args.cache_dir}")
+    if args.fidelity:
+        from workbench.live.engine_fidelity import compare
+
+        fid = compare(ins.target, ins.draft, rows, args.wiring, args.cache_dir, K=args.steps,
+                      batch_size=args.batch_size, draft_path=args.draft)
+        print("\n".join(fid.lines()))
+        print(f"wrote {fid.save(args.fidelity)}")
     return 0
 
 

@@ -115,12 +115,15 @@ def engine_capture(target, target_dir, rows, wirings, cache_dir, *, batch_size: 
     ``{"batches", "from_cache", "ids", "source"}``."""
     taps = capture.union_taps(wirings, target.n_layers)
     ids = list(server_ids) if server_ids else engine_ids(taps, target.n_layers)
+    # the longest row (as capture truncates it) + the one generated token; never below the server's 512 default
+    longest = max((len(r["input_ids"]) for r in (rows[:limit] if limit else rows)), default=0)
+    max_len = max(512, min(longest, target.max_positions or longest) + 1)
     with contextlib.ExitStack() as stack:
         def start():                       # only when a shard is missing: a finished cache starts nothing
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wb-vllm-capture-", dir=store))
             return stack.enter_context(vllm_extract.running_extractor(
                 target_dir, {"eagle_aux_hidden_state_layer_ids": ids}, tmp, tensor_parallel=tensor_parallel,
-                say=say, timeout=timeout))
+                say=say, timeout=timeout, max_model_len=max_len))
         eng = EngineFeatures(server, taps, target.n_layers, server_ids=server_ids, start=start)
         n = cached = 0
         for batch in capture.extract(target, rows, taps, batch_size=batch_size, limit=limit, cache_dir=cache_dir,

@@ -16,10 +16,13 @@ What :func:`sweep` does (``workbench vllm speed``, docs/vllm.md "How fast"):
    greedy), one request at a time, then with ``concurrency`` requests in flight. Medians and the spread
    (min..max over passes) are reported; the measured speed-up is the median of the per-pass ratios.
 2. **Predicted from the server's own costs (a)**: the requests of one draft per K give the server's step
-   cost (seconds = a + c x verify steps, least squares over requests); every wiring's tokens/s then follows
-   from its offline accept length alone: tokens / (a + c x tokens / accept length). The step cost measured
-   with each other draft bounds how far "a verify step costs the same whatever is accepted" holds
-   (``step_cost_spread``). The offline accept length is the decode path of vLLM's reading of the draft
+   cost (seconds = a + c x verify steps, least squares over requests), in units of the baseline's seconds per
+   token measured in the same interleaved passes (a machine that speeds up or slows down between rows moves
+   both alike); every wiring's tokens/s then follows from its offline accept length alone and the baseline:
+   tokens / (a + c x tokens / accept length). Each row is predicted from another draft's step cost at its K
+   (``calibrated_on``), so no prediction is fitted on the requests it predicts when the sweep has two drafts;
+   the step cost measured with each other draft bounds how far "a verify step costs the same whatever is
+   accepted" holds (``step_cost_spread``). The offline accept length is the decode path of vLLM's reading of the draft
    (``accept --engine vllm``) on the same rows cut to ``max_tokens``.
 3. **Predicted in process (b)**: the workbench's cost model (:func:`workbench.stats.cost.measure`, HF
    forwards here) turns the same accept length into a speed-up over the measured baseline.
@@ -49,6 +52,10 @@ from workbench.simulate.acceptance import accept
 from workbench.stats import cost
 
 NOISE = 0.05          # a speed-up within 5% of 1, or a spread this wide around it, ranks nothing
+FILE_NAME = "vllm-speed.json"
+NOT_MEASURED = ("Tokens/s on a real server: not measured for this draft. `workbench vllm speed --target T --draft D "
+                "--data F -K 1,2,3,4 --concurrency 1 --json vllm-speed.json` measures them (about 25 minutes on 2 "
+                "cores for two drafts; docs/vllm.md).")
 
 
 def fit_step_cost(points) -> tuple[float, float]:
@@ -249,7 +256,7 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
                                      f"kept in {out}; the same command resumes)") from None
             finally:
                 if srv is not None:
-                    stop(srv.pid)
+                    _stop(stop, srv)
             row = {"draft": name, "k": k, **compare_passes(passes["base1"], passes["spec1"]),
                    "steps": [[s, round(t, 5), n] for p in passes["spec1"] for n, t, s in p.requests]}
             if concurrency > 1:
@@ -264,10 +271,18 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
                 f"[{sp['min']}-{sp['max']}]" + ("; too noisy to tell faster from slower" if row["too_noisy"] else ""))
     finally:
         if base_srv is not None:
-            stop(base_srv.pid)
+            _stop(stop, base_srv)
     _predict(state, target, drafts, cut, n_tok, in_process, say)
     _save(out, state)
     return state
+
+
+def _stop(stop, srv) -> None:
+    """Stop a server by its pid, then remove its pid file (a stopped server leaves none behind)."""
+    stop(srv.pid)
+    pid_file = getattr(srv, "pid_file", None)
+    if pid_file:
+        Path(pid_file).unlink(missing_ok=True)
 
 
 def _resume(out, settings: dict) -> dict:
@@ -283,25 +298,49 @@ def _resume(out, settings: dict) -> dict:
     return {"settings": settings, "rows": [], "complete": False}
 
 
+def load_sweep(path) -> dict:
+    """A finished ``workbench vllm speed --json`` file (one line naming it when it is not one)."""
+    try:
+        state = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise WorkbenchError(f"{path}: no such file (write it with `workbench vllm speed ... --json {path}`)") from None
+    except (OSError, ValueError) as e:
+        raise WorkbenchError(f"{path}: not a speed sweep JSON ({e})") from None
+    if not isinstance(state, dict) or not state.get("rows") or not state.get("complete"):
+        raise WorkbenchError(f"{path}: an unfinished speed sweep (no rows, or no predictions yet): run the same "
+                             f"`workbench vllm speed` command again to finish it")
+    return state
+
+
+def find(path="", draft="") -> dict | None:
+    """The sweep at ``path``; with no path, ``vllm-speed.json`` beside the draft's folder (a demo's), else None."""
+    if path:
+        return load_sweep(path)
+    if draft:
+        beside = Path(str(draft).rstrip("/")).resolve().parent / FILE_NAME
+        if beside.is_file():
+            return load_sweep(beside)
+    return None
+
+
 def _save(out, state: dict) -> None:
     if out:
         write_json(out, state)
 
 
 def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: bool, say) -> None:
-    """Step costs per K (from the first draft's requests), both predictions for every row, the verdicts."""
+    """Step costs per K in units of the baseline's seconds per token measured beside them (so the machine's drift
+    between rows cancels), each row predicted from another draft's step cost at its K (out of sample whenever the
+    sweep has two drafts), both predictions for every row, the verdicts."""
     rows = state["rows"]
     tgt = inputs.load(target, None, None, device="cpu", progress=False).target
-    first = next(iter(drafts))
-    costs, spreads = {}, {}
+    names = list(drafts)
+    rel = {}                                     # (draft, K) -> (a, c) in baseline seconds per token
     for r in rows:
         a, c = fit_step_cost([(s, t) for s, t, _ in r["steps"]])
-        r["step_cost"] = {"a": a, "c": c}
-        if r["draft"] == first:
-            costs[r["k"]] = (a, c)
-    for r in rows:
-        if r["k"] in costs and r["draft"] != first:
-            spreads[r["k"]] = round(r["step_cost"]["c"] / costs[r["k"]][1] - 1.0, 4)
+        unit = 1.0 / r["baseline_tokens_per_s"]
+        r["step_cost"] = {"a": a, "c": c, "a_rel": round(a / unit, 4), "c_rel": round(c / unit, 4)}
+        rel[r["draft"], r["k"]] = (a / unit, c / unit)
     say("offline: accept lengths and the in-process cost model")
     models = {}                                  # the in-process cost model, measured once per draft
     if in_process:
@@ -310,7 +349,11 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
     for r in rows:
         off = offline(tgt, drafts[r["draft"]], cut, r["k"], models.get(r["draft"]))
         r.update(off)
-        a, c = costs.get(r["k"], (r["step_cost"]["a"], r["step_cost"]["c"]))
+        cal = next((n for n in names if n != r["draft"] and (n, r["k"]) in rel), r["draft"])
+        a_rel, c_rel = rel[cal, r["k"]]
+        unit = 1.0 / r["baseline_tokens_per_s"]
+        a, c = a_rel * unit, c_rel * unit
+        r["calibrated_on"] = cal                 # this row's own draft only when the sweep has one draft
         tokens = [n_tok] * len(cut)
         r["predicted_tokens_per_s"] = predict_tokens_per_s(a, c, tokens=tokens,
                                                            accept_length=off["served_accept_length"])
@@ -323,8 +366,11 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
         r["predicted_speedup"] = round(r["predicted_tokens_per_s"] / r["baseline_tokens_per_s"], 4)
         r["verdict"] = verdict(r["measured_speedup"], r["too_noisy"])
         r["sign_right"] = (r["predicted_speedup"] > 1) == (r["measured_speedup"] > 1)
-    state["step_costs"] = {str(k): {"a": a, "c": c, "calibrated_on": first} for k, (a, c) in costs.items()}
-    state["step_cost_spread"] = {str(k): v for k, v in spreads.items()}
+    first = names[0]
+    state["step_costs"] = {str(k): {"a": round(a, 4), "c": round(c, 4), "unit": "baseline seconds per token",
+                                    "calibrated_on": first} for (d, k), (a, c) in rel.items() if d == first}
+    state["step_cost_spread"] = {str(k): round(c / rel[first, k][1] - 1.0, 4) for (d, k), (_, c) in rel.items()
+                                 if d != first and (first, k) in rel}
     state["best_k"] = {name: best_k([r for r in rows if r["draft"] == name]) for name in drafts}
     state["complete"] = True
 

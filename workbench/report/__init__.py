@@ -9,7 +9,8 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('benchmark', 'data_page', 'evidence', 'export', 'layout', 'live_check', 'plots', 'run', 'temperature', 'widgets')
+MODULES = ('benchmark', 'data_page', 'evidence', 'export', 'figure', 'layout', 'live_check', 'plots', 'run',
+           'serving_figures', 'temperature', 'widgets')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -78,6 +79,10 @@ _WHERE = {
     'live_requests': 'plots',
     'accept_vs_temperature': 'plots',
     'per_depth_compare': 'plots',
+    'new_figure': 'figure',
+    'wrap': 'figure',
+    'engine_fidelity': 'serving_figures',
+    'speed_sweep': 'serving_figures',
     'TEMPERATURES': 'temperature',
     'demo_files': 'temperature',
     'by_temperature': 'temperature',

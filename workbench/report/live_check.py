@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from workbench.analysis.answer import Answer
 from workbench.analysis.diagnose import rewire_command
 from workbench.core.errors import WorkbenchError
-from workbench.live import sglang_live, vllm_live, vllm_server
+from workbench.live import sglang_live, vllm_live, vllm_server, vllm_speed
+from workbench.load.inputs import same_path
 from workbench.testing.fake_sglang import serve
 
 
@@ -69,8 +71,19 @@ def check(tgt, drf, ds, target, draft, *, server: str = "auto", server_url: str 
     return LiveCheck(cmp, f"{prefix}the loopback stand-in speaking SGLang's protocol, told to feed {wiring}", wiring)
 
 
-def live_answer(lc: LiveCheck, paths: dict, engine: str) -> Answer:
-    """The answer block of notebook 04: what the server feeds (from its replies), what it costs, the fix."""
+def speed_cost(sweep: dict | None, draft, target=None) -> str:
+    """The sweep's sentence for this draft (``workbench vllm speed``: tokens/s against no speculation), or '' when
+    the sweep measured another draft (by folder name) or, given ``target``, another target."""
+    if not sweep or (target is not None and not same_path(sweep.get("settings", {}).get("target", ""), target)):
+        return ""
+    name = Path(str(draft).rstrip("/")).name
+    said = [line for line in vllm_speed.answer(sweep) if line.startswith(f"{name} as served")]
+    return f" In tokens/s on a real vLLM: {said[0]}." if said else ""
+
+
+def live_answer(lc: LiveCheck, paths: dict, engine: str, sweep: dict | None = None) -> Answer:
+    """The answer block of notebook 04: what the server feeds (from its replies), what it costs (in tokens/s too,
+    given a ``workbench vllm speed`` sweep of the same draft), the fix."""
     cmp = lc.cmp
     est = cmp.setting.accept_label("decode-path")
     specs = {c.spec for c in cmp.candidates}
@@ -81,6 +94,7 @@ def live_answer(lc: LiveCheck, paths: dict, engine: str) -> Answer:
                 f"{cmp.offline_accept_length(cmp.trained):.2f} offline on the same requests ({est}).")
     else:
         cost = f"accept length {live:.2f} live ({est})."
+    cost += speed_cost(sweep, paths.get("draft", ""), paths.get("target"))
     evidence = ("this page: request by request, which wiring's offline decode reproduces the server's reply; the fix "
                 "measured offline: notebook 03")
     note = stand_in_note(lc.stand_in) if lc.stand_in else ""
@@ -96,4 +110,4 @@ def live_answer(lc: LiveCheck, paths: dict, engine: str) -> Answer:
     return Answer(feeds, cost, fix, command, evidence, "rewire", note)
 
 
-__all__ = ["LiveCheck", "stand_in_note", "check", "live_answer"]
+__all__ = ["LiveCheck", "stand_in_note", "check", "speed_cost", "live_answer"]

@@ -25,21 +25,14 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write
+from workbench.report.figure import WIDTH
+from workbench.report.figure import new_figure as _figure
+from workbench.report.figure import wrap as _wrap
+from workbench.report.serving_figures import engine_fidelity, speed_sweep  # noqa: F401 - one face for drawing
 from workbench.load.agreement import THRESHOLD
 from workbench.stats.cost import projection
 from workbench.stats.counts import chain_statistics
 from workbench.stats.tap_stats import TapStats
-
-WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
-
-
-def _figure(ncols: int = 1, height: float = 3.8, width: float = WIDTH):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), layout="constrained")
-    axes = fig.subplots(1, ncols, squeeze=False)[0]
-    return fig, list(axes)
-
 
 def save(fig, path, *, dpi: int = 110):
     """Write a figure (PNG/SVG/PDF by extension), atomically."""
@@ -47,13 +40,6 @@ def save(fig, path, *, dpi: int = 110):
     with atomic_write(path, "wb") as f:
         fig.savefig(f, format=fmt, dpi=dpi)
     return path
-
-
-def _wrap(text: str, width: int = 110) -> str:
-    """A title wrapped to the figure's width (a line longer than the figure is cut off or runs over labels)."""
-    import textwrap
-
-    return "\n".join(textwrap.fill(part, width) for part in str(text).split("\n"))
 
 
 def _legend_below(fig, ax) -> None:

@@ -1,0 +1,33 @@
+"""The blank figure every plot starts from, and its title wrapping.
+
+    >>> from workbench.report.figure import new_figure, wrap
+    >>> fig, axes = new_figure(2)
+    >>> len(axes), wrap("a " * 80, 40).count("\\n")
+    (2, 3)
+
+A ``matplotlib.figure.Figure`` built without pyplot (no global state, works headless), with constrained layout
+at report width. Used by :mod:`workbench.report.plots` and :mod:`workbench.report.serving_figures`.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
+
+
+def new_figure(ncols: int = 1, height: float = 3.8, width: float = WIDTH):
+    """(figure, [axes]) with ``ncols`` panels side by side."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def wrap(text: str, width: int = 110) -> str:
+    """A title wrapped to the figure's width (a line longer than the figure is cut off or runs over labels)."""
+    return "\n".join(textwrap.fill(part, width) for part in str(text).split("\n"))
+
+
+__all__ = ["WIDTH", "new_figure", "wrap"]
