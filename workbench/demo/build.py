@@ -358,7 +358,7 @@ DEMO_PATHS = {"target": "target", "draft": "draft-mismatched", "data": "val.json
 
 # Rough single-process CPU build time per size, for the notice a notebook prints before building.
 BUILD_TIME = {"smoke": "about half a minute", "default": "about 5 minutes",
-              "real": "about half an hour on 2 quiet cores (resumable; the model is pip-downloaded once)"}
+              "real": "about 13 minutes on 2 quiet cores, 50 on busy ones (resumable; the model is pip-downloaded once)"}
 
 
 def fill_paths(demo, size: str = "default", **given) -> dict:

@@ -1,6 +1,6 @@
 """``workbench demo --size real``: the wiring bug on a real pretrained model, SmolLM2-135M-Instruct, on a CPU.
 
-    >>> # out = build_real("data/demo-real")        # about half an hour on 2 quiet cores; resumable
+    >>> # out = build_real("data/demo-real")        # about 13 minutes on 2 quiet cores; resumable
 
 Every piece through the library's own code paths, into the demo's layout (``tokenizer/``, ``target/``,
 ``train.jsonl``, ``val.jsonl``, ``draft-mismatched/``, ``draft-aligned/``, ``manifest.json`` with ``story``):
