@@ -25,14 +25,15 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write
+from workbench.load.agreement import THRESHOLD
 from workbench.report.figure import WIDTH
 from workbench.report.figure import new_figure as _figure
 from workbench.report.figure import wrap as _wrap
 from workbench.report.serving_figures import engine_fidelity, speed_sweep  # noqa: F401 - one face for drawing
-from workbench.load.agreement import THRESHOLD
 from workbench.stats.cost import projection
 from workbench.stats.counts import chain_statistics
 from workbench.stats.tap_stats import TapStats
+
 
 def save(fig, path, *, dpi: int = 110):
     """Write a figure (PNG/SVG/PDF by extension), atomically."""
