@@ -17,6 +17,7 @@ import json
 import math
 import os
 import tempfile
+from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
 
@@ -80,6 +81,18 @@ def write_json(path, obj, *, indent: int = 2) -> None:
     with atomic_write(path) as f:
         json.dump(jsonable(obj), f, indent=indent)
         f.write("\n")
+
+
+def beside(folder, name: str) -> Path | None:
+    """``name`` in the folder that holds ``folder``, when that file exists (a demo's measurement beside its draft).
+
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "draft").mkdir(); (d / "x.json").touch()
+        >>> beside(d / "draft/", "x.json") == d / "x.json", beside(d / "draft", "y.json")
+        (True, None)
+    """
+    path = Path(str(folder).rstrip("/")).resolve().parent / name
+    return path if path.is_file() else None
 
 
 def check_output(path, *, folder: bool = False, what: str = "output") -> None:

@@ -30,7 +30,7 @@ import tempfile
 import torch
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.files import atomic_write
+from workbench.core.files import beside, write_json
 from workbench.engines.taps import tap_sort_key
 from workbench.model import capture
 from workbench.simulate.acceptance import simulate
@@ -60,8 +60,7 @@ class Fidelity:
         return dataclasses.asdict(self)
 
     def save(self, path) -> str:
-        with atomic_write(path, "w") as f:
-            json.dump(self.to_dict(), f, indent=1)
+        write_json(path, self.to_dict(), indent=1)
         return str(path)
 
     @classmethod
@@ -101,11 +100,8 @@ def find(path="", draft="") -> Fidelity | None:
     else None (not measured)."""
     if path:
         return Fidelity.load(path)
-    if draft:
-        beside = os.path.join(os.path.dirname(os.path.abspath(str(draft).rstrip("/"))), FILE_NAME)
-        if os.path.exists(beside):
-            return Fidelity.load(beside)
-    return None
+    found = beside(draft, FILE_NAME) if draft else None
+    return Fidelity.load(found) if found else None
 
 
 def engine_source(cache_dir) -> str:

@@ -92,9 +92,7 @@ def running_extractor(target, hf_config: dict, store, **kwargs):
     try:
         yield server
     finally:
-        vllm_server.stop(server.pid)
-        with contextlib.suppress(OSError, TypeError):
-            Path(server.pid_file).unlink()
+        server.stop()
 
 
 def read_states(path, *, timeout: float = 60.0):

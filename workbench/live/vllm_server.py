@@ -70,7 +70,15 @@ class VllmServer:
     dtype: str = "float32"               # its --dtype: what a comparison judges near-ties at (served_dtype)
 
     def stop(self, timeout: float = 30.0) -> None:
+        """Stop it by its pid, and remove its pid file."""
         stop(self.pid, timeout=timeout)
+        remove_pid_file(self)
+
+
+def remove_pid_file(server) -> None:
+    """Remove a stopped server's pid file (none written, or already gone: nothing to do)."""
+    with contextlib.suppress(OSError, TypeError):
+        Path(getattr(server, "pid_file", None)).unlink()
 
 
 def find_python() -> str:
@@ -396,9 +404,7 @@ def running_server(target, draft, **kwargs):
     try:
         yield server
     finally:
-        stop(server.pid)
-        with contextlib.suppress(OSError, TypeError):
-            Path(server.pid_file).unlink()
+        server.stop()
 
 
 # ------------------------------------------------------------------------------------------- clients

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.files import write_json
+from workbench.core.files import beside, write_json
 from workbench.live import vllm_server
 from workbench.live.vllm_live import Client, parse_spec_decoding
 from workbench.load import inputs
@@ -278,11 +278,9 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
 
 
 def _stop(stop, srv) -> None:
-    """Stop a server by its pid, then remove its pid file (a stopped server leaves none behind)."""
+    """Stop a server by its pid (``stop``: vllm_server.stop, or a test's stand-in), then remove its pid file."""
     stop(srv.pid)
-    pid_file = getattr(srv, "pid_file", None)
-    if pid_file:
-        Path(pid_file).unlink(missing_ok=True)
+    vllm_server.remove_pid_file(srv)
 
 
 def _resume(out, settings: dict) -> dict:
@@ -316,11 +314,8 @@ def find(path="", draft="") -> dict | None:
     """The sweep at ``path``; with no path, ``vllm-speed.json`` beside the draft's folder (a demo's), else None."""
     if path:
         return load_sweep(path)
-    if draft:
-        beside = Path(str(draft).rstrip("/")).resolve().parent / FILE_NAME
-        if beside.is_file():
-            return load_sweep(beside)
-    return None
+    found = beside(draft, FILE_NAME) if draft else None
+    return load_sweep(found) if found else None
 
 
 def _save(out, state: dict) -> None:
