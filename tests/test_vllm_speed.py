@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import os
 
 import pytest
@@ -16,19 +17,37 @@ from workbench.live import vllm_speed as vs
 from workbench.testing.fake_vllm import serve
 
 
-def test_step_cost_fit_recovers_a_linear_server():
-    pts = [(s, 0.05 + 0.02 * s) for s in (4, 7, 9, 12, 16)]
-    assert vs.fit_step_cost(pts) == (0.05, 0.02)
-    assert vs.fit_step_cost([(8, 0.4), (8, 0.4)]) == (0.0, 0.05)     # no spread in steps: seconds per step
+def test_step_cost_splits_each_pass_at_the_servers_own_decode_timer():
+    """A server whose passes spend 4 s outside the verify steps and 0.2 s per step, against 10 s baseline passes:
+    fixed 0.4 and 0.02 per step in baseline units, whatever the number of steps; without timers the whole wall goes
+    on the steps, and the cost says so."""
+    passes = [{"baseline_wall": 10.0, "wall": 4.0 + 0.2 * s, "decode": 0.2 * s, "steps": s} for s in (30, 40, 50)]
+    assert vs.step_cost(passes) == {"fixed": 0.4, "per_step": 0.02, "source": "server timers"}
+    blind = vs.step_cost([{**p, "decode": None} for p in passes])
+    assert blind["fixed"] == 0.0 and blind["per_step"] > 0.02 and "no vllm:request_decode_time_seconds" in blind["source"]
     with pytest.raises(WorkbenchError, match="no request reported a verify step"):
-        vs.fit_step_cost([(0, 1.0)])
+        vs.step_cost([{"baseline_wall": 1.0, "wall": 1.0, "decode": 1.0, "steps": 0}])
 
 
-def test_prediction_is_tokens_over_predicted_seconds():
-    # 2 requests of 60 tokens, a = 0.1 s, c = 0.02 s per step: accept length 3 -> 20 steps each
-    assert vs.predict_tokens_per_s(0.1, 0.02, tokens=[60, 60], accept_length=3.0) == round(120 / 1.0, 2)
-    faster = vs.predict_tokens_per_s(0.1, 0.02, tokens=[60], accept_length=4.0)
-    assert faster > vs.predict_tokens_per_s(0.1, 0.02, tokens=[60], accept_length=2.0)
+def test_prediction_counts_the_prefills_token_and_speeds_up_with_the_accept_length():
+    # 2 requests of 61 tokens: 60 from verify steps each; accept length 3 -> 40 steps in all
+    assert vs.verify_steps([61, 61], accept_length=3.0) == 40.0
+    cost = {"fixed": 0.4, "per_step": 0.02}
+    assert vs.predict_speedup(cost, 40.0) == round(1 / 1.2, 4)
+    assert vs.predict_speedup(cost, vs.verify_steps([61], 4.0)) > vs.predict_speedup(cost, vs.verify_steps([61], 2.0))
+    assert math.isnan(vs.verify_steps([61], 0.0))
+
+
+def test_the_fake_servers_timers_split_a_pass_like_vllms(smoke_demo):
+    """The loopback stand-in reports vLLM's request timers; a one-at-a-time pass reads them around each request
+    and keeps the reads out of its wall time."""
+    from workbench.live.vllm_live import Client
+
+    with serve(smoke_demo / "target", smoke_demo / "draft-aligned", K=2) as url:
+        p = vs.one_pass(Client(url), [[5, 6, 7], [8, 9, 10, 11]], 6)
+    assert [r[0] for r in p.requests] == [6, 6] and all(r[2] > 0 and r[4] is not None for r in p.requests)
+    t = p.totals()
+    assert 0 < t["decode"] <= t["wall"] and t["steps"] == sum(r[2] for r in p.requests)
 
 
 def _pass(tps: float, n: int = 64) -> vs.Pass:
@@ -50,26 +69,28 @@ def test_a_spread_that_straddles_no_speculation_is_too_noisy_and_ranks_no_k():
 
 
 def test_a_machine_that_speeds_up_between_rows_does_not_move_the_prediction(smoke_demo, monkeypatch):
-    """The step cost is kept in units of the baseline's seconds per token measured beside it: a server that
-    runs twice as fast for the second draft (the baseline too) is predicted exactly from the first draft's
-    requests, where raw seconds would predict half the speed."""
-    a, c, n_tok, unit = 0.3, 0.05, 48, {"A": 1.0, "B": 0.5}          # B's rows ran on a machine 2x faster
+    """Costs are kept in units of the baseline pass measured beside them: a server that runs twice as fast for the
+    second draft (the baseline too) is predicted exactly from the first draft's passes, where raw seconds would
+    predict half the speed."""
+    fixed, per, n_tok, rows_n, slow = 3.0, 0.05, 49, 3, {"A": 1.0, "B": 0.5}      # B's rows ran 2x faster
     acc = {"A": 1.2, "B": 1.6}
+    base_wall = 12.0
     rows = []
     for d in ("A", "B"):
-        steps = [round(n_tok / acc[d]) + j for j in (-2, 0, 2)]
-        secs = [(a + c * s) * unit[d] for s in steps]
-        rows.append({"draft": d, "k": 2, "steps": [[s, t, n_tok] for s, t in zip(steps, secs)],
-                     "baseline_tokens_per_s": 10.0 / unit[d], "measured_tokens_per_s": 3 * n_tok / sum(secs),
-                     "measured_speedup": 1.0, "too_noisy": False})
+        steps = rows_n * (n_tok - 1) / acc[d]
+        wall = (fixed + per * steps) * slow[d]
+        rows.append({"draft": d, "k": 2, "passes": [{"baseline_wall": base_wall * slow[d], "wall": wall,
+                                                      "decode": per * steps * slow[d], "steps": steps}] * 3,
+                     "baseline_tokens_per_s": rows_n * n_tok / (base_wall * slow[d]),
+                     "measured_tokens_per_s": rows_n * n_tok / wall, "measured_speedup": base_wall / (wall / slow[d]),
+                     "too_noisy": False})
     monkeypatch.setattr(vs, "offline", lambda tgt, path, cut, k, model=None: {
-        "served_accept_length": 3 * n_tok / sum(s for s, _, _ in next(r for r in rows if r["draft"] == path)["steps"]),
-        "trained_accept_length": 2.0, "in_process_speedup": 1.0})
+        "served_accept_length": acc[path], "trained_accept_length": 2.0, "in_process_speedup": 1.0})
     state = {"rows": rows}
-    vs._predict(state, smoke_demo / "target", {"A": "A", "B": "B"}, [None] * 3, n_tok, False, lambda m: None)
+    vs._predict(state, smoke_demo / "target", {"A": "A", "B": "B"}, [None] * rows_n, n_tok, False, lambda m: None)
     b = next(r for r in state["rows"] if r["draft"] == "B")
     assert b["calibrated_on"] == "A" and abs(b["predicted_error"]) < 1e-3, b
-    assert state["step_cost_spread"] == {"2": 0.0} and state["step_costs"]["2"]["unit"] == "baseline seconds per token"
+    assert state["step_cost_spread"] == {"2": 0.0} and state["step_costs"]["2"]["unit"] == "baseline pass seconds"
 
 
 class Stand:
@@ -113,7 +134,8 @@ def test_sweep_writes_a_row_per_draft_and_k_and_stops_every_server(smoke_demo, t
     for r in state["rows"]:
         assert {"measured_tokens_per_s", "predicted_tokens_per_s", "baseline_tokens_per_s", "draft", "k",
                 "served_wiring", "served_accept_length", "verdict", "concurrency_2"} <= set(r)
-        assert len(r["steps"]) == 2 * 2 and all(s > 0 for s, _, _ in r["steps"])      # rows x repeats
+        assert len(r["steps"]) == 2 * 2 and all(s > 0 for s, *_ in r["steps"])      # rows x repeats
+        assert len(r["passes"]) == 2 and r["step_cost"]["source"] == "server timers"
     # vLLM reads the mismatched draft's nested ids [1,3,4] as L0,L2,L3
     assert next(r for r in state["rows"] if r["draft"] == "draft-mismatched")["served_wiring"] == "L0,L2,L3"
     saved = json.loads((tmp_path / "speed.json").read_text())

@@ -122,11 +122,12 @@ def _add_speed(sub):
                                    "one with each DRAFT at each K; send the same prompts (greedy, ignore_eos, "
                                    "max-tokens each) one at a time and CONCURRENCY at a time, repeats interleaved, "
                                    "warm-up excluded; print tokens/s (median and spread), the measured speed-up, "
-                                   "and two predictions: from the server's own step cost and the offline accept "
-                                   "length, and from the in-process cost model. Resumes from --json.")
+                                   "and two predictions: from the server's own step cost (its request timers) and the "
+                                   "offline accept length, and from the in-process cost model. Resumes from --json.")
     p.add_argument("--target", required=True, metavar="DIR", help="the target model folder")
     p.add_argument("--draft", required=True, action="append", metavar="DIR",
-                   help="an EAGLE-3 draft folder (repeat for several; the first calibrates the step cost)")
+                   help="an EAGLE-3 draft folder (repeat for several: each row is predicted from another draft's "
+                        "step cost at its K)")
     p.add_argument("--data", required=True, metavar="PATH", help="tokenised rows whose responses are the target's")
     p.add_argument("-K", "--num-speculative-tokens", default="1,2,3,4", metavar="K[,K...]",
                    help="draft depths to measure (default 1,2,3,4)")

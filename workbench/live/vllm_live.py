@@ -54,7 +54,7 @@ from workbench.live.comparison import (
     number_field,
 )
 from workbench.live.http import HttpClient
-from workbench.live.vllm_server import parse_spec_metrics
+from workbench.live.vllm_server import parse_request_timers, parse_spec_metrics
 from workbench.live.samples import local_inputs
 
 VLLM = ServerKind(
@@ -190,6 +190,11 @@ class Client(HttpClient):
     def spec_counters(self) -> dict:
         """The ``vllm:spec_decode_*`` counters of ``/metrics`` ({} when the server has none)."""
         return parse_spec_metrics(self.request("/metrics", raw=True))
+
+    def request_timers(self) -> dict:
+        """The server's own prefill and decode seconds over every finished request (``/metrics``,
+        :func:`~workbench.live.vllm_server.parse_request_timers`; {} when the server has none)."""
+        return parse_request_timers(self.request("/metrics", raw=True))
 
 
 def live_samples(client: Client, rows: list[dict], sampling=None, *, vocab_size=None, progress=False):

@@ -432,6 +432,31 @@ def complete(url: str, prompt_ids: list[int], *, max_tokens: int = 16, temperatu
 _METRIC = re.compile(r'^(vllm:spec_decode_[a-z_]+?)(?:\{([^}]*)\})?\s+([0-9.eE+-]+)$')
 
 
+_TIMER = re.compile(r'^vllm:request_(prefill|decode)_time_seconds_(sum|count)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$')
+
+
+def parse_request_timers(text: str) -> dict:
+    """The server's own per-request timers in a Prometheus ``/metrics`` text, summed over every request finished
+    so far: ``{"prefill": s, "decode": s, "requests": n}`` from vLLM's ``vllm:request_prefill_time_seconds``
+    (scheduled to first token) and ``vllm:request_decode_time_seconds`` (first token to last) histograms;
+    {} when the server has neither.
+
+        >>> parse_request_timers('vllm:request_prefill_time_seconds_sum{engine="0"} 0.5\\n'
+        ...                      'vllm:request_prefill_time_seconds_count{engine="0"} 2.0\\n'
+        ...                      'vllm:request_decode_time_seconds_sum{engine="0"} 3.25')
+        {'prefill': 0.5, 'requests': 2.0, 'decode': 3.25}
+    """
+    out: dict = {}
+    for line in text.splitlines():
+        m = _TIMER.match(line.strip())
+        if m:
+            key = "requests" if m.group(2) == "count" else m.group(1)
+            if m.group(2) == "count" and m.group(1) != "prefill":
+                continue
+            out[key] = out.get(key, 0.0) + float(m.group(3))
+    return out
+
+
 def spec_metrics(url: str) -> dict:
     """The ``vllm:spec_decode_*`` counters of ``/metrics`` (:func:`parse_spec_metrics`)."""
     return parse_spec_metrics(HttpClient(url, timeout=5.0, retries=0).request("/metrics", raw=True))

@@ -1,9 +1,12 @@
 """Tokens per second on a real vLLM server, with and without speculation, beside two offline predictions.
 
-    >>> fit_step_cost([(10, 1.2), (20, 2.2), (30, 3.2)])          # (verify steps, seconds) per request
-    (0.2, 0.1)
-    >>> predict_tokens_per_s(0.2, 0.1, tokens=[64, 64], accept_length=2.0)   # 64 / (0.2 + 32 * 0.1)
-    18.82
+    >>> cost = step_cost([{"baseline_wall": 10.0, "wall": 12.0, "decode": 8.0, "steps": 40}])
+    >>> cost                      # in baseline-pass seconds: 0.4 outside the verify steps, 0.02 per step
+    {'fixed': 0.4, 'per_step': 0.02, 'source': 'server timers'}
+    >>> verify_steps([49, 49], accept_length=1.6)     # the first token of a request is the prefill's
+    60.0
+    >>> predict_speedup(cost, 30.0)                   # 1 / (0.4 + 0.02 x 30)
+    1.0
     >>> # rows = sweep("data/demo-real/target", {"draft-aligned": "data/demo-real/draft-aligned"},
     >>> #              "data/demo-real/val.jsonl", ks=[1, 2, 3, 4], out="speed.json")
 
@@ -15,15 +18,19 @@ What :func:`sweep` does (``workbench vllm speed``, docs/vllm.md "How fast"):
    see the same machine load. A pass sends the same prompts with the same ``max_tokens`` (``ignore_eos``,
    greedy), one request at a time, then with ``concurrency`` requests in flight. Medians and the spread
    (min..max over passes) are reported; the measured speed-up is the median of the per-pass ratios.
-2. **Predicted from the server's own costs (a)**: the requests of one draft per K give the server's step
-   cost (seconds = a + c x verify steps, least squares over requests), in units of the baseline's seconds per
-   token measured in the same interleaved passes (a machine that speeds up or slows down between rows moves
-   both alike); every wiring's tokens/s then follows from its offline accept length alone and the baseline:
-   tokens / (a + c x tokens / accept length). Each row is predicted from another draft's step cost at its K
-   (``calibrated_on``), so no prediction is fitted on the requests it predicts when the sweep has two drafts;
-   the step cost measured with each other draft bounds how far "a verify step costs the same whatever is
-   accepted" holds (``step_cost_spread``). The offline accept length is the decode path of vLLM's reading of the draft
-   (``accept --engine vllm``) on the same rows cut to ``max_tokens``.
+2. **Predicted from the server's own costs (a)**: around each request of a one-at-a-time pass, the server's own
+   timers (``/metrics``: ``vllm:request_prefill_time_seconds``, ``vllm:request_decode_time_seconds``) and the
+   request's verify steps (``metrics.speculative_decoding``) split the pass's wall time into the verify steps
+   (the decode time) and everything else (prefill, HTTP, scheduling). Both are kept in units of the baseline
+   pass run just before (a machine that speeds up or slows down between rows moves both alike): ``fixed`` =
+   (wall - decode) / baseline wall and ``per_step`` = decode / verify steps / baseline wall, medians over
+   passes (:func:`step_cost`). Every wiring's speed-up then follows from its offline accept length alone:
+   1 / (fixed + per_step x steps), steps = (tokens - 1) / accept length per request (:func:`predict_speedup`),
+   and its tokens/s from the baseline measured beside it. Each row is predicted from another draft's cost at its
+   K (``calibrated_on``), so no prediction is fitted on the requests it predicts when the sweep has two drafts;
+   the cost per step measured with each other draft bounds how far "a verify step costs the same whatever is
+   accepted" holds (``step_cost_spread``). The offline accept length is the decode path of vLLM's reading of the
+   draft (``accept --engine vllm``) on the same rows cut to ``max_tokens``.
 3. **Predicted in process (b)**: the workbench's cost model (:func:`workbench.stats.cost.measure`, HF
    forwards here) turns the same accept length into a speed-up over the measured baseline.
 
@@ -58,40 +65,53 @@ NOT_MEASURED = ("Tokens/s on a real server: not measured for this draft. `workbe
                 "cores for two drafts; docs/vllm.md).")
 
 
-def fit_step_cost(points) -> tuple[float, float]:
-    """(a, c): seconds = a + c x steps, least squares over ``(steps, seconds)`` per request; with too little
-    spread in steps (under 2), a = 0 and c = the median seconds per step. Rounded to 6 digits."""
-    pts = [(float(s), float(t)) for s, t in points if s > 0]
-    if not pts:
+def step_cost(passes) -> dict:
+    """The server's own costs at one K, from its one-at-a-time passes (each a dict of ``baseline_wall``, the
+    paired baseline pass's wall seconds; ``wall``; ``decode``, the server's decode seconds over the pass, None
+    when it reports no timers; ``steps``, verify steps), in units of the baseline pass's wall time: ``fixed``,
+    everything outside the verify steps (prefill, HTTP, scheduling), and ``per_step``; medians over passes.
+    Without the server's timers the whole wall time is put on the steps (``fixed`` 0), and ``source`` says so."""
+    passes = [p for p in passes if p["steps"] > 0 and p["baseline_wall"] > 0]
+    if not passes:
         raise WorkbenchError("step cost: no request reported a verify step (was the server speculating?)")
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    if max(xs) - min(xs) < 2:
-        return 0.0, round(statistics.median(t / s for s, t in pts), 6)
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    c = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x in xs)
-    a = max(0.0, my - c * mx)
-    if a == 0.0:
-        c = sum(ys) / sum(xs)
-    return round(a, 6), round(c, 6)
+    timed = all(p.get("decode") is not None for p in passes)
+    fixed = [(p["wall"] - p["decode"]) / p["baseline_wall"] if timed else 0.0 for p in passes]
+    per = [(p["decode"] if timed else p["wall"]) / p["steps"] / p["baseline_wall"] for p in passes]
+    return {"fixed": round(statistics.median(fixed), 6), "per_step": round(statistics.median(per), 6),
+            "source": "server timers" if timed else "pass wall time over verify steps (the server reports no "
+                                                    "vllm:request_decode_time_seconds)"}
 
 
-def predict_tokens_per_s(a: float, c: float, *, tokens, accept_length: float) -> float:
-    """Tokens/s of requests of ``tokens`` new tokens each on a server whose request costs a + c x steps, for
-    a draft whose accept length is ``accept_length`` (steps = tokens / accept length)."""
+def verify_steps(tokens, accept_length: float) -> float:
+    """Verify steps to generate requests of ``tokens`` new tokens each at ``accept_length`` tokens per step (the
+    first token of each is the prefill's)."""
     if not accept_length or accept_length <= 0 or math.isnan(accept_length):
         return math.nan
-    total = sum(tokens)
-    seconds = sum(a + c * n / accept_length for n in tokens)
-    return round(total / seconds, 2)
+    return round(sum((n - 1) / accept_length for n in tokens), 4)
+
+
+def predict_speedup(cost: dict, steps: float) -> float:
+    """Speed-up over no speculation of a pass of ``steps`` verify steps on a server of ``cost`` (:func:`step_cost`,
+    in baseline-pass units): 1 / (fixed + per_step x steps)."""
+    seconds = cost["fixed"] + cost["per_step"] * steps
+    return round(1.0 / seconds, 4) if seconds > 0 else math.nan
 
 
 @dataclass
 class Pass:
-    """One pass over the prompts: wall seconds, tokens, and per request (tokens, seconds, verify steps)."""
+    """One pass over the prompts: wall seconds, tokens, and per request (tokens, seconds, verify steps, and the
+    server's prefill and decode seconds, None when it reports no timers or requests overlapped)."""
 
     concurrency: int
     wall: float
     requests: list = field(default_factory=list)
+
+    def totals(self) -> dict:
+        """Wall, decode seconds (None without timers) and verify steps of the pass."""
+        dec = [r[4] for r in self.requests]
+        return {"wall": round(self.wall, 5), "decode": None if None in dec else round(sum(dec), 5),
+                "prefill": None if None in dec else round(sum(r[3] for r in self.requests), 5),
+                "steps": sum(r[2] for r in self.requests)}
 
     @property
     def tokens(self) -> int:
@@ -103,7 +123,9 @@ class Pass:
 
 
 def one_pass(client: Client, prompts, max_tokens: int, concurrency: int = 1) -> Pass:
-    """Every prompt once (greedy, ``ignore_eos``, ``max_tokens`` each), ``concurrency`` in flight."""
+    """Every prompt once (greedy, ``ignore_eos``, ``max_tokens`` each), ``concurrency`` in flight. One at a time,
+    the server's request timers are read around each request (:meth:`Client.request_timers`); the reads are left
+    out of the pass's wall time."""
     params = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "ignore_eos": True}
 
     def ask(prompt):
@@ -115,13 +137,35 @@ def one_pass(client: Client, prompts, max_tokens: int, concurrency: int = 1) -> 
         steps = (parse_spec_decoding(sd, completion_tokens=len(out)).verify_ct or 0) if sd else 0
         return len(out), seconds, steps
 
-    t0 = time.perf_counter()
-    if concurrency <= 1:
-        reqs = [ask(p) for p in prompts]
-    else:
+    if concurrency > 1:
+        t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            reqs = list(pool.map(ask, prompts))
-    return Pass(concurrency, time.perf_counter() - t0, reqs)
+            reqs = [(*r, None, None) for r in pool.map(ask, prompts)]
+        return Pass(concurrency, time.perf_counter() - t0, reqs)
+    reqs, reading = [], 0.0
+    before = client.request_timers()
+    t0 = time.perf_counter()
+    for p in prompts:
+        n, seconds, steps = ask(p)
+        t = time.perf_counter()
+        after = _timers_after(client, before)
+        reading += time.perf_counter() - t
+        timed = {"prefill", "decode"} <= set(before) and after.get("requests", 0) == before.get("requests", 0) + 1
+        reqs.append((n, seconds, steps, round(after["prefill"] - before["prefill"], 5) if timed else None,
+                     round(after["decode"] - before["decode"], 5) if timed else None))
+        before = after
+    return Pass(1, time.perf_counter() - t0 - reading, reqs)
+
+
+def _timers_after(client: Client, before: dict, wait: float = 1.0) -> dict:
+    """The server's timers once they count one more finished request (vLLM records them as the reply goes out;
+    polled for up to ``wait`` seconds); as they are when the server has none."""
+    deadline = time.perf_counter() + wait
+    while True:
+        after = client.request_timers()
+        if not after or after.get("requests", 0) > before.get("requests", 0) or time.perf_counter() > deadline:
+            return after
+        time.sleep(0.01)
 
 
 def spread(values) -> dict:
@@ -218,7 +262,7 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
     cut, n_tok = speed_rows(data, rows, max_tokens)
     prompts = [r["input_ids"][:r["loss_mask"].index(1)] for r in cut]
     settings = {"target": str(target), "data": str(data), "rows": len(cut), "max_tokens": n_tok,
-                "repeats": int(repeats), "concurrency": int(concurrency)}
+                "repeats": int(repeats), "concurrency": int(concurrency), "costs": "server timers"}
     state = _resume(out, settings)
     done = {(r["draft"], r["k"]) for r in state["rows"]}
     todo = [(name, k) for name in drafts for k in ks if (name, k) not in done]
@@ -258,7 +302,10 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
                 if srv is not None:
                     _stop(stop, srv)
             row = {"draft": name, "k": k, **compare_passes(passes["base1"], passes["spec1"]),
-                   "steps": [[s, round(t, 5), n] for p in passes["spec1"] for n, t, s in p.requests]}
+                   "steps": [[s, round(t, 5), n, pre, dec] for p in passes["spec1"] for n, t, s, pre, dec in p.requests],
+                   "passes": [{"baseline_wall": round(b.wall, 5), **{f"baseline_{x}": b.totals()[x] for x in
+                                                                     ("prefill", "decode")}, **p.totals()}
+                              for b, p in zip(passes["base1"], passes["spec1"])]}
             if concurrency > 1:
                 cN = compare_passes(passes["baseN"], passes["specN"])
                 row[f"concurrency_{concurrency}"] = {key: cN[key] for key in (
@@ -324,48 +371,42 @@ def _save(out, state: dict) -> None:
 
 
 def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: bool, say) -> None:
-    """Step costs per K in units of the baseline's seconds per token measured beside them (so the machine's drift
-    between rows cancels), each row predicted from another draft's step cost at its K (out of sample whenever the
-    sweep has two drafts), both predictions for every row, the verdicts."""
+    """The server's costs per row (:func:`step_cost`, in baseline-pass units, so the machine's drift between rows
+    cancels), each row predicted from another draft's cost at its K (out of sample whenever the sweep has two
+    drafts), both predictions for every row, the verdicts."""
     rows = state["rows"]
     tgt = inputs.load(target, None, None, device="cpu", progress=False).target
     names = list(drafts)
-    rel = {}                                     # (draft, K) -> (a, c) in baseline seconds per token
+    costs = {}                                   # (draft, K) -> step_cost
     for r in rows:
-        a, c = fit_step_cost([(s, t) for s, t, _ in r["steps"]])
-        unit = 1.0 / r["baseline_tokens_per_s"]
-        r["step_cost"] = {"a": a, "c": c, "a_rel": round(a / unit, 4), "c_rel": round(c / unit, 4)}
-        rel[r["draft"], r["k"]] = (a / unit, c / unit)
+        r["step_cost"] = costs[r["draft"], r["k"]] = step_cost(r["passes"])
     say("offline: accept lengths and the in-process cost model")
     models = {}                                  # the in-process cost model, measured once per draft
     if in_process:
         for name in {r["draft"] for r in rows}:
             models[name] = cost.measure(tgt, inputs.load(tgt, drafts[name], None, device="cpu", progress=False).draft)
+    tokens = [n_tok] * len(cut)
     for r in rows:
         off = offline(tgt, drafts[r["draft"]], cut, r["k"], models.get(r["draft"]))
         r.update(off)
-        cal = next((n for n in names if n != r["draft"] and (n, r["k"]) in rel), r["draft"])
-        a_rel, c_rel = rel[cal, r["k"]]
-        unit = 1.0 / r["baseline_tokens_per_s"]
-        a, c = a_rel * unit, c_rel * unit
+        cal = next((n for n in names if n != r["draft"] and (n, r["k"]) in costs), r["draft"])
         r["calibrated_on"] = cal                 # this row's own draft only when the sweep has one draft
-        tokens = [n_tok] * len(cut)
-        r["predicted_tokens_per_s"] = predict_tokens_per_s(a, c, tokens=tokens,
-                                                           accept_length=off["served_accept_length"])
-        r["predicted_tokens_per_s_trained"] = predict_tokens_per_s(a, c, tokens=tokens,
-                                                                   accept_length=off["trained_accept_length"])
+        base = r["baseline_tokens_per_s"]
+        for key, acc in (("", "served_accept_length"), ("_trained", "trained_accept_length")):
+            sp = predict_speedup(costs[cal, r["k"]], verify_steps(tokens, off[acc]))
+            r[f"predicted_speedup{key}"] = sp
+            r[f"predicted_tokens_per_s{key}"] = round(sp * base, 2)
         r["predicted_error"] = round(r["predicted_tokens_per_s"] / r["measured_tokens_per_s"] - 1.0, 4)
         if in_process:
-            r["predicted_tokens_per_s_in_process"] = round(r["baseline_tokens_per_s"] * off["in_process_speedup"], 2)
+            r["predicted_tokens_per_s_in_process"] = round(base * off["in_process_speedup"], 2)
             r["in_process_error"] = round(r["predicted_tokens_per_s_in_process"] / r["measured_tokens_per_s"] - 1, 4)
-        r["predicted_speedup"] = round(r["predicted_tokens_per_s"] / r["baseline_tokens_per_s"], 4)
         r["verdict"] = verdict(r["measured_speedup"], r["too_noisy"])
         r["sign_right"] = (r["predicted_speedup"] > 1) == (r["measured_speedup"] > 1)
     first = names[0]
-    state["step_costs"] = {str(k): {"a": round(a, 4), "c": round(c, 4), "unit": "baseline seconds per token",
-                                    "calibrated_on": first} for (d, k), (a, c) in rel.items() if d == first}
-    state["step_cost_spread"] = {str(k): round(c / rel[first, k][1] - 1.0, 4) for (d, k), (_, c) in rel.items()
-                                 if d != first and (first, k) in rel}
+    state["step_costs"] = {str(k): {**c, "unit": "baseline pass seconds", "calibrated_on": first}
+                           for (d, k), c in costs.items() if d == first}
+    state["step_cost_spread"] = {str(k): round(c["per_step"] / costs[first, k]["per_step"] - 1.0, 4)
+                                 for (d, k), c in costs.items() if d != first and (first, k) in costs}
     state["best_k"] = {name: best_k([r for r in rows if r["draft"] == name]) for name in drafts}
     state["complete"] = True
 
@@ -431,6 +472,11 @@ def table(state: dict) -> str:
                      f"| {r['measured_speedup']}x | {r.get('predicted_tokens_per_s', '?')} | "
                      f"{_pct(r.get('predicted_error'))} | {ip if ip is not None else '–'} | "
                      f"{_pct(r.get('in_process_error'))} | {r.get('verdict', '')} |")
+    spread_ = state.get("step_cost_spread") or {}
+    if spread_:
+        ref = next(iter(state.get("step_costs", {}).values()), {}).get("calibrated_on", "the first draft")
+        lines.append(f"cost per verify step of the other draft against {ref}'s (server timers): "
+                     + ", ".join(f"K={k} {_pct(v)}" for k, v in spread_.items()))
     for name, b in state.get("best_k", {}).items():
         best = f"K={b['measured']}" if b.get("measured") else b.get("measured_note", "")
         lines.append(f"{name}: fastest measured {best}; predicted best K={b.get('predicted_served')} as served, "

