@@ -90,15 +90,9 @@ def figures(size: str, rows: list[dict]) -> list[dict]:
 
 def last_figures(path=OUT) -> list:
     """The last run's summary as bench-table rows (what ``workbench bench`` shows; nothing is re-run)."""
-    path = Path(path)
-    if not path.is_file():
-        return [benchmark.not_run("demo_story", "demo story over seeds",
-                                  "opt-in: run bench/demo_story.py (builds the demo for seeds 0..4)")]
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        return [benchmark.summarize(f, source=str(path)) for run in doc["runs"].values() for f in run["figures"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        return [benchmark.not_run("demo_story", "demo story over seeds", f"{path}: unreadable ({e})")]
+    return benchmark.saved_figures(path, "demo_story", "demo story over seeds",
+                                   "opt-in: run bench/demo_story.py (builds the demo for seeds 0..4)",
+                                   lambda doc: [f for run in doc["runs"].values() for f in run["figures"]])
 
 
 def markdown(size: str, rows: list[dict]) -> str:

@@ -17,7 +17,6 @@ the largest |error| of prediction (b), no goal; the measured speed-ups. Measured
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -74,15 +73,9 @@ def label_of(state: dict) -> str:
 
 def last_figures(path=OUT) -> list:
     """The last sweep's rows (what ``workbench bench`` shows; nothing is re-run)."""
-    path = Path(path)
-    if not path.is_file():
-        return [benchmark.not_run("speed", "tokens/s predicted vs measured (real vLLM)",
-                                  "opt-in: workbench bench --only speed (real vLLM servers)")]
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-        return [benchmark.summarize(f, source=str(path)) for f in figures(state, label_of(state))]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, WorkbenchError) as e:
-        return [benchmark.not_run("speed", "tokens/s predicted vs measured (real vLLM)", f"{path}: unreadable ({e})")]
+    return benchmark.saved_figures(path, "speed", "tokens/s predicted vs measured (real vLLM)",
+                                   "opt-in: workbench bench --only speed (real vLLM servers)",
+                                   lambda state: figures(state, label_of(state)))
 
 
 def measure(demo=None, *, quick: bool = False, out=OUT, say=None) -> list[dict]:

@@ -24,11 +24,13 @@ A benchmark that could not run becomes a row with ``status="not run"`` and the r
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from workbench import __version__
 from workbench.core.errors import WorkbenchError
@@ -121,6 +123,19 @@ def summarize(raw: dict, *, source: str = "measure()") -> Figure:
 def not_run(key: str, figure: str, reason: str, target: str = "-") -> Figure:
     """A table row for a benchmark that did not run, with the reason."""
     return Figure(key=key, figure=figure, target=target, status="not run", note=reason)
+
+
+def saved_figures(path, key: str, figure: str, hint: str, figures_of) -> list[Figure]:
+    """The rows of a benchmark's saved results (what ``workbench bench`` shows without re-running it):
+    ``figures_of(the JSON)`` summarized; one "not run" row with ``hint`` when ``path`` is missing, or with the reason
+    when it is unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        return [not_run(key, figure, hint)]
+    try:
+        return [summarize(f, source=str(path)) for f in figures_of(json.loads(path.read_text(encoding="utf-8")))]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, WorkbenchError) as e:
+        return [not_run(key, figure, f"{path}: unreadable ({e})")]
 
 
 def machine(device: str) -> dict:
