@@ -138,12 +138,34 @@ def work_folder(out: Path) -> Path:
     return out.parent / f".{out.name}.work"
 
 
+def busy_cores(seconds: float = 1.0) -> float:
+    """Cores the machine's other work keeps busy now (``/proc/stat`` over ``seconds``; the 1-minute load average
+    where there is no ``/proc/stat``). Unlike the load average it does not remember a job that ended a minute ago.
+
+        >>> 0.0 <= busy_cores(0.2) <= (os.cpu_count() or 1)
+        True
+    """
+    def ticks():
+        with open("/proc/stat", encoding="utf-8") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + (v[4] if len(v) > 4 else 0)          # all, idle + iowait
+
+    try:
+        total0, idle0 = ticks()
+        time.sleep(seconds)
+        total1, idle1 = ticks()
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    cores = os.cpu_count() or 1
+    return round(cores * (1.0 - (idle1 - idle0) / max(1, total1 - total0)), 2)
+
+
 def _threads(size: RealSize) -> int:
-    """``size.threads`` (0: 2 when the machine is quiet, else 1: busy OpenMP threads spin-wait)."""
+    """``size.threads`` (0: 2 when the other work holds under half a core now, else 1: busy OpenMP threads
+    spin-wait)."""
     if size.threads:
         return size.threads
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return 2 if (os.cpu_count() or 1) >= 2 and load < 1.0 else 1
+    return 2 if (os.cpu_count() or 1) >= 2 and busy_cores() < 0.5 else 1
 
 
 def _say(progress: bool, t0: float, msg: str) -> None:
