@@ -137,9 +137,10 @@ def test_the_speed_rows_come_from_the_last_sweep_and_say_when_there_is_none(tmp_
     (row,) = speed.last_figures(tmp_path / "bad.json")
     assert row.status == "not run" and "no row with a prediction" in row.note
     state = {"settings": {"target": "data/demo-real/target", "rows": 4, "max_tokens": 48}, "rows": [
-        {"draft": "d", "k": k, "predicted_error": e, "sign_right": k != 3, "measured_speedup": 0.9}
-        for k, e in ((1, 0.02), (2, -0.15), (3, 0.05))]}
+        {"draft": "d", "k": k, "predicted_error": e, "sign_right": None if k == 4 else k != 3, "measured_speedup": 0.9}
+        for k, e in ((1, 0.02), (2, -0.15), (3, 0.05), (4, 0.01))]}          # K=4: a row too noisy to call a side
     (tmp_path / "s.json").write_text(json.dumps(state))
     err, sign, up = speed.last_figures(tmp_path / "s.json")
     assert (err.ratio, err.goal_met, err.target) == (0.15, False, "real vLLM, demo-real")
     assert round(sign.ratio, 3) == 0.667 and sign.goal_met is False and up.ratio == 0.9
+    assert "of the 3 rows whose measurement calls a side" in sign.ratio_unit

@@ -194,7 +194,7 @@ def test_real_vllm_speed_sign_is_predicted_from_the_servers_own_costs(smoke_demo
         assert r["measured_tokens_per_s"] > 0 and r["baseline_tokens_per_s"] > 0
         assert abs(r["predicted_error"]) < 0.5, r
         if not r["too_noisy"] and abs(r["measured_speedup"] - 1) > 0.1:
-            assert r["sign_right"], r
+            assert r["sign_right"] is True, r
 
 
 def test_the_answer_names_no_fastest_k_when_the_passes_overlap():

@@ -256,7 +256,7 @@ def _run_speed(args) -> int:
     print("\n".join(answer(state)) + "\n")
     print(table(state))
     print(f"rows: {args.json}")
-    if not all(r.get("sign_right", True) for r in state["rows"]):
-        print("note: the prediction from the server's costs has the sign of the speed-up wrong for "
-              + ", ".join(f"{r['draft']} K={r['k']}" for r in state["rows"] if not r["sign_right"]))
+    wrong = [f"{r['draft']} K={r['k']}" for r in state["rows"] if r.get("sign_right") is False]
+    if wrong:
+        print("note: the prediction from the server's costs has the sign of the speed-up wrong for " + ", ".join(wrong))
     return 0

@@ -200,6 +200,18 @@ def verdict(speedup: float, too_noisy: bool = False) -> str:
     return f"{'faster' if speedup > 1 else 'slower'} than no speculation ({speedup:.2f}x)"
 
 
+def sign_right(predicted: float, measured: float, too_noisy: bool = False) -> bool | None:
+    """Whether the prediction puts the speed-up on the measured side of no speculation; None (undecided) when the
+    measurement calls no side: too noisy, or within :data:`NOISE` of 1.
+
+        >>> sign_right(0.9, 0.8), sign_right(1.1, 0.8), sign_right(0.93, 1.02), sign_right(0.9, 1.2, too_noisy=True)
+        (True, False, None, None)
+    """
+    if too_noisy or abs(measured - 1.0) < NOISE or math.isnan(predicted):
+        return None
+    return (predicted > 1) == (measured > 1)
+
+
 # ──────────────────────────────────────────── the sweep ────────────────────────────────────────────
 
 def speed_rows(data, n_rows: int, max_tokens: int | None) -> tuple[list[dict], int]:
@@ -401,7 +413,7 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
             r["predicted_tokens_per_s_in_process"] = round(base * off["in_process_speedup"], 2)
             r["in_process_error"] = round(r["predicted_tokens_per_s_in_process"] / r["measured_tokens_per_s"] - 1, 4)
         r["verdict"] = verdict(r["measured_speedup"], r["too_noisy"])
-        r["sign_right"] = (r["predicted_speedup"] > 1) == (r["measured_speedup"] > 1)
+        r["sign_right"] = sign_right(r["predicted_speedup"], r["measured_speedup"], r["too_noisy"])
     first = names[0]
     state["step_costs"] = {str(k): {**c, "unit": "baseline pass seconds", "calibrated_on": first}
                            for (d, k), c in costs.items() if d == first}
