@@ -315,9 +315,7 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
                     _stop(stop, srv)
             row = {"draft": name, "k": k, **compare_passes(passes["base1"], passes["spec1"]),
                    "steps": [[s, round(t, 5), n, pre, dec] for p in passes["spec1"] for n, t, s, pre, dec in p.requests],
-                   "passes": [{"baseline_wall": round(b.wall, 5), **{f"baseline_{x}": b.totals()[x] for x in
-                                                                     ("prefill", "decode")}, **p.totals()}
-                              for b, p in zip(passes["base1"], passes["spec1"])]}
+                   "passes": [_paired(b, p) for b, p in zip(passes["base1"], passes["spec1"])]}
             if concurrency > 1:
                 cN = compare_passes(passes["baseN"], passes["specN"])
                 row[f"concurrency_{concurrency}"] = {key: cN[key] for key in (
@@ -334,6 +332,13 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
     _predict(state, target, drafts, cut, n_tok, in_process, say)
     _save(out, state)
     return state
+
+
+def _paired(base: Pass, spec: Pass) -> dict:
+    """One interleaved pair as the row keeps it: the speculative pass's totals, the baseline's wall and timers."""
+    bt = base.totals()
+    return {"baseline_wall": bt["wall"], "baseline_prefill": bt["prefill"], "baseline_decode": bt["decode"],
+            **spec.totals()}
 
 
 def _stop(stop, srv) -> None:
