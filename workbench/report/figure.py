@@ -27,7 +27,7 @@ def new_figure(ncols: int = 1, height: float = 3.8, width: float = WIDTH):
 
 def wrap(text: str, width: int = 110) -> str:
     """A title wrapped to the figure's width (a line longer than the figure is cut off or runs over labels)."""
-    return "\n".join(textwrap.fill(part, width) for part in str(text).split("\n"))
+    return "\n".join(textwrap.fill(part, width, break_on_hyphens=False) for part in str(text).split("\n"))
 
 
 __all__ = ["WIDTH", "new_figure", "wrap"]

@@ -314,8 +314,9 @@ def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: s
     ``highlight``: {label: [taps]} (e.g. {"trained": [...], "served": [...]}) marks those taps on
     both panels, so a wiring that mixes the embedding with layer outputs stands out.
     """
-    fig, (ax_n, ax_c) = _figure(2, height=4.6)
     taps = stats.taps
+    many = len(taps) > 16                    # a real target (30 layers: 32 taps) needs room for one label per tap
+    fig, (ax_n, ax_c) = _figure(2, height=max(4.6, 0.16 * len(taps) + 2.0) if many else 4.6)
     data = [np.clip(stats.norms[t], 1e-6, None) for t in taps]
     from matplotlib.ticker import NullFormatter
 
@@ -330,6 +331,9 @@ def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: s
     im = ax_c.imshow(stats.cosine, vmin=-1, vmax=1, cmap="RdBu_r")
     ax_c.set_xticks(range(len(taps)), taps, rotation=90)
     ax_c.set_yticks(range(len(taps)), taps)
+    if many:
+        for ax in (ax_n, ax_c):
+            ax.tick_params(axis="both", labelsize="x-small")
     if len(taps) <= 14:
         for i in range(len(taps)):
             for j in range(len(taps)):
@@ -493,8 +497,8 @@ def rewire_bars(result, *, title: str | None = None):
     ax.set_ylabel("accept length E[A]+1")
     ax.set_ylim(0, int(result.K) + 1.3)
     rec = result.recovered
-    ax.set_title(title or (f"Rewire {A} → {B}: recovered {rec:.1%} of the accept-length gap"   # = rewire.summary()
-                           if not math.isnan(rec) else f"Rewire {A} → {B}: no gap to recover"))
+    ax.set_title(_wrap(title or (f"Rewire {A} → {B}: recovered {rec:.1%} of the accept-length gap"   # = rewire.summary()
+                                 if not math.isnan(rec) else f"Rewire {A} → {B}: no gap to recover"), 64))
     ax.grid(axis="y", alpha=0.3)
     return fig
 
