@@ -202,7 +202,7 @@ def test_rewire_bars_show_before_after_reference_and_the_recovered_share():
         plots.rewire_bars(res)
 
 
-def test_real_targets_figures_pass_the_layout_check(results):
+def test_real_targets_figures_pass_the_layout_check():
     """Found on the real demo (SmolLM2, 30 layers): the tap statistics of 32 taps ran their labels into each other,
     and the rewire title of its tap names reached outside the figure."""
     from workbench.analysis.rewire import RewireResult

@@ -175,8 +175,8 @@ def test_bad_input_is_reported_before_any_server_starts(smoke_demo, tmp_path):
 def test_real_vllm_speed_sign_is_predicted_from_the_servers_own_costs(smoke_demo, tmp_path):
     """A real vLLM on the smoke demo: the prediction from the server's costs (its request timers) gets the sign of
     the speed-up right wherever the measurement is clear (outside 0.9-1.1x and not too noisy), and is within 50%
-wherever the measured tokens/s hold within 25% of their median over the passes (beside the real-demo bench, one row
-measured 41.5-59.3 tokens/s, median 55.7, and missed by 55%: that measurement judges nothing).
+    wherever the measured tokens/s hold within 25% of their median over the passes (beside the real-demo bench, one
+    row measured 41.5-59.3 tokens/s, median 55.7, and missed by 55%: that measurement judges nothing).
     Each draft is predicted from the other's costs (out of sample). Measured with the timers on 2 AVX2 cores beside
     other work: +1.3% and +10.3% (the per-request least-squares fit before them: -25% and +40%); the real demo's
     rows: -8.5% ... +9.7% (docs/vllm.md)."""
