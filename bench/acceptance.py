@@ -72,19 +72,42 @@ def bench_a(args, target, draft, rows, spec):
     return out
 
 
-def long_rows(sources, T: int, n: int) -> list[dict]:
-    """``n`` rows of exactly ``T`` tokens, cut from the first rows at least that long in ``sources`` (lists of rows,
-    in order); when too few are, the longest rows of all, uncut.
+def greedy_rows(target, sources, T: int, n: int) -> list[dict]:
+    """``n`` rows of exactly ``T`` tokens whose responses are the target's own greedy continuation.
 
-        >>> [len(r["input_ids"]) for r in long_rows([[{"input_ids": [1] * 3, "loss_mask": [1] * 3}],
-        ...                                          [{"input_ids": [1] * 9, "loss_mask": [1] * 9}]], 5, 1)]
-        [5]
+        >>> # rows = greedy_rows(target, [val_rows, train_rows], 512, 1)
+
+    The prompts are the longest of ``sources`` (lists of rows) that leave at least half of ``T`` to the
+    response; each is continued greedily to ``T`` tokens by ``workbench regenerate``'s HF path (KV cache,
+    ``ignore_eos``: a server would stop at EOS, the bench wants the length). The exact loop generates its own
+    greedy continuation, so the fast path must score the same tokens for the two to agree: a foreign row (a
+    dataset's reference answer) would compare two different texts.
     """
-    every = [r for rows in sources for r in rows]
-    long = [r for r in every if len(r["input_ids"]) >= T][:n]
-    if len(long) < n:
-        return sorted(every, key=lambda r: -len(r["input_ids"]))[:n]
-    return [{**r, "input_ids": list(r["input_ids"][:T]), "loss_mask": list(r["loss_mask"][:T])} for r in long]
+    from workbench.live.regenerate import Job, generate_hf
+
+    every = [r for rows in sources for r in rows if 0 < int(r["n_prompt_tokens"]) <= T // 2]
+    if not every:
+        raise ValueError(f"no row has a prompt of 1..{T // 2} tokens to continue to T={T}")
+    picked = sorted(every, key=lambda r: -int(r["n_prompt_tokens"]))[:n]
+    jobs = [Job(i, str(r.get("_where", "bench")), str(r.get("source", "bench")), list(r["input_ids"][:int(r["n_prompt_tokens"])]),
+                [], [], T - int(r["n_prompt_tokens"]), {}) for i, r in enumerate(picked)]
+    gens = generate_hf(target, jobs, ignore_eos=True, agreement=False, batch_size=1)
+    return [{"input_ids": j.prompt + g.tokens, "loss_mask": [0] * len(j.prompt) + [1] * len(g.tokens),
+             "n_prompt_tokens": len(j.prompt), "n_response_tokens": len(g.tokens), "_row": i, "source": j.source}
+            for i, (j, g) in enumerate(zip(jobs, gens))]
+
+
+def warm_up_cut(row: dict, K: int, steps: int = 4) -> dict:
+    """``row`` cut to its prompt and ``steps`` verify steps of ``K`` drafts: a warm-up that costs seconds, not
+    the minutes of a whole T=512 exact loop on a real model.
+
+        >>> r = warm_up_cut({"input_ids": list(range(40)), "loss_mask": [0] * 10 + [1] * 30, "n_prompt_tokens": 10}, 2)
+        >>> len(r["input_ids"]), sum(r["loss_mask"]), r["n_prompt_tokens"]
+        (24, 14, 10)
+    """
+    n = min(len(row["input_ids"]), int(row["n_prompt_tokens"]) + steps * (K + 1) + 2)
+    return {**row, "input_ids": row["input_ids"][:n], "loss_mask": row["loss_mask"][:n],
+            "n_response_tokens": n - int(row["n_prompt_tokens"])}
 
 
 def fast_vs_exact(target, draft, rows, spec, K: int) -> dict:
@@ -258,8 +281,8 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
     With ``target_path=None`` a random Llama (``layers`` x ``hidden``, init 0.1) is built here, its greedy
     rows of length ``T`` generated and a draft trained briefly on L1,L{N//2-1},L{N-4}; (c) then saves
     both to a temporary folder for its child processes. With a target folder, (a) runs on rows of ``T`` tokens:
-    the first rows of ``data_path`` (then ``exact_data``, e.g. the demo's ``train.jsonl``) at least ``T`` long,
-    cut to ``T``; when no row is that long, the longest rows as they are (the note says the ``T`` measured).
+    the longest prompts of ``data_path`` (then ``exact_data``, e.g. the demo's ``train.jsonl``) continued greedily
+    by the target to ``T`` (:func:`greedy_rows`).
     """
     import statistics
 
@@ -277,7 +300,8 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
             draft = checkpoint.load_draft(draft_path, target, device=device, dtype=target.dtype)
             rows = data.load(data_path).rows()
             vocab = target.vocab_size
-            exact_rows = long_rows([rows] + ([data.load(exact_data).rows()] if exact_data else []), T, exact_samples)
+            exact_rows = greedy_rows(target, [rows] + ([data.load(exact_data).rows()] if exact_data else []), T,
+                                     exact_samples)
         else:
             args = argparse.Namespace(vocab=vocab, hidden=hidden, layers=layers, T=T, samples=samples, prompt=prompt,
                                       K=K, train_epochs=train_epochs, seed=seed)
@@ -289,7 +313,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
         label = label or f"synthetic Llama N={target.n_layers} H={target.hidden_size}"
         T_max = max(len(r["input_ids"]) for r in rows)
 
-        fast_vs_exact(target, draft, exact_rows[:1], spec, K)                                   # warm-up
+        fast_vs_exact(target, draft, [warm_up_cut(exact_rows[0], K)], spec, K)                  # warm-up
         a_runs = [fast_vs_exact(target, draft, exact_rows, spec, K) for _ in range(repeats)]
         same = all(r["identical_A"] for r in a_runs)
         a = {"key": "fast_vs_exact", "figure": "fast simulate vs exact speculative loop (speed-up)", "target": label,

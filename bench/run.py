@@ -183,6 +183,18 @@ def run(args) -> int:
     figures: list[benchmark.Figure] = []
     failed = []
     t_start = time.perf_counter()
+    machine = benchmark.machine(device)
+    out = args.out or str(BENCH / "results.json")
+    settings = {"quick": bool(args.quick), "repeats": repeats, "threads": args.threads, "demo": str(demo) if demo else None,
+                "sections": sections, "targets": targets, "sizes": cfg,
+                "note": "shared, noisy machine: other jobs ran during the measurement" if device == "cpu" else ""}
+
+    def save(done: bool):
+        """Write what is measured so far (atomic), so that an interrupted long run keeps its finished sections."""
+        settings.update(seconds=round(time.perf_counter() - t_start, 1), complete=done)
+        doc = benchmark.results(machine, figures, settings)
+        benchmark.write_results(out, doc)
+        return doc
 
     def add(section: str, label: str, thunk):
         t0 = time.perf_counter()
@@ -198,9 +210,12 @@ def run(args) -> int:
             figures.append(benchmark.not_run(section, section, f"failed: {type(e).__name__}: {msg}", label))
             figures[-1].status = "failed"
             print(f"[bench] {section} on {label} FAILED: {msg}", flush=True)
+            save(False)
             return
         figures.extend(figs)
-        print(f"[bench] {section} on {label}: {len(figs)} figure(s) in {time.perf_counter() - t0:.1f} s", flush=True)
+        save(False)
+        print(f"[bench] {section} on {label}: {len(figs)} figure(s) in {time.perf_counter() - t0:.1f} s; "
+              f"so far in {out}", flush=True)
 
     demo_label = None
     if demo is not None:
@@ -280,14 +295,7 @@ def run(args) -> int:
     elif speed is not None and args.only is None:                       # the last sweep, from bench/vllm-speed.json
         figures.extend(speed.last_figures(BENCH / "vllm-speed.json"))
 
-    machine = benchmark.machine(device)
-    settings = {"quick": bool(args.quick), "repeats": repeats, "threads": args.threads, "demo": str(demo) if demo else None,
-                "sections": sections, "targets": targets, "sizes": cfg,
-                "seconds": round(time.perf_counter() - t_start, 1),
-                "note": "shared, noisy machine: other jobs ran during the measurement" if device == "cpu" else ""}
-    doc = benchmark.results(machine, figures, settings)
-    out = args.out or str(BENCH / "results.json")
-    benchmark.write_results(out, doc)
+    doc = save(True)
     gpu = f", {machine['gpu']}" if "gpu" in machine else ""
     print(f"\n{machine['cpu']}, {machine['cores']} cores, torch {machine['torch']}, transformers "
           f"{machine['transformers']}, {device} {machine['dtype']}{gpu}; {settings['seconds']} s; load average "

@@ -144,3 +144,44 @@ def test_the_speed_rows_come_from_the_last_sweep_and_say_when_there_is_none(tmp_
     assert (err.ratio, err.goal_met, err.target) == (0.15, False, "real vLLM, demo-real")
     assert round(sign.ratio, 3) == 0.667 and sign.goal_met is False and up.ratio == 0.9
     assert "of the 3 rows whose measurement calls a side" in sign.ratio_unit
+
+
+def test_an_interrupted_run_keeps_the_sections_it_finished(tmp_path, monkeypatch):
+    """Each finished section is in --out before the next one starts (a long real-model run stopped half-way
+    keeps its capture rows); the file says whether the run completed."""
+    row = ('[{"key": "k", "figure": "f", "target": "t", "unit": "x", "values": [1.0, 1.0, 1.0, 1.0, 1.0], '
+           '"goal": None}]')
+    out = tmp_path / "r.json"
+    run = _fake_package(tmp_path, monkeypatch, {
+        "capture": f"def measure(*a, **k):\n    return {row}\n",
+        "acceptance": ("import json\n"
+                       f"def measure(*a, **k):\n    doc = json.load(open({str(out)!r}))\n"
+                       "    assert [r['key'] for r in doc['table']] == ['k'] and doc['settings']['complete'] is False\n"
+                       "    raise KeyboardInterrupt\n")})
+    with pytest.raises(KeyboardInterrupt):
+        run.main(["--quick", "--out", str(out), "--only", "capture,acceptance", "--targets", "synthetic"])
+    doc = json.loads(out.read_text())
+    assert [r["key"] for r in doc["table"]] == ["k"] and doc["settings"]["complete"] is False
+    assert run.main(["--quick", "--out", str(out), "--only", "capture", "--targets", "synthetic"]) == 0
+    assert json.loads(out.read_text())["settings"]["complete"] is True
+
+
+def test_the_exact_rows_are_the_targets_own_greedy_text_so_fast_and_exact_agree(smoke_demo):
+    """bench.acceptance continues the longest prompts greedily to T (a foreign reference answer would make the
+    exact loop, which follows its own greedy text, and the fast path score different tokens)."""
+    import torch
+
+    from bench.acceptance import fast_vs_exact, greedy_rows
+    from workbench import rows as data
+    from workbench.demo.build import read_manifest
+    from workbench.model import capture, checkpoint
+
+    target = capture.load_target(smoke_demo / "target")
+    draft = checkpoint.load_draft(smoke_demo / "draft-aligned", target)
+    (row,) = greedy_rows(target, [data.load(smoke_demo / "val.jsonl").rows()], 64, 1)
+    assert len(row["input_ids"]) == 64 and sum(row["loss_mask"]) == 64 - row["n_prompt_tokens"]
+    with torch.no_grad():
+        logits = target.model(input_ids=torch.tensor([row["input_ids"]])).logits[0]
+    assert logits[row["n_prompt_tokens"] - 1:-1].argmax(-1).tolist() == row["input_ids"][row["n_prompt_tokens"]:]
+    out = fast_vs_exact(target, draft, [row], ",".join(read_manifest(smoke_demo)["taps"]["aligned"]), K=3)
+    assert out["identical_A"] and out["verify_steps"] > 5 and out["T"] == 64
