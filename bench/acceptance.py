@@ -323,7 +323,7 @@ def measure(target_path=None, draft_path=None, data_path=None, spec=None, *, lab
                         "verify_steps": a_runs[0]["verify_steps"], "samples": len(exact_rows),
                         "T": a_runs[0]["T"], "K": K},
              "note": f"A identical: {'yes' if same else 'NO'} ({a_runs[0]['matching_steps']}/{a_runs[0]['verify_steps']}"
-                     f" steps); {len(exact_rows)} sample(s), T={a_runs[0]['T']}, K={K}"}
+                     f" steps); {len(exact_rows)} sample(s) of the target's greedy text, T={a_runs[0]['T']}, K={K}"}
 
         simulate(target, draft, rows[:4], [spec], K=K, batch_size=4, progress=False)           # warm-up
         b_runs = [pipeline_vs_bare(target, draft, rows, spec, K) for _ in range(repeats)]
