@@ -205,6 +205,37 @@ def test_the_real_recipe_has_the_seed_shape_at_30_layers():
     assert real_recipe.REAL.n_layers == 30 and real_recipe.REAL.draft_vocab <= 8192
 
 
+def test_recipe_overrides_change_the_named_knobs_and_refuse_bad_ones_in_one_line():
+    size = real_recipe.with_overrides(["draft_epochs=8", "n_train=code:120,prose:60", "n_solutions=0",
+                                       "draft_lr=3e-3"])
+    assert (size.draft_epochs, size.n_solutions, size.draft_lr) == (8, 0, 0.003)
+    assert size.n_train == {"code": 120, "prose": 60, "chat": 8} and size.n_val == real_recipe.REAL.n_val
+    assert real_recipe.with_overrides([]) == real_recipe.REAL
+    for bad, says in (("epochs=8", "KEY one of"), ("draft_epochs", "KEY=VALUE"), ("draft_epochs=2.5", "whole number"),
+                      ("draft_epochs=0", "> 0"), ("draft_lr=fast", "a number"), ("n_train=code=3", "source:count"),
+                      ("n_train=poetry:3", "source:count"), ("n_train=code:-1", "source:count")):
+        with pytest.raises(WorkbenchError) as e:
+            real_recipe.with_overrides([bad])
+        assert says in str(e.value) and bad in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_demo_command_passes_recipe_overrides_to_the_real_build(tmp_path, monkeypatch, capsys):
+    from workbench.cli import main
+    from workbench.demo import real as real_mod
+
+    seen = {}
+
+    def fake_build(out, *, size, seed, force, cache, progress):
+        seen.update(out=out, size=size)
+        raise WorkbenchError("stop here")
+
+    monkeypatch.setattr(real_mod, "build_real", fake_build)
+    assert main(["demo", "--size", "real", "--out", str(tmp_path / "r"), "--recipe", "draft_epochs=8"]) == 2
+    assert seen["size"].draft_epochs == 8 and seen["size"].n_train == real_recipe.REAL.n_train
+    assert main(["demo", "--size", "smoke", "--recipe", "draft_epochs=8"]) == 2
+    assert "use --size real" in capsys.readouterr().err and "size" in seen
+
+
 def test_prompt_splits_hold_out_by_source(tmp_path):
     gz = tmp_path / "HumanEval.jsonl.gz"
     with gzip.open(gz, "wt") as f:

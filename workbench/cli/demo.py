@@ -7,6 +7,7 @@ notebooks into HTML reports and prints where they are. No network, no GPU, no mo
     $ workbench demo --size smoke --out /tmp/wb-demo --reports /tmp/wb-reports
     $ workbench demo --build-only
     $ workbench demo --size real --reports reports/real   # SmolLM2-135M-Instruct from the package registry
+    $ workbench demo --size real --out /tmp/real-8 --build-only --recipe draft_epochs=8   # a frontier point
 """
 
 NAME = "demo"
@@ -24,6 +25,9 @@ def add_arguments(parser):
     parser.add_argument("--out", default=None, help="demo folder (default: data/demo, data/demo-real for --size real)")
     parser.add_argument("--cache", default=None, help="--size real: where downloaded wheels are kept (default: "
                                                      "$WORKBENCH_CACHE or ~/.cache/workbench)")
+    parser.add_argument("--recipe", action="append", default=[], metavar="KEY=VALUE",
+                        help="--size real: change one knob of the recipe (repeatable), e.g. draft_epochs=8 or "
+                             "n_train=code:120,prose:60,chat:16; see docs/demo-real.md")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     parser.add_argument("--force", action="store_true", help="rebuild even when a matching demo exists")
     parser.add_argument("--build-only", action="store_true", help="build (or reuse) the demo and stop")
@@ -41,11 +45,16 @@ def run(args) -> int:
     from workbench.analysis.diagnose import diagnose_files
 
     progress = not args.quiet
+    if args.recipe and args.size != "real":
+        from workbench.core.errors import WorkbenchError
+
+        raise WorkbenchError(f"--recipe changes the real demo's recipe; --size is {args.size}, use --size real")
     if args.size == "real":
         from workbench.demo.real import build_real
+        from workbench.demo.real_recipe import with_overrides
 
-        out = build_real(args.out or "data/demo-real", seed=args.seed, force=args.force, cache=args.cache,
-                         progress=progress)
+        out = build_real(args.out or "data/demo-real", size=with_overrides(args.recipe), seed=args.seed,
+                         force=args.force, cache=args.cache, progress=progress)
     else:
         out = demo.build_demo(args.out or "data/demo", size=args.size, seed=args.seed, force=args.force,
                               progress=progress)

@@ -52,6 +52,50 @@ class RealSize:
 REAL = RealSize()
 
 
+def with_overrides(items, size: RealSize = REAL) -> RealSize:
+    """``size`` with ``KEY=VALUE`` overrides (``workbench demo --size real --recipe ...``), checked field by field;
+    a per-source field takes ``source:n`` pairs, merged into its defaults.
+
+    >>> with_overrides(["draft_epochs=8", "n_train=code:120,prose:60"]).n_train
+    {'code': 120, 'prose': 60, 'chat': 8}
+    >>> with_overrides(["draft_lr=3e-3"]).draft_lr
+    0.003
+    """
+    from dataclasses import fields, replace
+
+    from workbench.core.errors import WorkbenchError
+
+    kinds = {f.name: f for f in fields(RealSize) if f.name != "name"}
+    changes = {}
+    for item in items or ():
+        key, sep, text = str(item).partition("=")
+        key, text = key.strip(), text.strip()
+        where = f"--recipe {item!r}"
+        if not sep or key not in kinds:
+            raise WorkbenchError(f"{where}: expected KEY=VALUE with KEY one of {', '.join(sorted(kinds))}")
+        current = getattr(size, key)
+        if isinstance(current, dict):
+            merged = dict(changes.get(key, current))
+            for pair in filter(None, (p.strip() for p in text.split(","))):
+                src, colon, n = pair.partition(":")
+                if not colon or src.strip() not in REAL_SOURCES or not n.strip().isdigit():
+                    raise WorkbenchError(f"{where}: expected source:count pairs (sources "
+                                         f"{', '.join(REAL_SOURCES)}; counts whole numbers ≥ 0), got {pair!r}")
+                merged[src.strip()] = int(n)
+            changes[key] = merged
+            continue
+        try:
+            value = type(current)(text) if isinstance(current, int) else float(text)
+        except ValueError:
+            raise WorkbenchError(f"{where}: expected {'a whole number' if isinstance(current, int) else 'a number'}"
+                                 f" for {key}, got {text!r}") from None
+        zero_ok = key in ("threads", "label_topk", "n_solutions")
+        if value < 0 or (value == 0 and not zero_ok):
+            raise WorkbenchError(f"{where}: {key} must be {'≥ 0' if zero_ok else '> 0'}, got {text!r}")
+        changes[key] = value
+    return replace(size, **changes) if changes else size
+
+
 def real_taps(n_layers: int = 30) -> dict:
     """The demo's wirings at N (ids ``[1, N//2-1, N-4]``); at N=30 the seed's shape."""
     return demo_taps(n_layers)
@@ -160,5 +204,5 @@ def pick(records: list, n: int) -> list:
     return [records[int(i * step)] for i in range(n)]
 
 
-__all__ = ["REAL_SOURCES", "RealSize", "REAL", "real_taps", "QUESTIONS", "question_records", "humaneval_records",
+__all__ = ["REAL_SOURCES", "RealSize", "REAL", "with_overrides", "real_taps", "QUESTIONS", "question_records", "humaneval_records",
            "prose_records", "pick"]
