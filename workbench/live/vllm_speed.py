@@ -59,6 +59,7 @@ from workbench.simulate.acceptance import accept
 from workbench.stats import cost
 
 NOISE = 0.05          # a speed-up within 5% of 1, or a spread this wide around it, ranks nothing
+SIDE_P = 0.05         # passes on both sides of 1 call a side only when a sign test does (one-sided p <= this)
 FILE_NAME = "vllm-speed.json"
 NOT_MEASURED = ("Tokens/s on a real server: not measured for this draft. `workbench vllm speed --target T --draft D "
                 "--data F -K 1,2,3,4 --concurrency 1 --json vllm-speed.json` measures them (about 25 minutes on 2 "
@@ -179,12 +180,25 @@ def compare_passes(base: list[Pass], spec: list[Pass]) -> dict:
     per-pass ratios, passes paired in the order they ran), and whether the spread allows a verdict."""
     ratios = [s.tokens_per_s / b.tokens_per_s for b, s in zip(base, spec)]
     r = spread(ratios)
-    noisy = r["min"] < 1.0 < r["max"] and abs(r["median"] - 1.0) < max(NOISE, (r["max"] - r["min"]) / 2)
+    faster, slower = sum(x > 1.0 for x in ratios), sum(x < 1.0 for x in ratios)
+    noisy = r["min"] < 1.0 < r["max"] and (abs(r["median"] - 1.0) < max(NOISE, (r["max"] - r["min"]) / 2)
+                                           or sign_test_p(faster, slower) > SIDE_P)
     return {"measured_tokens_per_s": spread(p.tokens_per_s for p in spec)["median"],
             "measured_spread": spread(p.tokens_per_s for p in spec),
             "baseline_tokens_per_s": spread(p.tokens_per_s for p in base)["median"],
             "baseline_spread": spread(p.tokens_per_s for p in base),
-            "measured_speedup": r["median"], "speedup_spread": r, "too_noisy": bool(noisy)}
+            "measured_speedup": r["median"], "speedup_spread": r, "too_noisy": bool(noisy),
+            "passes_faster": faster, "passes_slower": slower}
+
+
+def sign_test_p(faster: int, slower: int) -> float:
+    """One-sided sign test: the chance that fair coins put at least the majority's count of passes on one side.
+
+        >>> sign_test_p(3, 0), sign_test_p(2, 1), round(sign_test_p(8, 1), 3)
+        (0.125, 0.5, 0.02)
+    """
+    n, k = faster + slower, max(faster, slower)
+    return sum(math.comb(n, i) for i in range(k, n + 1)) / 2 ** n if n else 1.0
 
 
 def verdict(speedup: float, too_noisy: bool = False) -> str:
@@ -325,7 +339,9 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
             sp = row["speedup_spread"]
             say(f"{name} at K={k}: {row['measured_tokens_per_s']} tokens/s, baseline {row['baseline_tokens_per_s']} "
                 f"(medians); speed-up {row['measured_speedup']}x, the median of the paired passes' ratios "
-                f"[{sp['min']}-{sp['max']}]" + ("; too noisy to tell faster from slower" if row["too_noisy"] else ""))
+                f"[{sp['min']}-{sp['max']}]" + (f"; too noisy to tell faster from slower ({row['passes_faster']} of "
+                                                f"{len(row['passes'])} passes faster): more passes (--repeats) or a "
+                                                f"quieter machine would decide it" if row["too_noisy"] else ""))
     finally:
         if base_srv is not None:
             _stop(stop, base_srv)
