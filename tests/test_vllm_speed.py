@@ -206,7 +206,9 @@ def test_real_vllm_speed_sign_is_predicted_from_the_servers_own_costs(smoke_demo
         if (spread["max"] - spread["min"]) <= 0.25 * spread["median"]:     # a steadier measurement than this
             assert abs(r["predicted_error"]) < 0.5, r                       # cannot judge a prediction
         if not r["too_noisy"] and abs(r["measured_speedup"] - 1) > 0.1:
-            assert r["sign_right"] is True, r
+            assert r["sign_right"] is not False, r
+            if abs(r["predicted_speedup"] - 1) >= r["sign_margin"]:     # the prediction calls a side too
+                assert r["sign_right"] is True, r
 
 
 def test_the_answer_names_no_fastest_k_when_the_passes_overlap():

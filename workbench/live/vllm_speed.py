@@ -214,14 +214,18 @@ def verdict(speedup: float, too_noisy: bool = False) -> str:
     return f"{'faster' if speedup > 1 else 'slower'} than no speculation ({speedup:.2f}x)"
 
 
-def sign_right(predicted: float, measured: float, too_noisy: bool = False) -> bool | None:
+def sign_right(predicted: float, measured: float, too_noisy: bool = False, margin: float = 0.0) -> bool | None:
     """Whether the prediction puts the speed-up on the measured side of no speculation; None (undecided) when the
-    measurement calls no side: too noisy, or within :data:`NOISE` of 1.
+    measurement calls no side (too noisy, or within :data:`NOISE` of 1) or the prediction calls none: it lies
+    within ``margin`` of 1, the sweep's own uncertainty of its calibration (the two drafts' cost per verify step
+    differ by that much at this K, though both run the same verify step).
 
         >>> sign_right(0.9, 0.8), sign_right(1.1, 0.8), sign_right(0.93, 1.02), sign_right(0.9, 1.2, too_noisy=True)
         (True, False, None, None)
+        >>> sign_right(1.07, 0.85, margin=0.21), sign_right(1.3, 0.85, margin=0.21)
+        (None, False)
     """
-    if too_noisy or abs(measured - 1.0) < NOISE or math.isnan(predicted):
+    if too_noisy or abs(measured - 1.0) < NOISE or math.isnan(predicted) or abs(predicted - 1.0) < abs(margin):
         return None
     return (predicted > 1) == (measured > 1)
 
@@ -418,6 +422,11 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
     if in_process:
         for name in {r["draft"] for r in rows}:
             models[name] = cost.measure(tgt, inputs.load(tgt, drafts[name], None, device="cpu", progress=False).draft)
+    first = names[0]
+    state["step_costs"] = {str(k): {**c, "unit": "baseline pass seconds", "calibrated_on": first}
+                           for (d, k), c in costs.items() if d == first}
+    state["step_cost_spread"] = {str(k): round(c["per_step"] / costs[first, k]["per_step"] - 1.0, 4)
+                                 for (d, k), c in costs.items() if d != first and (first, k) in costs}
     tokens = [n_tok] * len(cut)
     for r in rows:
         off = offline(tgt, drafts[r["draft"]], cut, r["k"], models.get(r["draft"]))
@@ -434,12 +443,8 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
             r["predicted_tokens_per_s_in_process"] = round(base * off["in_process_speedup"], 2)
             r["in_process_error"] = round(r["predicted_tokens_per_s_in_process"] / r["measured_tokens_per_s"] - 1, 4)
         r["verdict"] = verdict(r["measured_speedup"], r["too_noisy"])
-        r["sign_right"] = sign_right(r["predicted_speedup"], r["measured_speedup"], r["too_noisy"])
-    first = names[0]
-    state["step_costs"] = {str(k): {**c, "unit": "baseline pass seconds", "calibrated_on": first}
-                           for (d, k), c in costs.items() if d == first}
-    state["step_cost_spread"] = {str(k): round(c["per_step"] / costs[first, k]["per_step"] - 1.0, 4)
-                                 for (d, k), c in costs.items() if d != first and (first, k) in costs}
+        r["sign_margin"] = abs(state["step_cost_spread"].get(str(r["k"]), 0.0))
+        r["sign_right"] = sign_right(r["predicted_speedup"], r["measured_speedup"], r["too_noisy"], r["sign_margin"])
     state["best_k"] = {name: best_k([r for r in rows if r["draft"] == name]) for name in drafts}
     state["complete"] = True
 
