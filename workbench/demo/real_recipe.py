@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
+from workbench.core.errors import WorkbenchError
 from workbench.demo.recipe import demo_taps, split_source, stdlib_files
 
 REAL_SOURCES = ("code", "prose", "chat")
@@ -61,10 +62,6 @@ def with_overrides(items, size: RealSize = REAL) -> RealSize:
     >>> with_overrides(["draft_lr=3e-3"]).draft_lr
     0.003
     """
-    from dataclasses import fields, replace
-
-    from workbench.core.errors import WorkbenchError
-
     kinds = {f.name: f for f in fields(RealSize) if f.name != "name"}
     changes = {}
     for item in items or ():
