@@ -212,7 +212,7 @@ def test_recipe_overrides_change_the_named_knobs_and_refuse_bad_ones_in_one_line
     assert size.n_train == {"code": 120, "prose": 60, "chat": 8} and size.n_val == real_recipe.REAL.n_val
     assert real_recipe.with_overrides([]) == real_recipe.REAL
     for bad, says in (("epochs=8", "KEY one of"), ("draft_epochs", "KEY=VALUE"), ("draft_epochs=2.5", "whole number"),
-                      ("draft_epochs=0", "> 0"), ("draft_lr=fast", "a number"), ("n_train=code=3", "source:count"),
+                      ("draft_epochs=0", "> 0"), ("draft_lr=fast", "a number"), ("draft_lr=nan", "> 0"), ("n_train=code=3", "source:count"),
                       ("n_train=poetry:3", "source:count"), ("n_train=code:-1", "source:count")):
         with pytest.raises(WorkbenchError) as e:
             real_recipe.with_overrides([bad])

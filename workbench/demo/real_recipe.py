@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from dataclasses import dataclass, fields, replace
 
 from workbench.core.errors import WorkbenchError
@@ -87,7 +88,7 @@ def with_overrides(items, size: RealSize = REAL) -> RealSize:
             raise WorkbenchError(f"{where}: expected {'a whole number' if isinstance(current, int) else 'a number'}"
                                  f" for {key}, got {text!r}") from None
         zero_ok = key in ("threads", "label_topk", "n_solutions")
-        if value < 0 or (value == 0 and not zero_ok):
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
             raise WorkbenchError(f"{where}: {key} must be {'≥ 0' if zero_ok else '> 0'}, got {text!r}")
         changes[key] = value
     return replace(size, **changes) if changes else size
