@@ -63,7 +63,7 @@ def with_overrides(items, size: RealSize = REAL) -> RealSize:
     >>> with_overrides(["draft_lr=3e-3"]).draft_lr
     0.003
     """
-    kinds = {f.name: f for f in fields(RealSize) if f.name != "name"}
+    kinds = {f.name for f in fields(RealSize)} - {"name"}
     changes = {}
     for item in items or ():
         key, sep, text = str(item).partition("=")
