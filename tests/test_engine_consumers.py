@@ -45,7 +45,7 @@ def test_a_speculators_draft_defaults_to_vllm_through_choose_wiring(tmp_path):
     raw, sd = write_speculators(tmp_path / "spec")
     d = load_draft(tmp_path / "spec", _Target(sd["embed_tokens.weight"]))
     w, note = wiring.choose_wiring(_stub_target(), d)
-    assert w.spec == "L1,L15,L28" and note.startswith("no --wiring/--engine: vllm:"), note
+    assert w.spec == "L1,L15,L28" and note.startswith("no --wiring/--engine: trained by vllm-project/speculators"), note
     # an EAGLE-3 checkpoint reads as SpecForge (layer outputs)
     w, note = wiring.choose_wiring(_stub_target(), _eagle3((2, 16, 29)))
     assert w.spec == "L2,L16,L29" and "specforge" in note

@@ -26,7 +26,7 @@ V, H, N = 60, 32, 32
 
 def test_every_record_resolves_and_unknown_names_list_them():
     assert set(engines.ENGINE_NAMES) == {"sglang", "sglang-2026.04", "vllm", "vllm-v2", "vllm-legacy", "specforge",
-                                         "speculators", "eagle", "modelopt", "hf"}
+                                         "speculators", "eagle", "modelopt", "hf", "tensorrt-llm"}
     for name in engines.ENGINE_NAMES:
         assert engines.get(name.upper()).name == name
     with pytest.raises(WorkbenchError) as e:

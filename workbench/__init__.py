@@ -47,7 +47,7 @@ FACE = {
     "rank_tied": "workbench.analysis.diagnose", "regenerate_rows": "workbench.live.regenerate:regenerate",
     "engine": "workbench.engines.records:get", "auto_flags": "workbench.engines.records",
     "serving_candidates": "workbench.engines.candidates", "target_architecture": "workbench.engines.flags",
-    "trained_wiring": "workbench.engines.taps:trained_wiring_from_config",
+    "trained_wiring": "workbench.engines.trainers:trained_wiring_from_config",
     "wiring_table": "workbench.engines.wiring:table",
     "sglang_live": "workbench.live.sglang_live:", "vllm_live": "workbench.live.vllm_live:",
     "vllm_server": "workbench.live.vllm_server:", "fidelity": "workbench.live.engine_fidelity:",

@@ -1,6 +1,7 @@
-"""`workbench inspect PATH`: describe, validate and summarise a draft's training data.
+"""`workbench inspect PATH`: describe, validate and summarise a draft's training data, or name who trained a draft.
 
     $ workbench inspect data/demo/val.jsonl --tokenizer data/demo/target --preview 0
+    $ workbench inspect data/demo-real/draft-modelopt --target data/demo-real/target     # a draft folder
 
 Exit codes: 0 every row valid, 1 some rows invalid (each problem printed as ``file:line: field: ...``),
 2 unusable input (missing file, empty file, not JSON Lines, not a dataset).
@@ -11,12 +12,15 @@ from __future__ import annotations
 import json
 
 NAME = "inspect"
-HELP = "describe, validate and summarise training data (JSONL[.gz], Parquet, save_to_disk folder)"
+HELP = ("describe, validate and summarise training data (JSONL[.gz], Parquet, save_to_disk folder); for a draft "
+        "folder: its trainer, format, id convention and trained taps")
 
 
 def add_arguments(parser):
     parser.add_argument("path", help="a .jsonl / .jsonl.gz / .json / .parquet file, a datasets.save_to_disk folder or "
                                      "hf:OWNER/NAME[:SPLIT[:N]]: tokenised rows, conversations or prompts")
+    parser.add_argument("--target", metavar="DIR", help="a draft folder: the target (its config.json is enough) "
+                                                         "for the number of layers behind the trained taps")
     parser.add_argument("--tokenizer", metavar="DIR", help="local tokenizer folder: checks ids < vocab size, decodes "
                                                            "--preview; conversations: tokenised with its chat template "
                                                            "(turns, mask method, template shown)")
@@ -35,6 +39,8 @@ def run(args) -> int:
     from workbench import rows as data
     from workbench.core.errors import WorkbenchError
 
+    if _is_draft(args.path):
+        return _draft(args)
     if args.html and args.preview is None:
         raise WorkbenchError("--html needs --preview ROW (the row to render)")
     from workbench.rows.conversations import sniff
@@ -79,3 +85,42 @@ def _preview(ds, args):
     if args.html:
         data.write_html(pv, args.html)
     return pv
+
+
+def _is_draft(path) -> bool:
+    from pathlib import Path
+
+    from workbench.engines.taps import load_config
+    from workbench.model.checkpoint import draft_architecture
+
+    cfg = Path(path) / "config.json"
+    return cfg.is_file() and draft_architecture(load_config(str(cfg), "draft config")) is not None
+
+
+def _draft(args) -> int:
+    """A draft folder: its trainer, format, id convention and trained taps (read from config.json, no weights)."""
+    from pathlib import Path
+
+    from workbench.engines.taps import load_config
+    from workbench.engines.trainers import provenance
+
+    cfg = load_config(str(Path(args.path) / "config.json"), "draft config")
+    if args.target:
+        n, where = args.target, f"target {args.target}"
+    else:
+        from workbench.engines.records import config_ids
+        ids = next((v for v in config_ids(cfg).values() if v), None)
+        n, where = ((max(ids) + 4) if ids else None), "no --target: the ids are read as written, their range unchecked"
+    if n is None:
+        from workbench.engines.trainers import identify
+        t, evidence, version = identify(cfg)
+        doc = {"trainer": t.name, "label": t.label, "version": version, "format": t.format,
+               "convention": t.convention, "evidence": evidence, "ids": None, "trained_taps": None,
+               "why_not": "no ids in config.json: the trainer's default depends on the target's layers (give --target)"}
+        text = (f"trainer: {t.label}{' ' + version if version else ''} ({evidence})\nformat: {t.format}\n"
+                f"ids: (none); {t.convention}\ntrained taps: the trainer's default: give --target for N")
+    else:
+        p = provenance(cfg, n)
+        doc, text = p.to_dict(), p.summary() + f"\n({where})"
+    print(json.dumps({"path": str(args.path), **doc}, indent=2) if args.json else f"{args.path}\n{text}")
+    return 0

@@ -10,7 +10,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('candidates', 'flags', 'records', 'sglang_lint', 'taps', 'vllm_lint', 'wiring')
+MODULES = ('candidates', 'flags', 'records', 'sglang_lint', 'taps', 'trainers', 'vllm_lint', 'wiring')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -72,7 +72,11 @@ _WHERE = {
     'num_layers': 'taps',
     'id_list': 'taps',
     'draft_layer_ids': 'taps',
-    'trained_wiring_from_config': 'taps',
+    'trained_wiring_from_config': 'trainers',
+    'hinted_wiring': 'taps',
+    'provenance': 'trainers',
+    'identify': 'trainers',
+    'TRAINERS': 'trainers',
     'Resolution': 'taps',
     'as_wirings': 'taps',
     'ENGINE': 'vllm_lint',

@@ -116,7 +116,10 @@ def _derived(reason: str) -> bool:
 
 def where_ids_go(engine: str) -> str:
     """The config key ``engine`` reads first, as a user would write it."""
-    keys = engines.get(engine).keys
+    e = engines.get(engine)
+    keys = e.keys
+    if e.ids_arg:
+        return f"{e.ids_arg} (its server argument; the draft config's ids are not read)"
     return ("eagle_aux_hidden_state_layer_ids (top level)" if keys[:1] == ("top",) else
             "eagle_config.eagle_aux_hidden_state_layer_ids")
 
@@ -160,7 +163,7 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
         ...                 {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
         ...                  "workbench": {"trained_taps": ["embed", "L1", "L3"]}}, engine="sglang")
         >>> [(c.spec, c.feasible) for c in cs][:2], cs[0].reasons[0]
-        ([('L1,L3,L4', True), ('L0,L2,L3', False)], 'fed by SGLang (current); SGLang before 2026-05; vLLM V2 runner (GPU default); vLLM before PR #42764; SpecForge (training); speculators (vLLM training library); EAGLE (SafeAILab, official); NVIDIA ModelOpt (training)')
+        ([('L1,L3,L4', True), ('L0,L2,L3', False)], 'fed by SGLang (current); SGLang before 2026-05; vLLM V2 runner (GPU default); vLLM before PR #42764; TensorRT-LLM (PyTorch backend); SpecForge (training); speculators (vLLM training library); EAGLE (SafeAILab, official); NVIDIA ModelOpt (training)')
         >>> next(c for c in cs if c.spec == "embed,L1,L3").reasons[0]
         'trained taps (draft config workbench.trained_taps)'
 

@@ -85,6 +85,7 @@ class Engine:
     options: dict = field(default_factory=dict)        # option name -> Option (only the honoured ones)
     auto_flags: dict | None = None     # arch -> (steps, topk, draft tokens); key "*" for the rest
     sources: tuple[str, ...] = ()      # engine files the record was checked against
+    ids_arg: str | None = None         # the ids come from this server argument, never from the draft config
 
     @property
     def feeds_embed(self) -> bool:
@@ -178,6 +179,22 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
         # the older llama_eagle3.py reads norm_before_residual only (default False)
         options={"norm_before_residual": Option(("norm_before_residual",), False, speculators_default=True)},
         sources=_VLLM_SRC),
+    Engine(
+        "tensorrt-llm", "TensorRT-LLM (PyTorch backend)",
+        "2025-08 to 2026 (PR #7012 on): ids only from eagle3_layers_to_capture, never from the draft config", True,
+        # _torch/speculative/utils.py _build_spec_metadata: layers_to_capture=spec_config.eagle3_layers_to_capture
+        # (llm_args.py EagleDecodingConfig, a Set[int]: sorted); eagle3.py Eagle3SpecMetadata default
+        # (1, N//2-1, N-4), N <= 5 refused; modeling_llama.py captures hidden_states + residual after layer
+        # layer_idx, so id k = L{k} (id N-1 = the last layer's pre-norm output; -1 = the model's final output);
+        # nothing captures the embedding. The draft config's eagle_aux_hidden_state_layer_ids is never read.
+        keys=(), shift=1, lowest=1, highest_is_last=True, ids_arg="eagle3_layers_to_capture",
+        embed="checkpoint", lm_head="checkpoint",
+        # modeling_speculative.py Eagle3DraftModel: eagle_config.norm_before_fc; fc_norm, norm_output top level
+        options={"norm_before_fc": Option(("eagle_config.norm_before_fc",)), "fc_norm": Option(("fc_norm",)),
+                 "norm_output": Option(("norm_output",))},
+        sources=("tensorrt_llm/_torch/speculative/eagle3.py", "tensorrt_llm/_torch/speculative/utils.py",
+                 "tensorrt_llm/llmapi/llm_args.py", "tensorrt_llm/_torch/models/modeling_speculative.py",
+                 "tensorrt_llm/_torch/models/modeling_llama.py")),
     Engine(
         "specforge", "SpecForge (training)", "after PR #879 (2026-09-15): norm_output is Eagle-3.1's", False,
         # specforge/algorithms/model_providers.py resolve_eagle_capture_layers: eagle_config ids, else
@@ -362,6 +379,9 @@ def wiring_for(engine, draft_config, n_layers) -> Resolution:
     else:
         if e.shift is None:
             r = _resolve_points(e, [2, n // 2, n - 3], n, arch, "fixed capture points")
+        elif e.ids_arg:
+            r = _taps_for_ids(e, e.default_ids(n), n, arch,
+                              source=f"ids from its {e.ids_arg} argument, unset → default")
         else:
             where = {"nested": "eagle_config", "top": "top-level", "dflash": "dflash_config"}
             miss = " or ".join(where[k] for k in e.keys)
@@ -369,6 +389,11 @@ def wiring_for(engine, draft_config, n_layers) -> Resolution:
     ignored = [k for k in ("top", "nested", "dflash") if found[k] is not None and k not in e.keys]
     if ignored and e.keys:
         r.warnings.append(f"{e.name}: ignores the {' and '.join(ignored)} ids (reads only {', '.join(e.keys)})")
+    elif ignored and e.ids_arg:
+        r.warnings.append(f"{e.name}: ignores the draft config's ids (they go in its {e.ids_arg} argument)")
+    if e.ids_arg and draft_config is not None and is_speculators(draft_config):
+        r.warnings.append(f"{e.name}: no loader for speculators checkpoints was found in its source "
+                          "(no speculators_model_type support)")
     if e.shift is None and any(v is not None for v in found.values()):
         r.warnings.append(f"{e.name}: ignores the draft config's layer ids (fixed capture points)")
     return r
@@ -643,7 +668,8 @@ def engine_table() -> list[dict]:
     for e in RECORDS.values():
         rows.append({
             "engine": e.name, "what": e.label, "version": e.boundary, "serving": e.serving,
-            "reads": " > ".join(e.keys) or "(nothing)", "id": id_meaning(e),
+            "reads": " > ".join(e.keys) or (f"its {e.ids_arg} argument" if e.ids_arg else "(nothing)"),
+            "id": id_meaning(e),
             "rotary": f"+{e.rotary_offset} at steps k>=1" if e.rotary_offset else "p+k",
             "embed": e.embed, "lm_head": e.lm_head,
             "options": ", ".join(f"{k}" + ("=True if missing (speculators)" if o.speculators_default else "")

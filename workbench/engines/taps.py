@@ -192,11 +192,12 @@ def draft_layer_ids(draft_config) -> dict:
     return {"nested": nested, "top": id_list(cfg.get(_KEY), _KEY)}
 
 
-def trained_wiring_from_config(draft_config, n_layers: int) -> "Wiring | None":
-    """The taps a draft was trained on, when its config says so (our trainer writes
-    ``"workbench": {"trained_taps": [...]}``); None when absent.
+def hinted_wiring(draft_config, n_layers: int) -> "Wiring | None":
+    """The taps a draft was trained on, when its config names them (our trainer writes
+    ``"workbench": {"trained_taps": [...]}``); None when absent. A foreign trainer's taps:
+    :func:`workbench.engines.trainers.trained_wiring_from_config`.
 
-        >>> trained_wiring_from_config({"workbench": {"trained_taps": ["embed", "L3", "L31"]}}, 32).spec
+        >>> hinted_wiring({"workbench": {"trained_taps": ["embed", "L3", "L31"]}}, 32).spec
         'embed,L3,L31'
     """
     if draft_config is None:

@@ -38,8 +38,9 @@ from workbench.engines.taps import (
     parse_tap,
     tap_sort_key,
     tap_to_hf,
-    trained_wiring_from_config,
+    hinted_wiring,
 )
+from workbench.engines.trainers import trained_wiring_from_config
 
 ENGINES = engines.ENGINE_NAMES
 
@@ -178,6 +179,8 @@ def choose_wiring(target, draft, wiring=None, engine: str | None = None):
         return w, w.note or f"given: {w.spec}"
     raw = getattr(draft, "raw_config", None) or draft.config
     trained = trained_wiring_from_config(raw, target.n_layers) if raw is not None else None
+    if trained is not None and hinted_wiring(raw, target.n_layers) is None:
+        return trained, f"no --wiring/--engine: {trained.note}"
     if trained is not None:
         return trained, f"trained taps from the draft config: {trained.spec}"
     r = engines.default_wiring(raw, target.config)
@@ -187,5 +190,5 @@ def choose_wiring(target, draft, wiring=None, engine: str | None = None):
 
 
 __all__ = ["ENGINES", "Resolution", "Wiring", "WiringTable", "apply_engine", "as_wirings", "choose_wiring",
-           "draft_layer_ids", "hf_to_tap", "id_list", "ids_for", "load_config", "num_layers", "parse_tap",
+           "draft_layer_ids", "hf_to_tap", "hinted_wiring", "id_list", "ids_for", "load_config", "num_layers", "parse_tap",
            "resolve", "table", "tap_sort_key", "tap_to_hf", "trained_wiring_from_config"]
