@@ -147,6 +147,18 @@ def _short(names) -> str:
     return ", ".join(names[:6]) + (f" (+{len(names) - 6} more)" if len(names) > 6 else "")
 
 
+def _check_id_range(raw: dict, n: int, cfg_path: Path) -> None:
+    """Every layer id a config carries lies in [0, N] (N = the target's layers; vLLM's id N is the last layer)."""
+    eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
+    for key, ids in (("eagle_aux_hidden_state_layer_ids", raw.get("eagle_aux_hidden_state_layer_ids")),
+                     ("eagle_config.eagle_aux_hidden_state_layer_ids", eagle.get("eagle_aux_hidden_state_layer_ids"))):
+        if isinstance(ids, list):
+            bad = [i for i in ids if isinstance(i, int) and not 0 <= i <= n]
+            if bad:
+                raise WorkbenchError(f"{cfg_path}: {key} has id {bad[0]} outside [0, {n}] for a target with {n} "
+                                     f"layers (ids {ids})")
+
+
 def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> Eagle3Draft:
     """Load an EAGLE-3 draft checkpoint directory; ``embed_tokens`` comes from ``target`` when absent.
 
@@ -229,6 +241,8 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
     if target is not None and getattr(target, "hidden_size", draft.target_hidden_size) != draft.target_hidden_size:
         raise WorkbenchError(f"draft {folder} expects a target with hidden size {draft.target_hidden_size} "
                              f"(fc input 3 x {draft.target_hidden_size}) but the target has {target.hidden_size}")
+    if target is not None and getattr(target, "n_layers", None):
+        _check_id_range(raw, int(target.n_layers), cfg_path)
     if target is not None and getattr(target, "vocab_size", draft.vocab_size) != draft.vocab_size:
         raise WorkbenchError(f"draft {folder} has vocab_size {draft.vocab_size} but the target has "
                              f"{target.vocab_size}")

@@ -426,6 +426,9 @@ class Eagle3Draft(nn.Module):
                                  f"[{self.draft_vocab_size}]")
         if d2t.is_floating_point() or d2t.dtype == torch.bool:
             raise WorkbenchError(f"{where}: d2t has dtype {d2t.dtype}, expected integer offsets (int64)")
+        if self.draft_vocab_size > 1 and torch.equal(d2t.long().cpu(), torch.arange(self.draft_vocab_size)):
+            raise WorkbenchError(f"{where}: d2t is arange({self.draft_vocab_size}): target ids written where offsets "
+                                 "belong (target id = draft id + d2t[draft id]; an identity map is all zeros)")
         tid = torch.arange(self.draft_vocab_size) + d2t.long().cpu()
         bad = ((tid < 0) | (tid >= self.vocab_size)).nonzero().flatten()
         if len(bad):
