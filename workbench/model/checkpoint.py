@@ -210,6 +210,12 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
         draft = Eagle3Draft(dict(cfg, bias=True), where=str(cfg_path))
         draft.source_format, draft.path = fmt, str(folder)
     draft.raw_config = raw            # config.json as written (engines' id rules read this one)
+    window = cfg.get("sliding_window")
+    if "sliding_attention" in (cfg.get("layer_types") or []) and isinstance(window, int):
+        # speculators writes layer_types ["sliding_attention"] with sliding_window 2048; vLLM's Llama attention
+        # then windows the draft layer. The simulator attends to the whole row: equal up to the window.
+        draft.notes.append(f"the draft layer attends to a sliding window of {window} tokens (layer_types); "
+                           f"workbench attends to the whole row, so rows longer than {window} tokens differ")
     draft.notes += notes if fmt == "eagle3" else []
     expected = {k: v for k, v in draft.state_dict().items()}
     optional = {"embed_tokens.weight", "t2d"} | ({"d2t"} if draft.draft_vocab_size == draft.vocab_size else set())
@@ -252,9 +258,11 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
         draft.set_vocab_map(sd["d2t"], sd.get("t2d"), where=str(wfile))
     if "embed_tokens.weight" in sd:
         draft.set_embedding(sd["embed_tokens.weight"], source="checkpoint")
-        if target is not None and not torch.equal(sd["embed_tokens.weight"].float(),
-                                                  target.embed_weight().detach().float().cpu()):
-            draft.notes.append("the checkpoint's embed_tokens differs from the target's input embedding")
+        if target is not None:
+            # compared in the checkpoint's dtype: speculators saves a copy of the target's table in bf16
+            emb = sd["embed_tokens.weight"]
+            if not torch.equal(emb, target.embed_weight().detach().cpu().to(emb.dtype)):
+                draft.notes.append("the checkpoint's embed_tokens differs from the target's input embedding")
     elif target is not None:
         draft.set_embedding(target.embed_weight(), source="target")
     if not draft.spec.has_draft_vocab_key:
