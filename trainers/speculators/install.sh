@@ -9,11 +9,16 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="${1:-$HERE/../../.venv-speculators}"
-PYTHON="${PYTHON:-python3.11}"
+PYTHON="${PYTHON:-python3}"
 LOG="$VENV/install.log"
 start=$(date +%s)
 
 fail() { echo "install.sh: FAILED at: $1 (log: $LOG)"; exit 1; }
+STAMP="$VENV/.speculators-installed"
+STAMP_TEXT="torch==2.13.0 speculators==0.9.0 hs-connectors==0.9.0 transformers<=5.19.0"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_TEXT" ] && "$VENV/bin/python" -c "from importlib.metadata import version as v; assert v('speculators') == '0.9.0' and v('torch').startswith('2.13.0')" 2>/dev/null; then
+  echo "install.sh: $VENV already installed ($STAMP_TEXT)"; exit 0
+fi
 
 mkdir -p "$VENV" 2>/dev/null && : > "$LOG" 2>/dev/null || { echo "install.sh: FAILED at: cannot write $LOG"; exit 1; }
 test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV" >> "$LOG" 2>&1 || fail "creating venv $VENV with $PYTHON"
@@ -33,4 +38,5 @@ ok = (torch.__version__.startswith("2.13.0") and torch.version.cuda is None
 print("torch", torch.__version__, "transformers", transformers.__version__, "speculators", version("speculators"))
 sys.exit(0 if ok else "wrong torch or speculators version")
 EOF
+echo "$STAMP_TEXT" > "$STAMP"
 echo "speculators 0.9.0 ready in $VENV ($(tail -1 "$LOG"); $(( $(date +%s) - start )) s)"

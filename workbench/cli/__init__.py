@@ -20,7 +20,7 @@ from workbench.core.errors import WorkbenchError
 
 # One module per command, in the order `workbench --help` lists them.
 COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "tune", "demo", "report", "sglang", "vllm", "rewire",
-            "bench", "prepare", "regenerate"]
+            "bench", "prepare", "regenerate", "foreign"]
 
 
 # Output options: dest -> "file" or "folder"; a folder per command where --out names a folder.

@@ -1,0 +1,300 @@
+"""``make foreign-drafts``: EAGLE-3 drafts for the real demo's target, trained by real trainers, kept as exported.
+
+    >>> # notes = train_foreign("data/demo-real")      # both trainers, each in its own venv; resumable
+
+Each trainer runs from its own environment (``.venv-modelopt``, ``.venv-speculators``: ``make trainers``, the
+scripts in ``trainers/``) through its documented entry point, on the real demo's own training rows
+(``train.jsonl``: the target's replies with the chat template and the answer mask):
+
+- **NVIDIA ModelOpt** 0.47.0 (``trainers/modelopt/train.py``: ``mtsp.convert`` + HF Trainer + ModelOpt's
+  ``export_speculative_decoding``), in process. Its own taps (``default_eagle_aux_layer_ids``: ``[1, 14, 26]`` for
+  N=30, output of layer k), its own loss (soft-target cross-entropy, 3 TTT steps weighted 0.9^k), its export.
+- **speculators** 0.9.0 (``speculators train`` via ``trainers/speculators/run.py``) on hidden states in its own
+  file format, written by ``trainers/speculators/write_hidden_states.py`` (plain HF ``output_hidden_states`` plus
+  a pre-hook on the final norm; not captured through vLLM). Its own taps (``[2, 15, 27]``: vLLM ids, input of
+  layer k), its loss (KL, 3 TTT steps), its optimizer (Muon), its export (``checkpoint_best``).
+
+Both get the one-layer draft shape of the project's real drafts and a reduced draft vocabulary of
+:data:`DRAFT_VOCAB` tokens (the rows hold about 2,200 distinct tokens; ModelOpt refuses a V above that).
+
+Output: ``<root>/draft-<trainer>/`` exactly as the trainer exported it (ModelOpt writes it itself, atomically;
+speculators' ``checkpoint_best`` is copied file by file into a temporary folder renamed into place, without its
+optimizer state), and ``<root>/draft-<trainer>.manifest.json`` (trainer, version, commands, wall time, seed).
+A trainer that cannot install or run gives one ``note:`` line naming it, its version and the cause; the others
+go on. A rerun skips a draft whose manifest matches the recipe, the data and the export's files; otherwise the
+trainer's own resume continues from its work folder (``<root>/draft-<trainer>.work``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.files import write_json
+
+REPO = Path(__file__).resolve().parents[2]
+DRAFT_VOCAB = 2048
+MANIFEST_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What every foreign trainer gets: the same rows, epochs, seed and draft vocabulary as far as it has the knob."""
+
+    epochs: int = 3
+    seed: int = 0
+    draft_vocab: int = DRAFT_VOCAB
+    lr: float = 1e-3                 # speculators' default; ModelOpt's recipe says 1e-4 with 1000 warm-up steps
+    batch: int = 4                   # ModelOpt rows per step (the project's own trainer uses 4)
+    warmup: int = 10                 # ModelOpt warm-up steps (its 1000 would never end in 102 steps)
+    max_len: int | None = None       # ModelOpt pads every row to one length: default the longest row
+    total_seq_len: int = 2048        # speculators packs rows into batches of this many tokens
+    threads: int = 0                 # 0: every core
+    rows: int | None = None          # the first ``rows`` training rows only (the smoke test); None: all
+
+
+SMOKE = Recipe(epochs=1, draft_vocab=32, batch=2, warmup=1, total_seq_len=256, rows=16, threads=1)
+
+
+@dataclass(frozen=True)
+class Trainer:
+    name: str                # folder suffix: draft-<name>
+    title: str
+    package: str             # the distribution whose version the manifest records
+    version: str             # the version trainers/<name>/install.sh pins
+    venv: str                # relative to the repository
+
+
+TRAINERS = {
+    "modelopt": Trainer("modelopt", "NVIDIA ModelOpt", "nvidia-modelopt", "0.47.0", ".venv-modelopt"),
+    "speculators": Trainer("speculators", "vllm-project/speculators", "speculators", "0.9.0", ".venv-speculators"),
+}
+
+
+@dataclass
+class Step:
+    label: str
+    argv: list
+    env: dict = field(default_factory=dict)
+    skip_if: Path | None = None      # the step's product: present and complete → the step is not rerun
+
+
+def venv_python(t: Trainer, repo: Path = REPO) -> Path:
+    return repo / t.venv / "bin" / "python"
+
+
+def installed(t: Trainer, repo: Path = REPO) -> tuple[str | None, str]:
+    """(version, "") when the trainer's venv imports its package at the pinned version, else (None, why)."""
+    py = venv_python(t, repo)
+    if not py.is_file():
+        log = repo / t.venv / "install.log"
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
+        return None, (f"no {t.venv} (make trainers)" + (f"; last install log line: {tail[0][:200]}" if tail else ""))
+    r = subprocess.run([str(py), "-c", f"from importlib.metadata import version; print(version({t.package!r}))"],
+                       capture_output=True, text=True)
+    if r.returncode:
+        return None, f"{t.venv}: {t.package} does not import ({(r.stderr.strip().splitlines() or ['?'])[-1][:200]})"
+    got = r.stdout.strip()
+    if got != t.version:
+        return None, f"{t.venv} has {t.package} {got}, expected {t.version} (rerun make trainers)"
+    return got, ""
+
+
+def steps(name: str, root: Path, recipe: Recipe, repo: Path = REPO) -> list[Step]:
+    """The commands that train ``name``'s draft into ``<root>/draft-<name>``, in order."""
+    t = TRAINERS[name]
+    py, root = str(venv_python(t, repo)), root.resolve()
+    out, work = root / f"draft-{name}", root / f"draft-{name}.work"
+    rows = training_rows(root, work, recipe)
+    env = {"OMP_NUM_THREADS": str(recipe.threads or os.cpu_count() or 1)}
+    if name == "modelopt":
+        argv = [py, str(repo / "trainers/modelopt/train.py"), "--target", str(root / "target"),
+                "--data", str(rows), "--out", str(out), "--work-dir", str(work),
+                "--epochs", str(recipe.epochs), "--batch-size", str(recipe.batch), "--lr", f"{recipe.lr:g}",
+                "--warmup-steps", str(recipe.warmup), "--draft-vocab-size", str(recipe.draft_vocab),
+                "--seed", str(recipe.seed), "--log-steps", "5"]
+        if recipe.max_len:
+            argv += ["--max-len", str(recipe.max_len)]
+        return [Step("train", argv, env)]
+    if name == "speculators":
+        hs = work / "data"
+        write = [sys.executable, str(repo / "trainers/speculators/write_hidden_states.py"),
+                 "--target", str(root / "target"), "--rows", str(rows), "--out", str(hs),
+                 "--dtype", "float32", "--token-freq", "--overwrite"]
+        train = [py, str(repo / "trainers/speculators/run.py"), "--speculator-type", "eagle3",
+                 "--verifier-name-or-path", str(root / "target"), "--data-path", str(hs),
+                 "--save-path", str(work / "checkpoints"), "--num-layers", "1",
+                 "--draft-vocab-size", str(recipe.draft_vocab), "--total-seq-len", str(recipe.total_seq_len),
+                 "--num-workers", "0", "--epochs", str(recipe.epochs), "--lr", f"{recipe.lr:g}",
+                 "--seed", str(recipe.seed), "--on-missing", "raise"]
+        return [Step("hidden-states", write, env, skip_if=hs / "workbench_hidden_states.json"),
+                Step("train", train, env)]
+    raise WorkbenchError(f"unknown trainer {name!r}: expected one of {', '.join(TRAINERS)}")
+
+
+def training_rows(root: Path, work: Path, recipe: Recipe) -> Path:
+    """``train.jsonl``, or its first ``recipe.rows`` rows copied into the work folder."""
+    if recipe.rows is None:
+        return root / "train.jsonl"
+    sub = work / f"train-first{recipe.rows}.jsonl"
+    if not sub.is_file():
+        with open(root / "train.jsonl", encoding="utf-8") as f:
+            lines = [ln for ln in f if ln.strip()][:recipe.rows]
+        from workbench.core.files import atomic_write
+
+        work.mkdir(parents=True, exist_ok=True)
+        with atomic_write(sub) as f:
+            f.writelines(lines)
+    return sub
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def export_files(folder: Path) -> dict:
+    return {p.name: sha256(p) for p in sorted(folder.iterdir()) if p.is_file()} if folder.is_dir() else {}
+
+
+def manifest_path(root: Path, name: str) -> Path:
+    return root / f"draft-{name}.manifest.json"
+
+
+def _key(name: str, root: Path, recipe: Recipe) -> dict:
+    return {"format": MANIFEST_FORMAT, "trainer": name, "recipe": asdict(recipe),
+            "data": {"path": "train.jsonl", "sha256": sha256(root / "train.jsonl")},
+            "target": {"config_sha256": sha256(root / "target" / "config.json")}}
+
+
+def up_to_date(name: str, root: Path, recipe: Recipe) -> dict | None:
+    """The manifest when ``draft-<name>`` was trained with this recipe on these rows and is unchanged since."""
+    p = manifest_path(root, name)
+    try:
+        m = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    key = _key(name, root, recipe)
+    if any(m.get(k) != v for k, v in key.items()):
+        return None
+    return m if m.get("export", {}).get("files") == export_files(root / f"draft-{name}") else None
+
+
+def _run(step: Step, log_file: Path, say) -> float:
+    """Run one step, its output shown line by line and kept in ``log_file``; its wall seconds, or an error."""
+    env = dict(os.environ, **step.env, PYTHONUNBUFFERED="1")
+    env.pop("PYTHONPATH", None)
+    t0 = time.time()
+    with open(log_file, "a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(step.argv)}\n")
+        proc = subprocess.Popen(step.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=str(REPO), errors="replace")
+        last = []
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                line = line.rstrip()
+                if line:
+                    last = (last + [line])[-5:]
+                    say(f"    {line[:200]}")
+            rc = proc.wait()
+        except BaseException:
+            proc.terminate()
+            proc.wait()
+            raise
+    if rc:
+        cause = next((ln for ln in reversed(last) if "rror" in ln or "FAILED" in ln), last[-1] if last else "")
+        raise WorkbenchError(f"{step.label} exited with {rc}: {cause[:300]} (log: {log_file})")
+    return time.time() - t0
+
+
+def _copy_export(src: Path, dst: Path) -> None:
+    """speculators' checkpoint folder → ``dst``, atomically; its training state (optimizer, scheduler) left out."""
+    src = src.resolve()
+    if not (src / "config.json").is_file() or not (src / "model.safetensors").is_file():
+        raise WorkbenchError(f"{src}: no config.json + model.safetensors (speculators' export)")
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for p in sorted(src.iterdir()):
+        if p.is_file() and not p.name.endswith("_state_dict.pt"):
+            shutil.copy2(p, tmp / p.name)
+    old = dst.with_name(f".{dst.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dst.exists():
+        os.replace(dst, old)
+    os.replace(tmp, dst)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def train_one(name: str, root, recipe: Recipe = Recipe(), *, say=print, repo: Path = REPO) -> dict:
+    """Train (or resume, or keep) ``<root>/draft-<name>``; its manifest. Raises WorkbenchError naming the cause."""
+    root = Path(root)
+    t = TRAINERS[name]
+    for need in ("target/config.json", "train.jsonl"):
+        if not (root / need).is_file():
+            raise WorkbenchError(f"{root / need}: missing (build the real demo first: workbench demo --size real)")
+    m = up_to_date(name, root, recipe)
+    if m is not None:
+        say(f"draft-{name}: up to date ({t.title} {m['version']}, trained in {m['wall_s'] / 60:.1f} min; "
+            f"{manifest_path(root, name).name})")
+        return m
+    version, why = installed(t, repo)
+    if version is None:
+        raise WorkbenchError(why)
+    work = root / f"draft-{name}.work"
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = work / "train.log"
+    done, t0 = [], time.time()
+    for s in steps(name, root, recipe, repo):
+        if s.skip_if is not None and s.skip_if.is_file():
+            say(f"draft-{name}: {s.label}: done before ({s.skip_if.name})")
+            continue
+        say(f"draft-{name}: {s.label} ({t.title} {version}) ...")
+        wall = _run(s, log_file, say)
+        done.append({"step": s.label, "argv": [_rel(a, root) for a in s.argv], "env": s.env, "wall_s": round(wall, 1)})
+    out = root / f"draft-{name}"
+    if name == "speculators":
+        _copy_export(work / "checkpoints" / "checkpoint_best", out)
+    if not (out / "config.json").is_file():
+        raise WorkbenchError(f"{out}: the trainer finished without an export (log: {log_file})")
+    from workbench.engines.trainers import provenance
+
+    prov = provenance(json.loads((out / "config.json").read_text()), root / "target")
+    m = dict(_key(name, root, recipe), title=t.title, package=t.package, version=version, seed=recipe.seed,
+             commands=done, wall_s=round(time.time() - t0, 1), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+             cores=os.cpu_count(), trained_taps=prov.trained.spec if prov.trained is not None else None,
+             export={"folder": out.name, "files": export_files(out)})
+    write_json(manifest_path(root, name), m)
+    say(f"draft-{name}: exported by {t.title} {version} in {m['wall_s'] / 60:.1f} min → {out}")
+    return m
+
+
+def _rel(arg, root: Path) -> str:
+    """Command lines in the manifest without this machine's paths: the repo and the demo folder named as such."""
+    s = str(arg)
+    return s.replace(str(root), "<root>").replace(str(REPO), "<repo>").replace(sys.executable, "<workbench python>")
+
+
+def train_foreign(root, names=tuple(TRAINERS), recipe: Recipe = Recipe(), *, say=print) -> list[str]:
+    """Every trainer in ``names``; the ``note:`` lines of those that could not (the rest go on)."""
+    notes = []
+    for name in names:
+        t = TRAINERS[name]
+        try:
+            train_one(name, root, recipe, say=say)
+        except WorkbenchError as e:
+            notes.append(f"note: draft-{name} not trained: {t.title} ({t.package} {t.version}): {e}")
+            say(notes[-1])
+    return notes

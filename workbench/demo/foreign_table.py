@@ -1,0 +1,146 @@
+"""The trainer × engine table: each draft as its trainer exported it, what each engine feeds it, what that costs.
+
+    >>> # table = measure_foreign("data/demo-real"); print(markdown(table))
+
+For each draft folder of the real demo (the project's ``draft-aligned``, ``draft-modelopt``, ``draft-speculators``;
+those present), loaded unmodified by :func:`workbench.model.checkpoint.load_draft`:
+
+- who trained it, in what format and id convention, and the taps it trained on
+  (:func:`workbench.engines.trainers.provenance`);
+- for each engine of :data:`ENGINES`, the taps it feeds (:func:`workbench.engines.wiring.resolve`) and, where they
+  differ from the trained ones, the fix: the ids that make the engine feed the trained taps and where they go;
+- the decode-path accept length (chain K=4, greedy, bonus counted) on ``val.jsonl`` under the trained taps and
+  under each fed wiring, and the step-1 top-1 accuracy, from one target pass (:func:`workbench.simulate.acceptance.
+  simulate`; the target's pass over val is cached in ``foreign-drafts.cache/``).
+
+Written to ``<root>/foreign-drafts.json``; :func:`markdown` renders it (docs/foreign-drafts.md, the index card).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from workbench import rows as data
+from workbench.core.files import write_json
+from workbench.engines.records import get as engine_record
+from workbench.engines.candidates import where_ids_go
+from workbench.engines.records import ids_for_taps
+from workbench.engines.trainers import provenance
+from workbench.engines.wiring import resolve
+from workbench.model import capture, checkpoint
+from workbench.simulate import acceptance
+
+ENGINES = ("sglang", "sglang-2026.04", "vllm", "vllm-v2", "tensorrt-llm")
+DRAFTS = ("draft-aligned", "draft-modelopt", "draft-speculators")
+K = 4
+RESULT = "foreign-drafts.json"
+
+
+def measure_draft(folder: Path, target, rows, *, cache_dir=None, engines=ENGINES, progress: bool = False) -> dict:
+    """One draft's row group of the table (see the module docstring)."""
+    d = checkpoint.load_draft(folder, target)
+    prov = provenance(d.raw_config, target.n_layers)
+    trained = prov.trained.spec if prov.trained is not None else None
+    fed = {}
+    for e in engines:
+        r = resolve(e, target.n_layers, d.raw_config)
+        spec = ",".join(r.taps)
+        entry = {"engine": e, "label": engine_record(e).label, "taps": spec, "feasible": bool(r.feasible),
+                 "explanation": r.explanation, "warnings": list(r.warnings), "fix": None}
+        if trained is not None and spec != trained:
+            f = ids_for_taps(e, prov.trained.taps, target.n_layers)
+            entry["fix"] = (f"set {where_ids_go(e)} to {f.ids}" if f.feasible else f"no ids feed {trained}: {f.reason}")
+        fed[e] = entry
+    specs = [trained] if trained else []
+    specs += [s["taps"] for s in fed.values() if s["feasible"] and len(s["taps"].split(",")) == 3]
+    specs = list(dict.fromkeys(specs))
+    res = acceptance.simulate(target, d, rows, specs, K=K, progress=progress, acc_topk=1, cache_dir=cache_dir) \
+        if specs else {}
+    accept = {s: round(float(r.decode_path["accept_length"]), 4) for s, r in res.items()}
+    for entry in fed.values():
+        entry["accept"] = accept.get(entry["taps"])
+    return {"folder": folder.name, "provenance": prov.to_dict(), "trained_taps": trained,
+            "accept_trained": accept.get(trained), "top1": round(float(res[trained].top1), 4) if trained in res else None,
+            "accept": accept, "engines": fed, "notes": list(d.notes)}
+
+
+def measure_foreign(root, drafts=DRAFTS, *, engines=ENGINES, progress: bool = True, write: bool = True) -> dict:
+    """The table for every draft folder of ``drafts`` present under ``root``; written to ``root/foreign-drafts.json``."""
+    root = Path(root)
+    target = capture.load_target(root / "target")
+    rows = data.load(root / "val.jsonl")
+    t0, out = time.time(), {}
+    for name in drafts:
+        folder = root / name
+        if not (folder / "config.json").is_file():
+            continue
+        if progress:
+            print(f"measuring {name} ...", flush=True)
+        out[name] = measure_draft(folder, target, rows, cache_dir=root / "foreign-drafts.cache", engines=engines)
+        man = root / f"{name}.manifest.json"
+        if man.is_file():
+            m = json.loads(man.read_text())
+            out[name]["trained_by"] = {k: m.get(k) for k in ("title", "version", "seed", "wall_s", "recipe")}
+    result = {"format": 1, "K": K, "data": "val.jsonl", "n_rows": len(rows), "n_layers": target.n_layers,
+              "metric": f"accept length (decode path, chain K={K}, greedy, bonus counted)",
+              "engines": list(engines), "drafts": out, "seconds": round(time.time() - t0, 1)}
+    if write:
+        write_json(root / RESULT, result)
+    return result
+
+
+def markdown(result: dict) -> str:
+    """One row per draft × engine: trained taps, fed taps, accept length trained → fed, and the fix.
+
+        >>> r = {"K": 4, "drafts": {"draft-x": {"provenance": {"label": "NVIDIA ModelOpt", "version": None},
+        ...      "trained_taps": "L1,L14,L26", "accept_trained": 1.5, "top1": 0.4, "engines": {"vllm": {
+        ...      "label": "vLLM V1", "taps": "L0,L13,L25", "feasible": True, "accept": 1.2,
+        ...      "fix": "set x to [2, 15, 27]"}}}}}
+        >>> print(markdown(r))
+        | draft (trainer) | engine | taps trained | taps fed | accept trained → fed (K=4) | fix |
+        |---|---|---|---|---|---|
+        | `draft-x` (NVIDIA ModelOpt) | vLLM V1 | `L1,L14,L26` | `L0,L13,L25` | 1.50 → 1.20 (-20%) | set x to [2, 15, 27] |
+    """
+    lines = [f"| draft (trainer) | engine | taps trained | taps fed | accept trained → fed (K={result['K']}) | fix |",
+             "|---|---|---|---|---|---|"]
+    for name, d in result["drafts"].items():
+        who = d["provenance"]["label"] + (f" {d['provenance']['version']}" if d["provenance"].get("version") else "")
+        own = d.get("accept_trained")
+        for e in d["engines"].values():
+            acc = e.get("accept")
+            if not e["feasible"]:
+                cell = "does not run (" + _why_not(e.get("warnings", [])) + ")"
+            elif own is None or acc is None:
+                cell = "—"
+            elif e["taps"] == d["trained_taps"]:
+                cell = f"{own:.2f} (as trained)"
+            else:
+                cell = f"{own:.2f} → {acc:.2f} ({acc / own - 1:+.0%})"
+            lines.append(f"| `{name}` ({who}) | {e['label']} | `{d['trained_taps']}` | `{e['taps']}` | {cell} | "
+                         f"{e.get('fix') or '—'} |")
+    return "\n".join(lines)
+
+
+def _why_not(warnings: list) -> str:
+    """The warning that says why an engine cannot serve the draft: no loader, then too few taps, then the first."""
+    for word in ("no loader", "feeds"):
+        hit = [w for w in warnings if word in w]
+        if hit:
+            return hit[0]
+    return warnings[0] if warnings else "?"
+
+
+def quality(result: dict) -> str:
+    """Side by side on the same rows: accept length on the trained taps and step-1 top-1, per draft."""
+    lines = [f"| draft | trainer | taps trained | accept (K={result['K']}, own taps) | step-1 top-1 | trained in |",
+             "|---|---|---|---|---|---|"]
+    for name, d in result["drafts"].items():
+        tb = d.get("trained_by") or {}
+        wall = f"{tb['wall_s'] / 60:.1f} min" if tb.get("wall_s") else "—"
+        acc = d.get("accept_trained")
+        top1 = d.get("top1")
+        lines.append(f"| `{name}` | {d['provenance']['label']} | `{d['trained_taps']}` | "
+                     f"{'—' if acc is None else f'{acc:.2f}'} | {'—' if top1 is None else f'{top1:.2f}'} | {wall} |")
+    return "\n".join(lines)
