@@ -12,7 +12,10 @@ scripts in ``trainers/``) through its documented entry point, on the real demo's
 - **speculators** 0.9.0 (``speculators train`` via ``trainers/speculators/run.py``) on hidden states in its own
   file format, written by ``trainers/speculators/write_hidden_states.py`` (plain HF ``output_hidden_states`` plus
   a pre-hook on the final norm; not captured through vLLM). Its own taps (``[2, 15, 27]``: vLLM ids, input of
-  layer k), its loss (KL, 3 TTT steps), its optimizer (Muon), its export (``checkpoint_best``).
+  layer k), its loss (KL, 3 TTT steps), its export (``checkpoint_best``). Two CPU choices differ from its GPU
+  defaults, both its own flags: ``--hidden-states-dtype float32`` (bf16 autocast on a CPU without bf16 units: 74 s
+  a step against 26 s) and ``--optimizer adamw`` (``torch.optim.Muon`` orthogonalises in bf16: 22 s of a 26 s
+  step; AdamW: 3.6 s a step), measured on the real demo on this 2-core machine.
 
 Both get the one-layer draft shape of the project's real drafts and a reduced draft vocabulary of
 :data:`DRAFT_VOCAB` tokens (the rows hold about 2,200 distinct tokens; ModelOpt refuses a V above that).
@@ -133,7 +136,7 @@ def steps(name: str, root: Path, recipe: Recipe, repo: Path = REPO) -> list[Step
                  "--verifier-name-or-path", str(root / "target"), "--data-path", str(hs),
                  "--save-path", str(work / "checkpoints"), "--num-layers", "1",
                  "--draft-vocab-size", str(recipe.draft_vocab), "--total-seq-len", str(recipe.total_seq_len),
-                 "--num-workers", "0", "--epochs", str(recipe.epochs), "--lr", f"{recipe.lr:g}",
+                 "--hidden-states-dtype", "float32", "--optimizer", "adamw", "--num-workers", "0", "--epochs", str(recipe.epochs), "--lr", f"{recipe.lr:g}",
                  "--seed", str(recipe.seed), "--on-missing", "raise"]
         return [Step("hidden-states", write, env, skip_if=hs / "workbench_hidden_states.json"),
                 Step("train", train, env)]
