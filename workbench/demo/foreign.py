@@ -41,7 +41,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.files import write_json
+from workbench.core.files import atomic_write, write_json
+from workbench.engines.trainers import provenance
 
 REPO = Path(__file__).resolve().parents[2]
 DRAFT_VOCAB = 2048
@@ -151,8 +152,6 @@ def training_rows(root: Path, work: Path, recipe: Recipe) -> Path:
     if not sub.is_file():
         with open(root / "train.jsonl", encoding="utf-8") as f:
             lines = [ln for ln in f if ln.strip()][:recipe.rows]
-        from workbench.core.files import atomic_write
-
         work.mkdir(parents=True, exist_ok=True)
         with atomic_write(sub) as f:
             f.writelines(lines)
@@ -272,8 +271,6 @@ def train_one(name: str, root, recipe: Recipe = Recipe(), *, say=print, repo: Pa
         _copy_export(work / "checkpoints" / "checkpoint_best", out)
     if not (out / "config.json").is_file():
         raise WorkbenchError(f"{out}: the trainer finished without an export (log: {log_file})")
-    from workbench.engines.trainers import provenance
-
     prov = provenance(json.loads((out / "config.json").read_text()), root / "target")
     m = dict(_key(name, root, recipe), title=t.title, package=t.package, version=version, seed=recipe.seed,
              commands=done, wall_s=round(time.time() - t0, 1), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
