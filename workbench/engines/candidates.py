@@ -203,7 +203,9 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
             found[tuple(r.taps)].engines.append(r.engine)
     trained = wm.trained_wiring_from_config(cfg, n) if cfg is not None else None
     if trained is not None:
-        add(trained.taps, "trained taps (draft config workbench.trained_taps)")
+        hinted = wm.hinted_wiring(cfg, n) is not None
+        add(trained.taps, "trained taps (draft config workbench.trained_taps)" if hinted else
+            f"trained taps ({trained.note.split(':')[0]}: its capture of the config's ids)")
         seeds.append(trained.taps)
         if trained.taps in found:
             found[trained.taps].trained = True
