@@ -145,6 +145,13 @@ def _copy(name, root, tmp_path):
     return dst
 
 
+def _edit_weights(folder, edit):
+    """Rewrite ``folder/model.safetensors`` after ``edit(state_dict)`` changed it in place."""
+    sd = load_file(str(folder / "model.safetensors"))
+    edit(sd)
+    save_file(sd, str(folder / "model.safetensors"))
+
+
 def _one_line(excinfo):
     msg = str(excinfo.value)
     assert "\n" not in msg
@@ -155,9 +162,7 @@ def _one_line(excinfo):
 def test_a_missing_tensor_is_named(name, root, trained, tmp_path):
     _export(name, trained)
     bad = _copy(name, root, tmp_path)
-    sd = load_file(str(bad / "model.safetensors"))
-    del sd["fc.weight"]
-    save_file(sd, str(bad / "model.safetensors"))
+    _edit_weights(bad, lambda sd: sd.pop("fc.weight"))
     with pytest.raises(WorkbenchError) as e:
         checkpoint.load_draft(bad, capture.load_target(root / "target"))
     msg = _one_line(e)
@@ -168,9 +173,7 @@ def test_a_missing_tensor_is_named(name, root, trained, tmp_path):
 def test_target_ids_where_d2t_offsets_belong_are_named(name, root, trained, tmp_path):
     _export(name, trained)
     bad = _copy(name, root, tmp_path)
-    sd = load_file(str(bad / "model.safetensors"))
-    sd["d2t"] = torch.arange(sd["d2t"].numel(), dtype=sd["d2t"].dtype)
-    save_file(sd, str(bad / "model.safetensors"))
+    _edit_weights(bad, lambda sd: sd.update(d2t=torch.arange(sd["d2t"].numel(), dtype=sd["d2t"].dtype)))
     with pytest.raises(WorkbenchError) as e:
         checkpoint.load_draft(bad, capture.load_target(root / "target"))
     msg = _one_line(e)

@@ -30,7 +30,6 @@ trainer's own resume continues from its work folder (``<root>/draft-<trainer>.wo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, write_json
+from workbench.demo.fetch import sha256_of
 from workbench.engines.trainers import provenance
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,8 +137,9 @@ def steps(name: str, root: Path, recipe: Recipe, repo: Path = REPO) -> list[Step
                  "--verifier-name-or-path", str(root / "target"), "--data-path", str(hs),
                  "--save-path", str(work / "checkpoints"), "--num-layers", "1",
                  "--draft-vocab-size", str(recipe.draft_vocab), "--total-seq-len", str(recipe.total_seq_len),
-                 "--hidden-states-dtype", "float32", "--optimizer", "adamw", "--num-workers", "0", "--epochs", str(recipe.epochs), "--lr", f"{recipe.lr:g}",
-                 "--seed", str(recipe.seed), "--on-missing", "raise"]
+                 "--hidden-states-dtype", "float32", "--optimizer", "adamw", "--num-workers", "0",
+                 "--epochs", str(recipe.epochs), "--lr", f"{recipe.lr:g}", "--seed", str(recipe.seed),
+                 "--on-missing", "raise"]
         return [Step("hidden-states", write, env, skip_if=hs / "workbench_hidden_states.json"),
                 Step("train", train, env)]
     raise WorkbenchError(f"unknown trainer {name!r}: expected one of {', '.join(TRAINERS)}")
@@ -158,16 +159,8 @@ def training_rows(root: Path, work: Path, recipe: Recipe) -> Path:
     return sub
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def export_files(folder: Path) -> dict:
-    return {p.name: sha256(p) for p in sorted(folder.iterdir()) if p.is_file()} if folder.is_dir() else {}
+    return {p.name: sha256_of(p) for p in sorted(folder.iterdir()) if p.is_file()} if folder.is_dir() else {}
 
 
 def manifest_path(root: Path, name: str) -> Path:
@@ -176,18 +169,18 @@ def manifest_path(root: Path, name: str) -> Path:
 
 def _key(name: str, root: Path, recipe: Recipe) -> dict:
     return {"format": MANIFEST_FORMAT, "trainer": name, "recipe": asdict(recipe),
-            "data": {"path": "train.jsonl", "sha256": sha256(root / "train.jsonl")},
-            "target": {"config_sha256": sha256(root / "target" / "config.json")}}
+            "data": {"path": "train.jsonl", "sha256": sha256_of(root / "train.jsonl")},
+            "target": {"config_sha256": sha256_of(root / "target" / "config.json")}}
 
 
-def up_to_date(name: str, root: Path, recipe: Recipe) -> dict | None:
-    """The manifest when ``draft-<name>`` was trained with this recipe on these rows and is unchanged since."""
+def up_to_date(name: str, root: Path, key: dict) -> dict | None:
+    """The manifest when ``draft-<name>`` was trained under ``key`` (:func:`_key`: recipe, rows, target) and is
+    unchanged since."""
     p = manifest_path(root, name)
     try:
         m = json.loads(p.read_text())
     except (OSError, ValueError):
         return None
-    key = _key(name, root, recipe)
     if any(m.get(k) != v for k, v in key.items()):
         return None
     return m if m.get("export", {}).get("files") == export_files(root / f"draft-{name}") else None
@@ -247,7 +240,8 @@ def train_one(name: str, root, recipe: Recipe = Recipe(), *, say=print, repo: Pa
     for need in ("target/config.json", "train.jsonl"):
         if not (root / need).is_file():
             raise WorkbenchError(f"{root / need}: missing (build the real demo first: workbench demo --size real)")
-    m = up_to_date(name, root, recipe)
+    key = _key(name, root, recipe)
+    m = up_to_date(name, root, key)
     if m is not None:
         say(f"draft-{name}: up to date ({t.title} {m['version']}, trained in {m['wall_s'] / 60:.1f} min; "
             f"{manifest_path(root, name).name})")
@@ -272,7 +266,7 @@ def train_one(name: str, root, recipe: Recipe = Recipe(), *, say=print, repo: Pa
     if not (out / "config.json").is_file():
         raise WorkbenchError(f"{out}: the trainer finished without an export (log: {log_file})")
     prov = provenance(json.loads((out / "config.json").read_text()), root / "target")
-    m = dict(_key(name, root, recipe), title=t.title, package=t.package, version=version, seed=recipe.seed,
+    m = dict(key, title=t.title, package=t.package, version=version, seed=recipe.seed,
              commands=done, wall_s=round(time.time() - t0, 1), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
              cores=os.cpu_count(), trained_taps=prov.trained.spec if prov.trained is not None else None,
              export={"folder": out.name, "files": export_files(out)})

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from workbench import rows as data
 from workbench.core.files import write_json
+from workbench.engines.candidates import set_ids
 from workbench.engines.records import get as engine_record
-from workbench.engines.candidates import where_ids_go
 from workbench.engines.records import ids_for_taps
 from workbench.engines.trainers import provenance
 from workbench.engines.wiring import resolve
@@ -51,7 +51,7 @@ def measure_draft(folder: Path, target, rows, *, cache_dir=None, engines=ENGINES
                  "explanation": r.explanation, "warnings": list(r.warnings), "fix": None}
         if trained is not None and spec != trained:
             f = ids_for_taps(e, prov.trained.taps, target.n_layers)
-            entry["fix"] = (f"set {where_ids_go(e)} to {f.ids}" if f.feasible else f"no ids feed {trained}: {f.reason}")
+            entry["fix"] = set_ids(e, f.ids) if f.feasible else f"no ids feed {trained}: {f.reason}"
         fed[e] = entry
     specs = [trained] if trained else []
     specs += [s["taps"] for s in fed.values() if s["feasible"] and len(s["taps"].split(",")) == 3]

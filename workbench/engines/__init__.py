@@ -45,6 +45,7 @@ _WHERE = {
     'cannot_feed': 'candidates',
     'engine_label': 'candidates',
     'where_ids_go': 'candidates',
+    'set_ids': 'candidates',
     'who_can_feed': 'candidates',
     'DEFAULT_STEPS': 'flags',
     'DraftingShape': 'flags',

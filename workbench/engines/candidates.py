@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from workbench.engines import records as engines
 from workbench.engines import wiring as wm
+from workbench.engines.trainers import identify
 
 
 @dataclass
@@ -125,6 +126,11 @@ def where_ids_go(engine: str) -> str:
 
 
 
+def set_ids(engine: str, ids) -> str:
+    """The one-line fix: ``"set eagle_aux_hidden_state_layer_ids (top level) to [2, 15, 27]"`` for ``engine``."""
+    return f"set {where_ids_go(engine)} to {ids}"
+
+
 def who_can_feed(taps, target, *, exclude=()) -> list[str]:
     """``"vLLM ... can feed embed,L3,L31: set eagle_aux_hidden_state_layer_ids (top level) to [0, 4, 32]"`` for each
     serving record that can (but ``exclude``): the ids and the config key that engine reads them from.
@@ -138,7 +144,7 @@ def who_can_feed(taps, target, *, exclude=()) -> list[str]:
             continue
         f = engines.ids_for_taps(name, taps, target)
         if f.feasible:
-            out.append(f"{engine_label(name)} can feed {','.join(taps)}: set {where_ids_go(name)} to {f.ids}")
+            out.append(f"{engine_label(name)} can feed {','.join(taps)}: {set_ids(name, f.ids)}")
     return out
 
 
@@ -203,9 +209,9 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
             found[tuple(r.taps)].engines.append(r.engine)
     trained = wm.trained_wiring_from_config(cfg, n) if cfg is not None else None
     if trained is not None:
-        hinted = wm.hinted_wiring(cfg, n) is not None
-        add(trained.taps, "trained taps (draft config workbench.trained_taps)" if hinted else
-            f"trained taps ({trained.note.split(':')[0]}: its capture of the config's ids)")
+        trainer = identify(cfg)[0]
+        add(trained.taps, "trained taps (draft config workbench.trained_taps)" if trainer.name == "workbench" else
+            f"trained taps (trained by {trainer.label}: its capture of the config's ids)")
         seeds.append(trained.taps)
         if trained.taps in found:
             found[trained.taps].trained = True

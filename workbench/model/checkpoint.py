@@ -24,6 +24,7 @@ import torch
 from workbench.core.devices import default_dtype, resolve_device
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, write_json
+from workbench.engines.taps import draft_layer_ids
 from workbench.model.draft import ARCHITECTURE, Eagle3Draft
 
 _ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")   # the second is vLLM's registry name
@@ -149,11 +150,14 @@ def _short(names) -> str:
 
 def _check_id_range(raw: dict, n: int, cfg_path: Path) -> None:
     """Every layer id a config carries lies in [0, N] (N = the target's layers; vLLM's id N is the last layer)."""
-    eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
-    for key, ids in (("eagle_aux_hidden_state_layer_ids", raw.get("eagle_aux_hidden_state_layer_ids")),
-                     ("eagle_config.eagle_aux_hidden_state_layer_ids", eagle.get("eagle_aux_hidden_state_layer_ids"))):
-        if isinstance(ids, list):
-            bad = [i for i in ids if isinstance(i, int) and not 0 <= i <= n]
+    try:
+        found = draft_layer_ids(raw)
+    except WorkbenchError as e:                  # an id list that is not integers: name the file
+        raise WorkbenchError(f"{cfg_path}: {e}") from None
+    for key, ids in (("eagle_aux_hidden_state_layer_ids", found["top"]),
+                     ("eagle_config.eagle_aux_hidden_state_layer_ids", found["nested"])):
+        if ids:
+            bad = [i for i in ids if not 0 <= i <= n]
             if bad:
                 raise WorkbenchError(f"{cfg_path}: {key} has id {bad[0]} outside [0, {n}] for a target with {n} "
                                      f"layers (ids {ids})")
