@@ -81,6 +81,20 @@ for note in fed.notes:
     print(note)
 
 # %% [markdown]
+# ## Drafts that real trainers made
+# With `demo = "data/demo-real"`, after `make foreign-drafts`: the drafts NVIDIA ModelOpt and vllm-project/speculators
+# trained for the same target, exactly as they exported them (docs/foreign-drafts.md). For each: who wrote it and
+# how it counts layer ids, the config keys read, and what each engine feeds it against the taps the trainer
+# captured. An engine that feeds other taps is the seed's bug, made by two real tools; the fix is one line.
+
+# %%
+foreign = [wb.foreign.read(f, tgt) for f in wb.foreign.beside(draft)]
+print(wb.foreign.SKIPPED if not foreign else "\n".join(f.header() for f in foreign))
+for f in foreign:
+    display(f.config_table())
+    display(f.engines_table())
+
+# %% [markdown]
 # ## Tap feature statistics
 # Norm distribution of every tap and the mean cosine similarity between taps at the same token.
 
@@ -108,6 +122,8 @@ wb.record_headline("02_wiring", {
     "engines that disagree with training": sum(1 for r in fed if trained is not None and r.taps != trained.taps),
     "mean cos(embed, layer taps)": float(cos.loc["embed", layer_taps].mean()),
     "mean cos(L1, other layer taps)": float(cos.loc["L1", [t for t in layer_taps if t != "L1"]].mean()),
+    **{f"{f.name}: engines that feed other taps than its trainer captured": ", ".join(
+        wb.engine(e).label for e in f.misfed()) or "none" for f in foreign},
 });
 
 # %% [markdown]

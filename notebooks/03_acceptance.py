@@ -257,6 +257,25 @@ wb.record_headline("03_acceptance", {
         f"({a}, {b}, {c})" for a, b, c in wb.best_by_accept_length(sw, 3))});
 
 # %% [markdown]
+# ## Drafts that real trainers made: their diagnosis
+# With `demo = "data/demo-real"`, after `make foreign-drafts`: the ModelOpt and speculators drafts, exactly as
+# exported, each diagnosed on the same rows under the engine that mis-feeds it (this page's engine if it does,
+# else the first that does; notebook 02 shows what each engine feeds). The trainer × engine table with live vLLM
+# rows: docs/foreign-drafts.md and the report's index.
+
+# %%
+foreign = [wb.foreign.read(f, tgt) for f in wb.foreign.beside(draft)]
+if not foreign:
+    print(wb.foreign.SKIPPED)
+for f in foreign:
+    judged = f.judge(engine)
+    fr = wb.diagnose(tgt, str(f.folder), ds, engine=judged, K=steps, limit=limit or None, rewire=False,
+                     device=device)
+    print(f"== {f.header()}\n   judged under {wb.engine(judged).label}")
+    print(fr.diagnosis.summary(max_rows=6), end="\n\n")
+    display(fr.answer)
+
+# %% [markdown]
 # ## Acceptance at temperature > 0, after the fix
 # Most deployments sample, and accept lengths fall there. At the default thresholds SGLang's verification is
 # lossless and uses only the target's probabilities, and the tree is drafted exactly as at T = 0. So on data

@@ -137,6 +137,95 @@ def test_wiring_and_accept_run_on_the_export(name, root, trained, capsys):
     assert EXPECTED[name]["vllm"] in out and "accept" in out
 
 
+def test_diagnose_tune_rewire_and_sampled_accept_run_on_the_exports(root, trained, smoke_demo, capsys, tmp_path):
+    """Issue 46 item 2: diagnose under SGLang and vLLM, accept at T=0.7 on data sampled at 0.7, tune, and rewire
+    where an engine feeds other taps (ModelOpt's export on vLLM: one layer early), each on the export as written."""
+    for name in TRAINERS:
+        _need(name)
+    from workbench.cli import main
+
+    t, sampled = str(root / "target"), str(smoke_demo / "val-T0.7.jsonl")
+    for name in TRAINERS:
+        d = str(root / f"draft-{name}")
+        for engine in ("sglang", "vllm"):
+            capsys.readouterr()
+            assert main(["diagnose", "--target", t, "--draft", d, "--data", str(root / "val.jsonl"), "--engine",
+                         engine, "--limit", "4", "--quiet"]) == 0
+            out = capsys.readouterr().out
+            fed = EXPECTED[name]["vllm"] if engine == "vllm" else "L1,L3,L4"
+            assert fed in out and "verdict:" in out, out
+        capsys.readouterr()
+        assert main(["accept", "--target", t, "--draft", d, "--data", sampled, "--engine", "sglang",
+                     "--temperature", "0.7", "--limit", "4", "--quiet"]) == 0
+        assert "temperature 0.7" in capsys.readouterr().out
+        assert main(["tune", "--target", t, "--draft", d, "--data", str(root / "val.jsonl"), "--steps", "1,2",
+                     "--eagle-topk", "1,2", "--limit", "4", "--quiet"]) == 0
+        assert "eagle_topk" in capsys.readouterr().out
+    out_dir = tmp_path / "rewired"
+    assert main(["rewire", "--target", t, "--draft", str(root / "draft-modelopt"), "--data", str(root / "train.jsonl"),
+                 "--eval-data", str(root / "val.jsonl"), "--engine", "vllm", "--out", str(out_dir), "--limit", "8",
+                 "--eval-limit", "4", "--quiet"]) == 0
+    said = capsys.readouterr().out
+    assert "L0,L2,L3" in said and (out_dir / "config.json").is_file()    # refitted for what vLLM feeds this export
+    assert checkpoint.load_draft(out_dir, capture.load_target(root / "target")) is not None
+
+
+def test_the_reports_show_the_foreign_drafts(root, trained, capsys):
+    """Issue 46 item 6: the trainer × engine table measured on the exports, notebook 02's and 03's foreign-draft
+    cells (run from the notebooks' own source), and the index card built from foreign-drafts.json."""
+    for name in TRAINERS:
+        _need(name)
+    import workbench as wb
+    from workbench.demo.foreign_table import measure_foreign
+    from workbench.report.export import Page, write_index
+    from workbench.report.foreign import cards, markdown
+
+    result = measure_foreign(root, progress=False)
+    mo, sp = result["drafts"]["draft-modelopt"], result["drafts"]["draft-speculators"]
+    assert mo["engines"]["vllm"]["taps"] == "L0,L2,L3" and sp["engines"]["vllm"]["taps"] == "L1,L3,L4"
+    assert mo["engines"]["vllm"]["fix"] == "set eagle_aux_hidden_state_layer_ids (top level) to [2, 4, 5]"
+    assert mo["engines"]["sglang"]["fix"] is None and mo["accept_trained"] > 1.0
+    md = markdown(result)
+    assert "| `draft-modelopt` (NVIDIA ModelOpt 0.47.0) | vLLM V1 (current) | `L1,L3,L4` | `L0,L2,L3` |" in md, md
+
+    # the notebooks' own cells, with the variables the pages define before them
+    tgt, drf, ds = wb.load_inputs(root / "target", root / "draft-modelopt", root / "val.jsonl", progress=False)
+    shown = []
+    env = {"wb": wb, "tgt": tgt, "ds": ds, "draft": str(root / "draft-modelopt"), "engine": "sglang", "steps": 4,
+           "limit": 4, "device": "cpu", "display": shown.append}
+    capsys.readouterr()
+    for page in ("02_wiring", "03_acceptance"):
+        exec(compile(_cell_after(page, "## Drafts that real trainers made"), page, "exec"), env)
+    out = capsys.readouterr().out
+    assert "draft-modelopt: trained by NVIDIA ModelOpt 0.47.0" in out
+    assert "draft-speculators: trained by vllm-project/speculators 0.9.0" in out
+    assert "judged under vLLM V1 (current)" in out and "judged under SGLang (current)" in out   # ModelOpt mis-fed by vLLM
+    text = "".join(repr(t) for t in shown)
+    assert "set eagle_aux_hidden_state_layer_ids (top level) to [2, 4, 5]" in text and "[1, 3, 4]" in text
+    assert {f.name: f.misfed() for f in env["foreign"]} == {"draft-modelopt": ["vllm"], "draft-speculators": []}
+
+    # the index: one card, escaped, with the mis-fed row marked
+    (root / "foreign-drafts.json").write_text(json.dumps(result))
+    cs = cards({"demo": str(root)})
+    assert len(cs) == 1 and cards({"demo": str(root / "nowhere")}) == []
+    index = write_index(root / "report", [Page(name="02_wiring", title="Wiring", description="", status="missing")],
+                        cards=cs).read_text()
+    assert "Drafts that real trainers made" in index and '<tr class="mis">' in index
+    (root / "foreign-drafts.json").write_text("{not json")
+    with pytest.raises(WorkbenchError) as e:
+        cards({"demo": str(root)})
+    assert str(root / "foreign-drafts.json") in _one_line(e)
+    (root / "foreign-drafts.json").unlink()
+
+
+def _cell_after(page: str, heading: str) -> str:
+    """The source of the code cell after the markdown cell that starts with ``# heading`` in notebooks/<page>.py."""
+    text = (foreign.REPO / "notebooks" / f"{page}.py").read_text()
+    cells = text.split("\n# %%")
+    i = next(i for i, c in enumerate(cells) if c.startswith(" [markdown]") and f"# {heading}" in c)
+    return cells[i + 1].split("\n", 1)[1]
+
+
 # ---- bad exports, each made from a real trainer's output: one line naming the file and the key ----------------
 
 def _copy(name, root, tmp_path):

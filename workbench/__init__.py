@@ -34,7 +34,7 @@ FACE = {
     "setup_notebook": "workbench.report.export", "record_headline": "workbench.report.export",
     "table": "workbench.report.export", "agreement_table": "workbench.report.export",
     "plots": "workbench.report.plots:", "evidence": "workbench.report.evidence:",
-    "data_page": "workbench.report.data_page:", "widgets": "workbench.report.widgets:",
+    "data_page": "workbench.report.data_page:", "foreign": "workbench.report.foreign:", "widgets": "workbench.report.widgets:",
     "by_temperature": "workbench.report.temperature", "demo_files": "workbench.report.temperature",
     "TEMPERATURES": "workbench.report.temperature",
     "fill_paths": "workbench.demo.build", "load_inputs": "workbench.load.inputs:load", "dataset": "workbench.load.inputs",

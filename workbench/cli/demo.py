@@ -74,11 +74,12 @@ def run(args) -> int:
         print(f"\ndiagnoses written to {reports}/diagnosis-*.json")
         return 0
     from workbench.report.export import run_report
+    from workbench.report.foreign import cards
 
     params = {"demo": str(out), "size": args.size}
     if args.size == "real":            # the real target writes about 14 tokens/s here: 16 foreign rows, not 64
         params["regenerate_limit"] = REAL_REGENERATE_LIMIT
-    rep = run_report(reports, parameters=params, no_code=True, progress=progress)
+    rep = run_report(reports, parameters=params, no_code=True, progress=progress, cards=cards(params))
     for page in rep.pages:
         print(f"  {page.status:7s} {page.html or page.name}")
     print(f"\nreports: {Path(rep.index).resolve()}")

@@ -42,7 +42,8 @@ def run(args) -> int:
     if not args.measure_only:
         train_foreign(root, tuple(args.trainer or TRAINERS), recipe)
     if not args.no_measure:
-        from workbench.demo.foreign_table import RESULT, markdown, measure_foreign, quality
+        from workbench.demo.foreign_table import RESULT, measure_foreign, quality
+        from workbench.report.foreign import markdown
 
         result = measure_foreign(root)
         print(f"\n{result['metric']} on {result['data']} ({result['n_rows']} rows), written to {root / RESULT}:\n")

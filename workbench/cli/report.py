@@ -29,11 +29,13 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from workbench.core.errors import WorkbenchError
-    from workbench.report.export import run_report
+    from workbench.report.export import parse_value, run_report
+    from workbench.report.foreign import cards
 
-    rep = run_report(args.out, notebooks=args.notebooks, parameters=dict(args.parameter), no_code=args.no_code,
-                     folder=args.notebook_dir,
-                     kernel_name=args.kernel, timeout=args.timeout, progress=not args.quiet)
+    params = dict(args.parameter)
+    rep = run_report(args.out, notebooks=args.notebooks, parameters=params, no_code=args.no_code,
+                     folder=args.notebook_dir, kernel_name=args.kernel, timeout=args.timeout,
+                     progress=not args.quiet, cards=cards({k: parse_value(v) for k, v in params.items()}))
     print(f"report: {rep.index}")
     for p in rep.failed:
         print(f"{p.name} failed: {p.error} (see {p.html or p.name})", file=sys.stderr)

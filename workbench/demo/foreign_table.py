@@ -13,7 +13,8 @@ those present), loaded unmodified by :func:`workbench.model.checkpoint.load_draf
   under each fed wiring, and the step-1 top-1 accuracy, from one target pass (:func:`workbench.simulate.acceptance.
   simulate`; the target's pass over val is cached in ``foreign-drafts.cache/``).
 
-Written to ``<root>/foreign-drafts.json``; :func:`markdown` renders it (docs/foreign-drafts.md, the index card).
+Written to ``<root>/foreign-drafts.json``; :func:`workbench.report.foreign.markdown` renders it (docs/foreign-drafts.md)
+and :func:`workbench.report.foreign.card_html` puts it on the report's index.
 """
 
 from __future__ import annotations
@@ -30,12 +31,11 @@ from workbench.engines.records import ids_for_taps
 from workbench.engines.trainers import provenance
 from workbench.engines.wiring import resolve
 from workbench.model import capture, checkpoint
+from workbench.report.foreign import ENGINES, FOLDERS, RESULT
 from workbench.simulate import acceptance
 
-ENGINES = ("sglang", "sglang-2026.04", "vllm", "vllm-v2", "tensorrt-llm")
-DRAFTS = ("draft-aligned", "draft-modelopt", "draft-speculators")
+DRAFTS = ("draft-aligned", *FOLDERS)
 K = 4
-RESULT = "foreign-drafts.json"
 
 
 def measure_draft(folder: Path, target, rows, *, cache_dir=None, engines=ENGINES, progress: bool = False) -> dict:
@@ -89,47 +89,6 @@ def measure_foreign(root, drafts=DRAFTS, *, engines=ENGINES, progress: bool = Tr
     if write:
         write_json(root / RESULT, result)
     return result
-
-
-def markdown(result: dict) -> str:
-    """One row per draft × engine: trained taps, fed taps, accept length trained → fed, and the fix.
-
-        >>> r = {"K": 4, "drafts": {"draft-x": {"provenance": {"label": "NVIDIA ModelOpt", "version": None},
-        ...      "trained_taps": "L1,L14,L26", "accept_trained": 1.5, "top1": 0.4, "engines": {"vllm": {
-        ...      "label": "vLLM V1", "taps": "L0,L13,L25", "feasible": True, "accept": 1.2,
-        ...      "fix": "set x to [2, 15, 27]"}}}}}
-        >>> print(markdown(r))
-        | draft (trainer) | engine | taps trained | taps fed | accept trained → fed (K=4) | fix |
-        |---|---|---|---|---|---|
-        | `draft-x` (NVIDIA ModelOpt) | vLLM V1 | `L1,L14,L26` | `L0,L13,L25` | 1.50 → 1.20 (-20%) | set x to [2, 15, 27] |
-    """
-    lines = [f"| draft (trainer) | engine | taps trained | taps fed | accept trained → fed (K={result['K']}) | fix |",
-             "|---|---|---|---|---|---|"]
-    for name, d in result["drafts"].items():
-        who = d["provenance"]["label"] + (f" {d['provenance']['version']}" if d["provenance"].get("version") else "")
-        own = d.get("accept_trained")
-        for e in d["engines"].values():
-            acc = e.get("accept")
-            if not e["feasible"]:
-                cell = "does not run (" + _why_not(e.get("warnings", [])) + ")"
-            elif own is None or acc is None:
-                cell = "—"
-            elif e["taps"] == d["trained_taps"]:
-                cell = f"{own:.2f} (as trained)"
-            else:
-                cell = f"{own:.2f} → {acc:.2f} ({acc / own - 1:+.0%})"
-            lines.append(f"| `{name}` ({who}) | {e['label']} | `{d['trained_taps']}` | `{e['taps']}` | {cell} | "
-                         f"{e.get('fix') or '—'} |")
-    return "\n".join(lines)
-
-
-def _why_not(warnings: list) -> str:
-    """The warning that says why an engine cannot serve the draft: no loader, then too few taps, then the first."""
-    for word in ("no loader", "feeds"):
-        hit = [w for w in warnings if word in w]
-        if hit:
-            return hit[0]
-    return warnings[0] if warnings else "?"
 
 
 def quality(result: dict) -> str:

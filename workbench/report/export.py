@@ -501,13 +501,13 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 def run_report(out="reports", *, notebooks=None, parameters: dict | None = None, no_code: bool = False,
                folder=None, kernel_name: str | None = None, timeout: int = 3600,
-               progress: bool = True) -> Report:
+               progress: bool = True, cards=()) -> Report:
     """Execute the selected notebooks, export each to HTML, write ``index.html``; returns a :class:`Report`.
 
     ``parameters``: {name: value}; each notebook receives the ones its ``parameters`` cell declares
     (a name no selected notebook declares is an error). ``folder``: where the notebooks live
     (default :func:`notebook_dir`). A notebook that fails still gets its page (with the error) and
-    the run goes on; ``Report.failed`` lists those.
+    the run goes on; ``Report.failed`` lists those. ``cards``: more index cards, as HTML (:func:`write_index`).
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -556,7 +556,7 @@ def run_report(out="reports", *, notebooks=None, parameters: dict | None = None,
         if progress:
             extra = f": {page.error}" if page.error else ""
             print(f"[report] {name}: {page.status} ({page.seconds:.1f} s){extra}", flush=True)
-    index = write_index(out, pages, parameters=parameters)
+    index = write_index(out, pages, parameters=parameters, cards=cards)
     return Report(out=out, index=index, pages=pages)
 
 
@@ -576,6 +576,7 @@ code{background:#f4f4f4;padding:0 .25em;border-radius:3px}
 span.w{white-space:nowrap}
 .answer dt{font-weight:600;margin-top:.3em} .answer dd{margin:0 0 .2em 0}
 pre.cmd{background:#f4f4f4;padding:.5em;overflow-x:auto;white-space:pre;max-width:100%}
+table.foreign th{text-align:left;font-weight:600;padding:.15em .8em .15em 0} table.foreign tr.mis{background:#fff4e0}
 """
 
 
@@ -608,8 +609,9 @@ ESTIMATOR_WORDS = {
 }
 
 
-def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Path:
-    """Write ``<out>/index.html`` and ``<out>/report.json`` for ``pages``; every text is escaped."""
+def write_index(out, pages: list[Page], *, parameters: dict | None = None, cards=()) -> Path:
+    """Write ``<out>/index.html`` and ``<out>/report.json`` for ``pages``; every text is escaped. ``cards``: more
+    cards after the pages', each already HTML (:func:`workbench.report.foreign.card_html`)."""
     out = Path(out)
     e = html.escape
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -654,6 +656,7 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None) -> Pa
         if p.status != "missing":
             parts.append(f'<p class="desc">{p.seconds:.1f} s</p>')
         parts.append("</div>")
+    parts.extend(cards)
     parts.append("</body></html>")
     index = out / "index.html"
     with atomic_write(index) as f:
