@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 
 import pytest
 
@@ -176,6 +177,14 @@ def test_bad_input_is_reported_before_any_server_starts(smoke_demo, tmp_path):
     with pytest.raises(WorkbenchError, match="fewer than --max-tokens 999"):
         vs.sweep(smoke_demo / "target", {"a": smoke_demo / "draft-aligned"}, smoke_demo / "val.jsonl", [1],
                  max_tokens=999, start=stand.start, stop=stand.stop)
+    broken = tmp_path / "broken"                        # a draft vLLM would refuse: the loader says why, no server
+    shutil.copytree(smoke_demo / "draft-aligned", broken)
+    cfg = json.loads((broken / "config.json").read_text())
+    cfg["architectures"] = []
+    (broken / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(WorkbenchError, match="broken/config.json: architectures is \\[\\]"):
+        vs.sweep(smoke_demo / "target", {"b": broken}, smoke_demo / "val.jsonl", [1], start=stand.start,
+                 stop=stand.stop)
     assert stand.started == []
 
 

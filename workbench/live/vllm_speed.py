@@ -246,12 +246,16 @@ def speed_rows(data, n_rows: int, max_tokens: int | None) -> tuple[list[dict], i
 
 
 def check_inputs(target, drafts: dict, data) -> None:
-    """Local inputs first, before any server starts: one line naming what is wrong."""
+    """Local inputs first, before any server starts: each draft loaded by the loader users use (a checkpoint vLLM
+    would refuse is one line here, not a server log); one line naming what is wrong."""
     for what, path in [("--target", target)] + [(f"--draft {name}", p) for name, p in drafts.items()]:
         if not (Path(path) / "config.json").is_file():
             raise WorkbenchError(f"{what} {path}: no config.json there (expected a model folder)")
     if not Path(data).exists():
         raise WorkbenchError(f"--data {data}: no such file")
+    tgt = inputs.target(target, progress=False)
+    for p in drafts.values():
+        inputs.draft(p, tgt)
 
 
 def offline(target, draft_path, rows, k: int, cost_model=None) -> dict:
