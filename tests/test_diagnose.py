@@ -132,7 +132,8 @@ def test_mismatched_draft_ranks_trained_wiring_above_sglang_and_says_so(wired):
     v = dx.verdict
     assert v.startswith(f"the draft was trained on embed,L1,L3 (α1 {trained['alpha1']:.2f}); "
                         f"SGLang (current) feeds L1,L3,L4 (α1 {served['alpha1']:.2f})"), v
-    assert f"expect accept length {served['accept_length']:.2f} instead of {trained['accept_length']:.2f}" in v
+    assert f"expect accept length {served['decode_path_accept_length']:.2f} instead of " \
+           f"{trained['decode_path_accept_length']:.2f}" in v                 # the decode path: what a server reports
     # SGLang cannot feed the trained taps. Here a wiring it CAN feed (L1,L2,L3 on this task) is as good as the
     # trained one: the cheapest fix is its ids, and only because its interval lies above the engine's
     assert "SGLang cannot feed the embedding (it records taps inside decoder layers only, so never the embedding output); cheapest fix" in v, v
@@ -170,7 +171,7 @@ def test_aligned_draft_gets_a_healthy_verdict(wired):
     assert dx.engine_ok and dx.exit_code == 0
     assert served["alpha1"] > dx.row("embed,L1,L3")["alpha1"] + 0.3
     assert dx.verdict.startswith("SGLang (current) feeds L1,L3,L4"), dx.verdict
-    assert f"expect accept length {served['accept_length']:.2f}" in dx.verdict
+    assert f"expect accept length {served['decode_path_accept_length']:.2f}" in dx.verdict
     assert "instead of" not in dx.verdict and "retrain" not in dx.verdict
     assert dx.fix in ("none", "undecided")
 
@@ -321,7 +322,8 @@ def _dx(stats: dict, *, engine_wiring, trained, cfg_ids=(1, 3, 4), engine="sglan
     from workbench.analysis.diagnose import clearly_better
     rows = [{"rank": i + 1, "spec": s, "reasons": by[s].reasons if s in by else [], "feasible": by[s].feasible
              if s in by else True, "alpha1": 0.5, "alpha1_low": 0.4, "alpha1_high": 0.6, **st[s],
-             "decode_path_accept_length": st[s]["accept_length"], "n_chains": 100, "stage": 2,
+             "decode_path_accept_length": st[s]["accept_length"], "decode_path_low": st[s]["accept_length_low"],
+             "decode_path_high": st[s]["accept_length_high"], "n_chains": 100, "stage": 2,
              "tied_with_best": not clearly_better(st, order[0], s)} for i, s in enumerate(order)]
     eng = wm.resolve(engine, {"num_hidden_layers": N}, cfg)
     dx = Diagnosis(engine=engine, steps=3, table=pd.DataFrame(rows, columns=COLUMNS), results={}, screen={},
@@ -394,7 +396,8 @@ def test_narrative_is_generated_from_the_result():
     dx = _dx({"embed,L1,L3": (3.1, 2.9, 3.3), "L1,L3,L4": (2.0, 1.8, 2.2)}, engine_wiring="L1,L3,L4",
              trained="embed,L1,L3")
     md = dx.narrative()
-    assert md.startswith("**Verdict (accept length (every position, chain K=3, greedy, bonus counted)).**")
+    assert md.startswith("**Verdict (accept length (decode path, chain K=3, greedy, bonus counted); wirings ranked "
+                         "by every position).**")
     assert "`embed,L1,L3` 3.10 [95% 2.90–3.30]" in md and "SGLang (current) feeds `L1,L3,L4`" in md
     assert "Suggested fix: **`workbench rewire`" in md
     dx2 = _dx({"L1,L3,L4": (3.0, 2.8, 3.2), "embed,L1,L3": (2.0, 1.8, 2.2)}, engine_wiring="L1,L3,L4",

@@ -189,10 +189,12 @@ def test_rewire_bars_show_before_after_reference_and_the_recovered_share():
     _labelled(fig)
     (ax,) = fig.axes
     heights = [p.get_height() for p in ax.patches]
-    assert heights == pytest.approx([before.accept_length, after.accept_length, ref.accept_length])
+    dp = [r.decode_path["accept_length"] for r in (before, after, ref)]    # the decode path: what a server reports
+    assert heights == pytest.approx(dp)
+    assert "decode path" in ax.get_ylabel().replace("\n", " ")
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert labels[0].startswith("before") and "fed L1,L3,L4" in labels[0] and labels[2].startswith("reference")
-    share = (after.accept_length - before.accept_length) / (ref.accept_length - before.accept_length)
+    share = (dp[1] - dp[0]) / (dp[2] - dp[0])                          # the title's share: the same numbers
     assert f"recovered {share:.1%} of the accept-length gap" in ax.get_title().replace("\n", " ")   # the summary's rounding
     res.after_closed_form = _result("L1,L3,L4", 0.4, seed=3)           # fine-tuned: the closed form shows too
     assert [t.get_text().split("\n")[0] for t in plots.rewire_bars(res).axes[0].get_xticklabels()] == \

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench import engines
+from workbench.analysis.rewire import recovered_share
 from workbench.core.devices import resolve_device
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import jsonable, write_json
@@ -53,7 +54,8 @@ from workbench.simulate import acceptance
 from workbench.stats.counts import wilson
 
 COLUMNS = ["rank", "spec", "reasons", "feasible", "alpha1", "alpha1_low", "alpha1_high", "accept_length",
-           "accept_length_low", "accept_length_high", "decode_path_accept_length", "n_chains", "stage", "tied_with_best"]
+           "accept_length_low", "accept_length_high", "decode_path_accept_length", "decode_path_low", "decode_path_high",
+           "n_chains", "stage", "tied_with_best"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -133,12 +135,13 @@ class Diagnosis(Rendered):
         """
         st = self.stats()
         E = engine_label(self.engine)
-        iv = lambda s: (f"{_fmt(st[s]['accept_length'])} [95% {_fmt(st[s]['accept_length_low'])}–"  # noqa: E731
-                        f"{_fmt(st[s]['accept_length_high'])}]")
+        iv = lambda s: (f"{_fmt(st[s]['decode_path_accept_length'])} [95% {_fmt(st[s]['decode_path_low'])}–"  # noqa: E731
+                        f"{_fmt(st[s]['decode_path_high'])}]")
         tied = [s for s in st if self.row(s).get("tied_with_best")]
-        lines = [f"**Verdict ({self.setting.accept_label('every-position')}).** {_md(self.verdict)}", ""]
+        lines = [f"**Verdict ({self.setting.accept_label('decode-path')}; wirings ranked by every position).** "
+                 f"{_md(self.verdict)}", ""]
         if len(tied) > 1:
-            lines.append(f"- Tied for best (95% intervals overlap the leader's): "
+            lines.append(f"- Tied for best (the ranking's every-position 95% intervals overlap the leader's): "
                          + ", ".join(f"`{s}` {iv(s)}" for s in tied) + ". The ranking lists "
                          + ("the trained wiring first among them." if self.trained_wiring in tied else
                             "them by accept length."))
@@ -268,12 +271,15 @@ def _stats(res, stage: int) -> dict:
     lo, hi = wilson(int(al[1]), int(al[0])) if len(al) > 1 else (math.nan, math.nan)
     out = {"alpha1": _nan(res.cumulative[0]) if res.n_chains else math.nan, "alpha1_low": lo, "alpha1_high": hi,
            "n_chains": res.n_chains, "stage": stage, "accept_length": math.nan, "accept_length_low": math.nan,
-           "accept_length_high": math.nan, "decode_path_accept_length": math.nan}
+           "accept_length_high": math.nan, "decode_path_accept_length": math.nan, "decode_path_low": math.nan,
+           "decode_path_high": math.nan}
     if stage == 2:
         iv = res.intervals()
         out.update(accept_length=_nan(res.accept_length), accept_length_low=_nan(iv["accept_length"][0]),
                    accept_length_high=_nan(iv["accept_length"][1]),
-                   decode_path_accept_length=_nan(res.decode_path["accept_length"]))
+                   decode_path_accept_length=_nan(res.decode_path["accept_length"]),
+                   decode_path_low=_nan(iv["decode_path_accept_length"][0]),
+                   decode_path_high=_nan(iv["decode_path_accept_length"][1]))
     return out
 
 
@@ -452,10 +458,18 @@ def rewire_info(result, source: str) -> dict:
     d = result if isinstance(result, dict) else result.to_dict()
     try:
         acc = d.get("acceptance") or {}
-        get = lambda k: (acc.get(k) or {}).get("accept_length")  # noqa: E731
+        # the decode path (what a server reports) where the file has it, its share recomputed from those numbers;
+        # an older file's every-position numbers and share as written
+        dp = [(acc.get(k) or {}).get("decode_path_accept_length") for k in ("before", "after", "reference")]
+        before, after, reference = dp if None not in dp else \
+            [(acc.get(k) or {}).get("accept_length") for k in ("before", "after", "reference")]
+        recovered = d.get("recovered")
+        if None not in dp:
+            share = recovered_share(*dp)
+            recovered = None if math.isnan(share) else share
         return {"from": ",".join(d["from_taps"]), "to": ",".join(d["to_taps"]), "engine": d.get("engine"),
-                "recovered": d.get("recovered"), "before": get("before"), "after": get("after"),
-                "reference": get("reference"), "K": d.get("K"), "source": str(source)}
+                "recovered": recovered, "before": before, "after": after,
+                "reference": reference, "K": d.get("K"), "source": str(source)}
     except (KeyError, TypeError) as e:
         raise WorkbenchError(f"rewire result {source}: expected keys from_taps, to_taps, recovered, acceptance "
                              f"({type(e).__name__}: {e})") from None
@@ -542,14 +556,18 @@ def _md(text: str) -> str:
     return "`".join(p if i % 2 else p.replace("*", "\\*").replace("_", "\\_") for i, p in enumerate(parts))
 
 
+DP = "decode path"      # the estimator every accept length in a verdict is quoted on (Setting.accept_label)
+
+
 def _advice(dx) -> tuple[str, str]:
     """(fix kind, verdict) of a Diagnosis (see :meth:`Diagnosis.advise`)."""
     st, E, e, t, target = dx.stats(), engine_label(dx.engine), dx.engine_wiring, dx.trained_wiring, dx.target_config
     by = {c.spec: c for c in dx.candidates}
+    # every accept length quoted is the decode path's (what a server reports), with its own interval; "tied" and
+    # "clearly worse" are the ranking's decisions, on the every-position intervals, and say so
     a = lambda s: _fmt(st[s]["alpha1"])                                                          # noqa: E731
-    al = lambda s: _fmt(st[s]["accept_length"])                                                  # noqa: E731
-    iv = lambda s: f"{_fmt(st[s]['accept_length_low'])}–{_fmt(st[s]['accept_length_high'])}"    # noqa: E731
-    dp = lambda s: _fmt(st[s]["decode_path_accept_length"])                                      # noqa: E731
+    al = lambda s: _fmt(st[s]["decode_path_accept_length"])                                      # noqa: E731
+    iv = lambda s: f"{_fmt(st[s]['decode_path_low'])}–{_fmt(st[s]['decode_path_high'])}"        # noqa: E731
     feedable = lambda s: s in by and by[s].feasible and bool(_fix(dx.engine, s, target))          # noqa: E731
     if e is None or not dx.engine_feasible or e not in st:
         why = "; ".join(dx.engine_warnings) or dx.engine_explanation
@@ -564,9 +582,9 @@ def _advice(dx) -> tuple[str, str]:
         lead = dx.best
         if lead == e:
             return "none", (f"{E} feeds {e}, the best wiring found (α1 {a(e)}): expect accept length {al(e)} "
-                            f"(95% {iv(e)}; decode path {dp(e)})")
-        text = (f"{E} feeds {e} (α1 {a(e)}), tied with the best wiring found {lead} (α1 {a(lead)}) within the 95% "
-                f"intervals: expect accept length {al(e)} (95% {iv(e)}; decode path {dp(e)})")
+                            f"(95% {iv(e)}; {DP})")
+        text = (f"{E} feeds {e} (α1 {a(e)}), tied with the best wiring found {lead} (α1 {a(lead)}) within the "
+                f"ranking's 95% intervals (every position): expect accept length {al(e)} (95% {iv(e)}; {DP})")
         if st[lead]["accept_length"] > st[e]["accept_length"]:
             need = samples_to_decide(st, lead, e, dx.n_samples)
             text += (f"; no change suggested: undecided whether {lead} ({al(lead)}, 95% {iv(lead)}) is better"
@@ -577,7 +595,7 @@ def _advice(dx) -> tuple[str, str]:
     ref = t if t in better else max(better, key=lambda x: st[x]["accept_length"])
     head = f"the draft was trained on {ref}" if ref == t else f"the best wiring found is {ref}"
     text = (f"{head} (α1 {a(ref)}); {E} feeds {e} (α1 {a(e)}): expect accept length {al(e)} instead of {al(ref)} "
-            f"(95% {iv(e)} vs {iv(ref)}, clearly worse)")
+            f"(95% {iv(e)} vs {iv(ref)}; {DP}; clearly worse by the ranking's every-position intervals)")
     # (a) ids that make the engine feed the trained (or best) taps
     if feedable(ref):
         return "ids", f"{text}; cheapest fix: {_fix(dx.engine, ref, target)} so that {E} feeds {ref}"
@@ -587,7 +605,7 @@ def _advice(dx) -> tuple[str, str]:
     if alts and not clearly_better(st, ref, alts[0]):
         f = alts[0]
         return "ids", (f"{text}; cheapest fix: {_fix(dx.engine, f, target)} so that {E} feeds {f} (accept length "
-                       f"{al(f)}, 95% {iv(f)}: as good as {ref} within the intervals)")
+                       f"{al(f)}, 95% {iv(f)}: as good as {ref} within the ranking's intervals)")
     partial = (f" (a partial fix: {_fix(dx.engine, alts[0], target)} so that {E} feeds {alts[0]}: accept length "
                f"{al(alts[0])}, 95% {iv(alts[0])})" if alts else "")
     if not alts:      # a feedable wiring as good as the reference but not clearly better than the engine's: say so
@@ -596,7 +614,7 @@ def _advice(dx) -> tuple[str, str]:
         if maybe:
             need = samples_to_decide(st, maybe[0], e, dx.n_samples)
             partial = (f" (undecided: {_fix(dx.engine, maybe[0], target)} so that {E} feeds {maybe[0]} (accept length "
-                       f"{al(maybe[0])}, 95% {iv(maybe[0])}) may do as well, but its interval overlaps {e}'s"
+                       f"{al(maybe[0])}, 95% {iv(maybe[0])}) may do as well, but its ranking interval overlaps {e}'s"
                        + (f"; about {need} samples (now {dx.n_samples}) would decide" if need else "") + ")")
     others = who_can_feed(tuple(ref.split(",")), target, exclude=(dx.engine,))
     aside = f"; or serve it with another engine ({'; '.join(others)})" if others else ""

@@ -436,10 +436,11 @@ class RewireResult(Rendered):
 
     @property
     def recovered(self) -> float:
-        """Share of the accept-length gap recovered by the exported draft (NaN without evaluation)."""
+        """Share of the accept-length gap recovered by the exported draft, on the decode path (what a server
+        reports; NaN without evaluation)."""
         if self.before is None:
             return float("nan")
-        return recovered_share(self.before.accept_length, self.after.accept_length, self.reference.accept_length)
+        return recovered_share(*(_dp(r) for r in (self.before, self.after, self.reference)))
 
     @property
     def recovered_closed_form(self) -> float:
@@ -447,7 +448,7 @@ class RewireResult(Rendered):
         cf = self.after_closed_form if self.after_closed_form is not None else self.after
         if self.before is None or cf is None:
             return float("nan")
-        return recovered_share(self.before.accept_length, cf.accept_length, self.reference.accept_length)
+        return recovered_share(*(_dp(r) for r in (self.before, cf, self.reference)))
 
     def to_dict(self) -> dict:
         def acc(r):
@@ -464,7 +465,8 @@ class RewireResult(Rendered):
                                "reference": acc(self.reference), "after_closed_form": acc(self.after_closed_form)},
                 "recovered": nan(self.recovered), "recovered_closed_form": nan(self.recovered_closed_form),
                 "convention": "accept_length = E[A]+1 over every counted chain (chain, greedy, bonus counted); "
-                              "recovered = (after - before) / (reference - before)",
+                              "decode_path_accept_length = the same over the chains a server verifies; "
+                              "recovered = (after - before) / (reference - before) on the decode path",
                 "seconds": self.seconds}
 
     def to_json(self, path=None) -> dict:
@@ -496,8 +498,9 @@ class RewireResult(Rendered):
             f = self.finetune
             lines.append(f"fine-tune ({f['part']}): {f['steps']} steps in {f['seconds']:.1f} s")
         if self.before is not None:
-            fmt = lambda x: f"{x.accept_length:.3f} (decode path {x.decode_path['accept_length']:.3f})"  # noqa: E731
-            lines += [f"accept length (E[A]+1), setting: {self.setting.describe()}",
+            fmt = lambda x: f"{_dp(x):.3f} (every position {x.accept_length:.3f})"  # noqa: E731
+            lines += [f"{self.setting.accept_label('decode-path')}, engine {self.engine} (the every-position "
+                      f"estimate beside each)",
                       f"  before    (draft trained on {A}, fed {B}): {fmt(self.before)}"]
             if self.after_closed_form is not None:
                 lines.append(f"  closed form only (fed {B}):               {fmt(self.after_closed_form)}  "
@@ -508,6 +511,11 @@ class RewireResult(Rendered):
         if self.out:
             lines.append(f"wrote {self.out}")
         return "\n".join(lines)
+
+
+def _dp(result) -> float:
+    """The decode-path accept length of an acceptance result: the one estimator a rewire is judged on."""
+    return float(result.decode_path["accept_length"])
 
 
 def _share(x) -> str:

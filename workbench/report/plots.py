@@ -461,7 +461,8 @@ def sample_tokens_html(result, row: dict, tokenizer, *, K: int | None = None) ->
 # ------------------------------------------------------------------------------ data
 
 def rewire_bars(result, *, title: str | None = None):
-    """Accept length (E[A]+1) before / after a rewire and the reference, 95% bootstrap bars.
+    """Accept length (decode path: E[A]+1 over the chains a server verifies) before / after a rewire and the
+    reference, 95% bootstrap bars; the title's recovered share is on the same numbers.
 
         >>> # fig = plots.rewire_bars(workbench.rewire.rewire(target, draft, "train.jsonl", engine="sglang",
         >>> #                                                 eval_data="val.jsonl"))
@@ -483,18 +484,18 @@ def rewire_bars(result, *, title: str | None = None):
              "after": f"rewired\nfed {B}", "reference": f"trained on {A}\nfed {A}"}
     colors = {"before": "#e45756", "closed form": "#f2cf5b", "after": "#54a24b", "reference": "#4c78a8"}
     fig, (ax,) = _figure(1, height=3.6, width=WIDTH * 0.7)
-    vals = [r.accept_length for _, r in parts]
-    ivs = [r.intervals()["accept_length"] for _, r in parts]
+    vals = [r.decode_path["accept_length"] for _, r in parts]      # the decode path: what a server reports
+    ivs = [r.intervals()["decode_path_accept_length"] for _, r in parts]
     x = np.arange(len(parts))
     ax.bar(x, vals, 0.6, yerr=_errs(vals, ivs), capsize=4, color=[colors[n] for n, _ in parts])
     for xi, v in enumerate(vals):
         if v is not None and not math.isnan(v):
             ax.annotate(f"{v:.3f}", (xi, v), ha="left", va="bottom", fontsize="small", xytext=(8, 2),
                         textcoords="offset points")               # beside the error bar, not on it
-    ax.axhline(result.reference.accept_length, color="#4c78a8", linestyle="--", linewidth=1)
+    ax.axhline(result.reference.decode_path["accept_length"], color="#4c78a8", linestyle="--", linewidth=1)
     ax.set_xticks(x, [f"{n}\n{feeds[n]}" for n, _ in parts], fontsize="small")
     ax.set_xlabel(f"draft (K={result.K}, chain, greedy, held-out data)")
-    ax.set_ylabel("accept length E[A]+1")
+    ax.set_ylabel(_wrap(result.setting.accept_label("decode-path"), 34))
     ax.set_ylim(0, int(result.K) + 1.3)
     rec = result.recovered
     ax.set_title(_wrap(title or (f"Rewire {A} → {B}: recovered {rec:.1%} of the accept-length gap"   # = rewire.summary()
