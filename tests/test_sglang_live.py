@@ -425,6 +425,45 @@ def test_undecided_says_how_many_more_requests_would_separate():
     assert sign_test(3, 0) == pytest.approx(0.25) and sign_test(5, 5) == 1.0
 
 
+def test_one_decision_rule_the_pooled_counters_never_decide_what_the_sign_test_does_not():
+    """Issue 47: where the per-request sign test does not separate two wirings, counters that fit one of them (built
+    from the same steps) are quoted, and the verdict stays undecided."""
+    c = _two_wirings()
+    c.samples, c.requests = c.samples[:3], {k: v[:3] for k, v in c.requests.items()}
+    accepts = [a for st in c.requests[W1] for a in st.accepts]
+    c.aggregate = {"num_drafts": len(accepts), "num_draft_tokens": K * len(accepts),
+                   "num_accepted_tokens": sum(accepts),
+                   "num_accepted_tokens_per_pos": [sum(a > i for a in accepts) for i in range(K)]}
+    assert sum(s.meta.verify_ct for s in c.samples) == len(accepts)          # the counters are these requests'
+    assert c.counters_agree(W1, W2) is True                                   # they fit W1 and not W2 ...
+    assert c.verdict_code == "undecided" and c.matched is None, c.verdict     # ... and decide nothing
+    assert "count the same steps and decide nothing the sign test does not" in c.verdict
+
+
+def test_an_undecided_precision_names_a_wiring_only_if_both_resolutions_do(monkeypatch):
+    """Issue 47: with the served precision undecided, a wiring named at bfloat16's resolution (near-ties excused)
+    is named only if float32's names it too."""
+    from workbench.live.comparison import Comparison
+
+    c = _two_wirings()
+    assert not c.precision.decided                                   # no near-tie evidence in these requests
+    assert c.verdict_code == "match-other" and "the same wiring wins at bfloat16's and at float32's" in c.verdict
+    real = Comparison._decide_requests
+
+    def lenient_only(self):                                          # float32's resolution finds no winner
+        if self.served_dtype == "float32":
+            return "undecided", None, f"undecided: 4 requests favour {W1} and 4 favour {W2}"
+        return real(self)
+    monkeypatch.setattr(Comparison, "_decide_requests", lenient_only)
+    c = _two_wirings()
+    assert (c.verdict_code, c.matched) == ("undecided", None), c.verdict
+    assert "the two resolutions disagree" in c.verdict and f"4 requests favour {W1}" in c.verdict
+    assert c.verdict.endswith("--served-dtype would decide")
+    c = _two_wirings()
+    c.served_dtype = "bfloat16"                                      # given: no second look
+    assert (c.verdict_code, c.matched) == ("match-other", W1)
+
+
 def test_near_tie_disagreement_is_a_tie_not_evidence():
     from workbench.live.fingerprint import near_ties, server_steps, status
 

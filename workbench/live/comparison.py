@@ -132,7 +132,7 @@ class Comparison(Rendered):
             return prec.given(self.served_dtype, self.dtype_source)
         key = ("precision", self.counting, id(self.requests), self.metrics_only)
         if key not in self.memo:
-            self.memo[key] = prec.infer(self.precision_evidence(), self.exact_wiring())
+            self.memo[key] = prec.infer(self.precision_evidence())
         return self.memo[key]
 
     # ---- per request ----
@@ -246,12 +246,30 @@ class Comparison(Rendered):
         if bad is not None:
             return bad
         if self.mode == "per-request":
-            return self._decide_requests()
+            return self._both_resolutions(*self._decide_requests())
         if self.aggregate:
             return self.metrics_verdict()
         code, wiring, text = self._decide_aggregate()
         return code, wiring, ("aggregate comparison (weaker: the server returns no per-request speculative fields, "
                               f"so only the pooled accept length within ±{self.tolerance:g} is compared): {text}")
+
+    def _both_resolutions(self, code: str, wiring: str | None, text: str) -> tuple[str, str | None, str]:
+        """With the served precision undecided (:func:`workbench.live.precision.infer`), a wiring is named only if
+        the requests name it at float32's resolution too (near-ties excused at bfloat16's, the lenient one, and not
+        at float32's); otherwise the verdict is undecided, and says what each resolution names."""
+        p = self.precision
+        if wiring is None or not self.setting.greedy or p.decided:
+            return code, wiring, text
+        from dataclasses import replace
+
+        s_code, s_wiring, s_text = replace(self, served_dtype="float32",
+                                           dtype_source="assumed for the check")._decide_requests()
+        if (s_code, s_wiring) == (code, wiring):
+            return code, wiring, (f"{text} (the served precision is undecided; the same wiring wins at bfloat16's and "
+                                  f"at float32's resolution)")
+        return "undecided", None, (f"undecided: the served precision is undecided ({p.why}), and the two resolutions "
+                                   f"disagree: at bfloat16's, {text}; at float32's, "
+                                   f"{s_text.removeprefix('undecided: ')}. --served-dtype would decide")
 
     def _decide_greedy(self):
         """("server-not-greedy" | "server-bug", None, text) when the server's own greedy behaviour is wrong."""
@@ -378,12 +396,13 @@ class Comparison(Rendered):
         sep = self.separation()
         counters = self.counters_agree(best["wiring"], rk[1]["wiring"] if len(rk) > 1 else None)
         if sep is not None and not sep["separated"]:
+            # one decision rule: the exact sign test at ALPHA. The pooled counters count the same steps, so they
+            # cannot decide what the test does not; they are quoted, never a second test
             why = (f"{sep['wins']} requests favour {sep['best']} and {sep['losses']} favour {sep['other']} "
                    f"(exact sign test p = {sep['p']:.3g}, not < {ALPHA:g})")
-            if counters is True:
-                return self._named(best["wiring"], f"{head}; {why}, but the pooled counters fit {best['wiring']} "
-                                                   f"and not {sep['other']} ({self.counters_said(best['wiring'])})")
-            return "undecided", None, f"undecided: {head}; {why}; {self.what_would_decide(sep, counters)}"
+            also = (f"; the pooled counters fit {best['wiring']} and not {sep['other']}, but they count the same steps "
+                    f"and decide nothing the sign test does not" if counters is True else "")
+            return "undecided", None, f"undecided: {head}; {why}{also}; {self.what_would_decide(sep, counters)}"
         margin = "" if sep is None else f" (exact sign test {sep['wins']}:{sep['losses']}, p = {sep['p']:.3g})"
         if counters is False:
             other = next(f["wiring"] for f in self.metrics_fit() if f["fits"])
@@ -438,8 +457,6 @@ class Comparison(Rendered):
         elif ties and p.dtype != "float32":
             hints.append(f"{ties} near-tie requests were excused at {p.dtype}'s resolution: a float32 server would "
                          "have none")
-        if counters is None and not self.aggregate:
-            hints.append("pooled counters taken around the requests on a quiet server would weigh in too")
         return "; ".join(hints)
 
     def _decide_aggregate(self) -> tuple[str, str | None, str]:
