@@ -435,3 +435,72 @@ def test_a_demo_missing_a_sampled_file_is_not_built(built_smoke_demo, tmp_path):
     assert demo.is_built(out, "smoke", 0)
     (out / demo.sampled_name(0.7)).unlink()
     assert "val-T0.7.jsonl is missing" in demo.build_reason(out, "smoke", 0)
+
+
+# ------------------------------------------------------------------ reproducible builds: a fixed thread count
+
+@pytest.mark.slow
+def test_the_same_smoke_build_twice_gives_the_same_weights(built_smoke_demo, tmp_path):
+    """One machine, one command, twice: the target's and both drafts' tensors are equal bit for bit (the build runs
+    on the fixed THREADS, recorded in the manifest, whatever the machine's load)."""
+    from safetensors.torch import load_file
+
+    from workbench.demo.recipe import THREADS
+
+    again = demo.build_demo(tmp_path / "demo", size="smoke", seed=0, progress=False)
+    for out in (built_smoke_demo, again):
+        assert demo.read_manifest(out)["threads"] == THREADS == 1
+    for name in ("target", "draft-mismatched", "draft-aligned"):
+        a, b = (load_file(str(out / name / "model.safetensors")) for out in (built_smoke_demo, again))
+        assert sorted(a) == sorted(b), name
+        for key in a:
+            assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, f"{name}: {key}"
+            assert torch.equal(a[key].contiguous().view(torch.uint8), b[key].contiguous().view(torch.uint8)), \
+                f"{name}: {key} differs"
+
+
+def test_the_thread_count_is_in_the_manifest_and_the_resume_key(tmp_path):
+    import shutil
+    from dataclasses import asdict, replace
+
+    from conftest import SMOKE_FIXTURE
+    from workbench.demo import real_recipe
+    from workbench.demo.real import FORMAT, Steps, real_build_reason, step_key
+
+    # the default demo: a manifest built with another count is not reused; one without the key ran on 1 thread
+    smoke = tmp_path / "smoke"
+    shutil.copytree(SMOKE_FIXTURE, smoke)
+    m = demo.read_manifest(smoke)
+    assert m.get("threads", 1) == 1 and demo.is_built(smoke, "smoke", 0)
+    (smoke / "manifest.json").write_text(json.dumps({**m, "threads": 2}))
+    assert demo.build_reason(smoke, "smoke", 0) == f"{smoke} was built with 2 torch threads, this build uses 1"
+
+    # the real demo: fixed by default (0, the load-dependent choice, is refused), in every step's key
+    size = real_recipe.REAL
+    assert size.threads == 1 and real_recipe.with_overrides(["threads=2"]).threads == 2
+    with pytest.raises(WorkbenchError, match="threads must be > 0"):
+        real_recipe.with_overrides(["threads=0"])
+    assert all(step_key(size, 0, g)["threads"] == 1 for g in ("target", "data", "draft", "story"))
+    work = tmp_path / "work"
+    s = Steps(work, size, 0)
+    for name in ("target", "val", "features"):
+        s.finish(name, {"name": name})
+    assert set(Steps(work, size, 0).done) == {"target", "val", "features"}
+    with pytest.raises(WorkbenchError) as e:                   # a resume with another count refuses, in one line
+        Steps(work, replace(size, threads=2), 0)
+    assert str(e.value) == (f"{work / 'steps.json'}: its steps ran with 1 torch threads, this build uses 2 "
+                            f"(resume with --recipe threads=1, or start over with --force)")
+    assert set(Steps(work, size, 0).done) == {"target", "val", "features"}      # the work folder is untouched
+
+    # a finished real build: judged by the count it ran with (an older manifest: config 0, timings.threads used)
+    real = tmp_path / "real"
+    (real / "target").mkdir(parents=True)
+    m = {"format": FORMAT, "size": "real", "seed": 0, "config": asdict(size), "threads": 1, "files": ["target"]}
+    (real / "manifest.json").write_text(json.dumps(m))
+    assert real_build_reason(real) is None
+    (real / "manifest.json").write_text(json.dumps({**m, "config": {**asdict(size), "threads": 2}}))
+    assert real_build_reason(real) == f"{real} was built with 2 torch threads, this build uses 1"
+    for used, why in ((1, None), (2, f"{real} was built with 2 torch threads, this build uses 1")):
+        old = {**m, "config": {**asdict(size), "threads": 0}, "timings": {"threads": used}}
+        (real / "manifest.json").write_text(json.dumps(old))
+        assert real_build_reason(real) == why

@@ -35,7 +35,9 @@ What gets built into ``out`` (every piece with the library's own code paths):
   and under SGLang's (:func:`measure_story`).
 
 The build happens in a temporary sibling folder that is renamed into place at the end, so an
-interrupted build never leaves a demo that looks finished. Deterministic given ``seed``.
+interrupted build never leaves a demo that looks finished. Deterministic given ``seed`` on one machine (CPU
+model): every step runs on the fixed :data:`~workbench.demo.recipe.THREADS` torch threads (``threads`` in the
+manifest), whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from workbench.demo.recipe import (
     SAMPLED_TEMPERATURES,
     SIZES,
     SOURCES,
+    THREADS,
     DemoSize,
     corpus,
     demo_taps,
@@ -132,6 +135,8 @@ def build_reason(out, size: str = "default", seed: int = 0) -> str | None:
         return f"{out} holds the {m.get('size')} demo (seed {m.get('seed')}), this asks for {size} (seed {seed})"
     if size in SIZES and m.get("config") != json.loads(json.dumps(asdict(SIZES[size]))):
         return f"the {size} demo's recipe changed since {out} was built"
+    if m.get("threads", 1) != THREADS:                 # a manifest without it: built on deterministic_seed's 1
+        return f"{out} was built with {m.get('threads')} torch threads, this build uses {THREADS}"
     missing = [rel for rel in m.get("files", []) if not (Path(out) / rel).exists()]
     return f"{out} is incomplete ({missing[0]} is missing)" if missing else None
 
@@ -261,7 +266,7 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
     timings["total"] = round(time.perf_counter() - t0, 2)
     timings["cpu_total"] = round(time.process_time() - c0, 2)   # CPU seconds (wall / CPU ≈ machine load)
     return {
-        "format": FORMAT, "size": size, "seed": seed, "config": asdict(cfg),
+        "format": FORMAT, "size": size, "seed": seed, "config": asdict(cfg), "threads": THREADS,
         "files": ["tokenizer", "target", "train.jsonl", "val.jsonl", FOREIGN,
                   *[sampled_name(t) for t in SAMPLED_TEMPERATURES], CHAT, QUESTIONS, "draft-mismatched",
                   "draft-aligned"],
@@ -358,7 +363,8 @@ DEMO_PATHS = {"target": "target", "draft": "draft-mismatched", "data": "val.json
 
 # Rough single-process CPU build time per size, for the notice a notebook prints before building.
 BUILD_TIME = {"smoke": "about half a minute", "default": "about 5 minutes",
-              "real": "about 13 minutes on 2 quiet cores, 50 on busy ones (resumable; the model is pip-downloaded once)"}
+              "real": "about 27 minutes on 2 lightly loaded cores (1 thread), 50 on busy ones (resumable; the model "
+                      "is pip-downloaded once)"}
 
 
 def fill_paths(demo, size: str = "default", **given) -> dict:

