@@ -12,8 +12,8 @@
 
 What :func:`sweep` does (``workbench vllm speed``, docs/vllm.md "How fast"):
 
-1. One server without speculation (the baseline) stays up for the whole sweep. For each draft and K, a
-   server with that draft at K starts beside it; one warm-up request goes to each (excluded), then
+1. One server without speculation (the baseline) stays up for the whole sweep. For each draft's shape twin and
+   K, then each draft and K, a server with it at K starts beside it; one warm-up request goes to each (excluded), then
    ``repeats`` passes alternate between the two servers (baseline pass, speculative pass, ...), so both
    see the same machine load. A pass sends the same prompts with the same ``max_tokens`` (``ignore_eos``,
    greedy), one request at a time, then with ``concurrency`` requests in flight. Medians and the spread
@@ -24,13 +24,15 @@ What :func:`sweep` does (``workbench vllm speed``, docs/vllm.md "How fast"):
    (the decode time) and everything else (prefill, HTTP, scheduling). Both are kept in units of the baseline
    pass run just before (a machine that speeds up or slows down between rows moves both alike): ``fixed`` =
    (wall - decode) / baseline wall and ``per_step`` = decode / verify steps / baseline wall, medians over
-   passes (:func:`step_cost`). Every wiring's speed-up then follows from its offline accept length alone:
-   1 / (fixed + per_step x steps), steps = (tokens - 1) / accept length per request (:func:`predict_speedup`),
-   and its tokens/s from the baseline measured beside it. Each row is predicted from another draft's cost at its
-   K (``calibrated_on``), so no prediction is fitted on the requests it predicts when the sweep has two drafts;
-   the cost per step measured with each other draft bounds how far "a verify step costs the same whatever is
-   accepted" holds (``step_cost_spread``). The offline accept length is the decode path of vLLM's reading of the
-   draft (``accept --engine vllm``) on the same rows cut to ``max_tokens``.
+   passes (:func:`step_cost`). These costs are measured on a server of the draft's **shape twin**
+   (:mod:`workbench.model.shape_twin`: its config and tensor shapes, seeded weights; a verify step costs the same
+   whatever the weights), at each K, interleaved with the baseline like a draft's row, so no row is predicted from
+   the passes it is judged against, even with one draft (``calibrated_on``: the twin; ``calibration`` says it in
+   words). Every wiring's speed-up then follows from its offline accept length alone: 1 / (fixed + per_step x
+   steps), steps = (tokens - 1) / accept length per request (:func:`predict_speedup`), and its tokens/s from the
+   baseline measured beside it. The draft's own cost per step against its twin's (``step_cost_spread``) checks the
+   assumption afterwards and predicts nothing. The offline accept length is the decode path of vLLM's reading of
+   the draft (``accept --engine vllm``) on the same rows cut to ``max_tokens``.
 3. **Predicted in process (b)**: the workbench's cost model (:func:`workbench.stats.cost.measure`, HF
    forwards here) turns the same accept length into a speed-up over the measured baseline.
 
@@ -44,6 +46,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -52,16 +55,19 @@ from pathlib import Path
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import beside, write_json
 from workbench.live import vllm_server
-from workbench.live.fingerprint import sign_test
 from workbench.live.vllm_live import Client, parse_spec_decoding
 from workbench.load import inputs
+from workbench.model import shape_twin
 from workbench.rows.dataset import load
 from workbench.simulate.acceptance import accept
 from workbench.stats import cost
+from workbench.stats.ttest import log_ratio_p
 
 NOISE = 0.05          # a speed-up within 5% of 1, or a spread this wide around it, ranks nothing
-SIDE_P = 0.10         # passes on both sides of 1 call a side only when the exact two-sided sign test
-                      # (fingerprint.sign_test) gives p <= this, i.e. one-sided p <= 0.05: all of 3-4 passes, 8 of 9
+SIDE_P = 0.10         # passes on both sides of 1 call a side only when a paired t test on the passes' log ratios
+                      # (stats.ttest.log_ratio_p) gives two-sided p <= this, i.e. one-sided p <= 0.05: it can decide
+                      # with 3 passes (the exact sign test could not: 3 of 3 on one side gives p = 0.25)
+CALIBRATION = "shape twin"   # each K's step cost: measured on a server of the draft's shape twin (model.shape_twin)
 FILE_NAME = "vllm-speed.json"
 NOT_MEASURED = ("Tokens/s on a real server: not measured for this draft. `workbench vllm speed --target T --draft D "
                 "--data F -K 1,2,3,4 --concurrency 1 --json vllm-speed.json` measures them (about 25 minutes on 2 "
@@ -183,14 +189,14 @@ def compare_passes(base: list[Pass], spec: list[Pass]) -> dict:
     ratios = [s.tokens_per_s / b.tokens_per_s for b, s in zip(base, spec)]
     r = spread(ratios)
     faster, slower = sum(x > 1.0 for x in ratios), sum(x < 1.0 for x in ratios)
-    noisy = r["min"] < 1.0 < r["max"] and (abs(r["median"] - 1.0) < max(NOISE, (r["max"] - r["min"]) / 2)
-                                           or sign_test(faster, slower) > SIDE_P)
+    p = log_ratio_p(ratios)
+    noisy = r["min"] < 1.0 < r["max"] and p > SIDE_P
     return {"measured_tokens_per_s": spread(p.tokens_per_s for p in spec)["median"],
             "measured_spread": spread(p.tokens_per_s for p in spec),
             "baseline_tokens_per_s": spread(p.tokens_per_s for p in base)["median"],
             "baseline_spread": spread(p.tokens_per_s for p in base),
             "measured_speedup": r["median"], "speedup_spread": r, "too_noisy": bool(noisy),
-            "passes_faster": faster, "passes_slower": slower}
+            "passes_faster": faster, "passes_slower": slower, "side_p": round(p, 4)}
 
 
 def verdict(speedup: float, too_noisy: bool = False) -> str:
@@ -275,9 +281,10 @@ def offline(target, draft_path, rows, k: int, cost_model=None) -> dict:
 def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | None = None, repeats: int = 3,
           concurrency: int = 4, out=None, in_process: bool = True, server_kw: dict | None = None,
           say=None, start=None, stop=None) -> dict:
-    """Measure tokens/s without speculation and with each draft at each K on real vLLM servers (module
-    docstring), predict them offline, and return (and write to ``out``) ``{"rows": [...], "baseline": ...,
-    "step_costs": ..., "best_k": ...}``. ``drafts``: {name: folder}. Resumes from ``out``. ``start``/``stop``:
+    """Measure tokens/s without speculation, with each draft's shape twin and with each draft, at each K, on real
+    vLLM servers (module docstring), predict each draft's from its twin's step cost and its offline accept length,
+    and return (and write to ``out``) ``{"rows": [...], "calibration": [...], "twins": ..., "step_costs": ...,
+    "best_k": ...}``. ``drafts``: {name: folder}. Resumes from ``out``. ``start``/``stop``:
     :func:`workbench.live.vllm_server.start`/``stop`` unless given (the tests' stand-ins)."""
     say = say or (lambda m: None)
     start, stop = start or vllm_server.start, stop or vllm_server.stop
@@ -288,15 +295,22 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
     cut, n_tok = speed_rows(data, rows, max_tokens)
     prompts = [r["input_ids"][:r["loss_mask"].index(1)] for r in cut]
     settings = {"target": str(target), "data": str(data), "rows": len(cut), "max_tokens": n_tok,
-                "repeats": int(repeats), "concurrency": int(concurrency), "costs": "server timers"}
+                "repeats": int(repeats), "concurrency": int(concurrency), "costs": "server timers",
+                "calibration": CALIBRATION}
     state = _resume(out, settings)
-    done = {(r["draft"], r["k"]) for r in state["rows"]}
-    todo = [(name, k) for name in drafts for k in ks if (name, k) not in done]
+    logs = (Path(out).parent, Path(out).stem) if out else (Path(tempfile.mkdtemp(prefix="wb-speed-")), "vllm-speed")
+    folders = {name: shape_twin.make(path, logs[0] / f"{logs[1]}-twins") for name, path in drafts.items()}
+    twins = {name: folder.name for name, folder in folders.items()}          # drafts of one shape share a twin
+    twin_dirs = {folder.name: folder for folder in folders.values()}
+    state["twins"] = twins
+    done = {(r["draft"], r["k"]) for r in state["rows"] + state["calibration"]}
+    todo = ([("calibration", t, twin_dirs[t], k) for t in twin_dirs for k in ks]
+            + [("rows", name, drafts[name], k) for name in drafts for k in ks])
+    todo = [job for job in todo if (job[1], job[3]) not in done]
     if done:
         say(f"resuming: {len(done)} rows measured, {len(todo)} to go ({out})")
     kw = {"enforce_eager": True, "dtype": "float32", "max_num_seqs": max(4, int(concurrency)),
           "max_model_len": max(512, max(map(len, prompts)) + n_tok + 16), **(server_kw or {})}
-    logs = (Path(out).parent, Path(out).stem) if out else (Path.cwd(), "vllm-speed")   # server logs beside out
 
     def log(what: str) -> str:
         return str(logs[0] / f"{logs[1]}-{what}.log")
@@ -307,37 +321,42 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
             base_srv = start(target, None, k=1, say=say, log=log("baseline"), **kw)
             base = Client(base_srv.url)
             one_pass(base, prompts[:1], n_tok)                       # warm-up, excluded
-        for name, k in todo:
-            say(f"{name} at K={k}: starting its server")
+        for kind, name, folder, k in todo:
+            what = f"{name} (the shape twin of {', '.join(d for d, t in twins.items() if t == name)})" \
+                if kind == "calibration" else name
+            say(f"{what} at K={k}: starting its server")
             srv = None
             passes = {"base1": [], "spec1": [], "baseN": [], "specN": []}
+            n_conc = concurrency if kind == "rows" else 1            # the twin calibrates the one-at-a-time cost
             try:
-                srv = start(target, drafts[name], k=k, say=say, log=log(f"{name}-k{k}"), **kw)
+                srv = start(target, folder, k=k, say=say, log=log(f"{name}-k{k}"), **kw)
                 client = Client(srv.url)
                 one_pass(client, prompts[:1], n_tok)                 # warm-up, excluded
                 for _ in range(int(repeats)):                        # interleaved: both see the same load
                     passes["base1"].append(one_pass(base, prompts, n_tok))
                     passes["spec1"].append(one_pass(client, prompts, n_tok))
-                    if concurrency > 1:
-                        passes["baseN"].append(one_pass(base, prompts, n_tok, concurrency))
-                        passes["specN"].append(one_pass(client, prompts, n_tok, concurrency))
+                    if n_conc > 1:
+                        passes["baseN"].append(one_pass(base, prompts, n_tok, n_conc))
+                        passes["specN"].append(one_pass(client, prompts, n_tok, n_conc))
             except WorkbenchError as e:
-                raise WorkbenchError(f"vllm speed: draft {name} at K={k}: {e} ({len(state['rows'])} finished rows "
-                                     f"kept in {out}; the same command resumes)") from None
+                kept = len(state["rows"]) + len(state["calibration"])
+                raise WorkbenchError(f"vllm speed: {'shape twin' if kind == 'calibration' else 'draft'} {name} at "
+                                     f"K={k}: {e} ({kept} finished rows kept in {out}; the same command resumes)") \
+                    from None
             finally:
                 if srv is not None:
                     _stop(stop, srv)
             row = {"draft": name, "k": k, **compare_passes(passes["base1"], passes["spec1"]),
                    "steps": [[s, round(t, 5), n, pre, dec] for p in passes["spec1"] for n, t, s, pre, dec in p.requests],
                    "passes": [_paired(b, p) for b, p in zip(passes["base1"], passes["spec1"])]}
-            if concurrency > 1:
+            if n_conc > 1:
                 cN = compare_passes(passes["baseN"], passes["specN"])
                 row[f"concurrency_{concurrency}"] = {key: cN[key] for key in (
                     "measured_tokens_per_s", "baseline_tokens_per_s", "measured_speedup", "too_noisy")}
-            state["rows"].append(row)
+            state[kind].append(row)
             _save(out, state)
             sp = row["speedup_spread"]
-            say(f"{name} at K={k}: {row['measured_tokens_per_s']} tokens/s, baseline {row['baseline_tokens_per_s']} "
+            say(f"{what} at K={k}: {row['measured_tokens_per_s']} tokens/s, baseline {row['baseline_tokens_per_s']} "
                 f"(medians); speed-up {row['measured_speedup']}x, the median of the paired passes' ratios "
                 f"[{sp['min']}-{sp['max']}]" + (f"; too noisy to tell faster from slower ({row['passes_faster']} of "
                                                 f"{len(row['passes'])} passes faster): more passes (--repeats) or a "
@@ -370,10 +389,11 @@ def _resume(out, settings: dict) -> dict:
         except (OSError, ValueError):
             raise WorkbenchError(f"{out}: unreadable speed sweep (remove it to start again)") from None
         if old.get("settings") == settings:
-            return {"settings": settings, "rows": old.get("rows", []), "complete": False}
+            return {"settings": settings, "rows": old.get("rows", []), "calibration": old.get("calibration", []),
+                    "complete": False}
         raise WorkbenchError(f"{out}: a sweep with other settings ({old.get('settings')}); use another --json or "
                              f"remove it")
-    return {"settings": settings, "rows": [], "complete": False}
+    return {"settings": settings, "rows": [], "calibration": [], "complete": False}
 
 
 def load_sweep(path) -> dict:
@@ -404,31 +424,39 @@ def _save(out, state: dict) -> None:
 
 
 def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: bool, say) -> None:
-    """The server's costs per row (:func:`step_cost`, in baseline-pass units, so the machine's drift between rows
-    cancels), each row predicted from another draft's cost at its K (out of sample whenever the sweep has two
-    drafts), both predictions for every row, the verdicts."""
-    rows = state["rows"]
+    """Each row predicted from its draft's shape twin's server costs at its K (:func:`step_cost`, in baseline-pass
+    units, so the machine's drift between rows cancels): never from the passes it predicts, one draft or many.
+    Both predictions for every row, the verdicts."""
+    rows, twins = state["rows"], state["twins"]
     tgt = inputs.load(target, None, None, device="cpu", progress=False).target
-    names = list(drafts)
-    costs = {}                                   # (draft, K) -> step_cost
+    costs, own = {}, {}                          # (twin, K) -> its step_cost; (draft, K) -> the draft's own
+    for c in state["calibration"]:
+        c["step_cost"] = costs[c["draft"], c["k"]] = step_cost(c["passes"])
     for r in rows:
-        r["step_cost"] = costs[r["draft"], r["k"]] = step_cost(r["passes"])
+        r["step_cost"] = own[r["draft"], r["k"]] = step_cost(r["passes"])
     say("offline: accept lengths and the in-process cost model")
     models = {}                                  # the in-process cost model, measured once per draft
     if in_process:
         for name in {r["draft"] for r in rows}:
             models[name] = cost.measure(tgt, inputs.load(tgt, drafts[name], None, device="cpu", progress=False).draft)
-    first = names[0]
-    state["step_costs"] = {str(k): {**c, "unit": "baseline pass seconds", "calibrated_on": first}
-                           for (d, k), c in costs.items() if d == first}
-    state["step_cost_spread"] = {str(k): round(c["per_step"] / costs[first, k]["per_step"] - 1.0, 4)
-                                 for (d, k), c in costs.items() if d != first and (first, k) in costs}
+    state["step_costs"] = {t: {str(k): {**c, "unit": "baseline pass seconds"} for (tt, k), c in costs.items()
+                               if tt == t} for t in sorted(set(twins.values()))}
+    # how far "a verify step costs the same whatever the weights" held: each draft's own cost per step against its
+    # twin's (a check, read after the predictions; it predicts nothing)
+    state["step_cost_spread"] = {d: {str(k): round(c["per_step"] / costs[twins[d], k]["per_step"] - 1.0, 4)
+                                     for (dd, k), c in own.items() if dd == d and (twins[d], k) in costs}
+                                 for d in drafts}
     tokens = [n_tok] * len(cut)
     for r in rows:
         off = offline(tgt, drafts[r["draft"]], cut, r["k"], models.get(r["draft"]))
         r.update(off)
-        cal = next((n for n in names if n != r["draft"] and (n, r["k"]) in costs), r["draft"])
-        r["calibrated_on"] = cal                 # this row's own draft only when the sweep has one draft
+        cal = twins[r["draft"]]
+        if (cal, r["k"]) not in costs:
+            raise WorkbenchError(f"vllm speed: no measured step cost of {cal} (the shape twin of {r['draft']}) at "
+                                 f"K={r['k']}: run the same command again to measure it")
+        r["calibrated_on"] = cal                 # a shape twin: never the row's own draft
+        r["calibration"] = (f"K={r['k']} step cost measured on a server of {cal}, the shape twin of {r['draft']} "
+                            f"(its config and tensor shapes, seeded weights), not on {r['draft']}'s passes")
         base = r["baseline_tokens_per_s"]
         for key, acc in (("", "served_accept_length"), ("_trained", "trained_accept_length")):
             sp = predict_speedup(costs[cal, r["k"]], verify_steps(tokens, off[acc]))
@@ -439,10 +467,26 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
             r["predicted_tokens_per_s_in_process"] = round(base * off["in_process_speedup"], 2)
             r["in_process_error"] = round(r["predicted_tokens_per_s_in_process"] / r["measured_tokens_per_s"] - 1, 4)
         r["verdict"] = verdict(r["measured_speedup"], r["too_noisy"])
-        r["sign_margin"] = abs(state["step_cost_spread"].get(str(r["k"]), 0.0))
+        r["sign_margin"] = calibration_noise(next(c for c in state["calibration"]
+                                                  if (c["draft"], c["k"]) == (cal, r["k"]))["passes"])
         r["sign_right"] = sign_right(r["predicted_speedup"], r["measured_speedup"], r["too_noisy"], r["sign_margin"])
     state["best_k"] = {name: best_k([r for r in rows if r["draft"] == name]) for name in drafts}
     state["complete"] = True
+
+
+def calibration_noise(passes) -> float:
+    """How far the twin's cost per verify step moved between its passes: half its range over its median (the
+    prediction's own uncertainty; a predicted speed-up within it of 1 calls no side).
+
+        >>> calibration_noise([{"baseline_wall": 10.0, "wall": 5.0, "decode": d, "steps": 100} for d in (3.6, 4.0, 4.4)])
+        0.1
+    """
+    per = [p["decode"] / p["steps"] / p["baseline_wall"] if p.get("decode") is not None else p["wall"] / p["steps"]
+           / p["baseline_wall"] for p in passes if p["steps"] > 0 and p["baseline_wall"] > 0]
+    if not per:
+        return 0.0
+    mid = statistics.median(per)
+    return round((max(per) - min(per)) / 2 / mid, 4) if mid > 0 else 0.0
 
 
 def best_k(rows: list[dict]) -> dict:
@@ -468,10 +512,10 @@ def answer(state: dict) -> list[str]:
         ...                 "too_noisy": False, "predicted_tokens_per_s_trained": 44.0},
         ...                {"draft": "d", "k": 2, "served_wiring": "L0,L13,L25", "trained_wiring": "embed,L1,L14",
         ...                 "measured_tokens_per_s": 26.0, "baseline_tokens_per_s": 40.0, "measured_speedup": 0.65,
-        ...                 "too_noisy": False, "predicted_tokens_per_s_trained": 48.0}],
+        ...                 "too_noisy": False, "predicted_tokens_per_s_trained": 48.0, "calibrated_on": "twin-ab12"}],
         ...       "best_k": {"d": {"measured": 1, "predicted_trained": 2}}}
         >>> print(answer(st)[0])
-        d as served (L0,L13,L25): slower than no speculation (0.75x) at its fastest, K=1; under its trained wiring embed,L1,L14 the server's costs predict 48.0 tokens/s at K=2 (1.20x no speculation)
+        d as served (L0,L13,L25): slower than no speculation (0.75x) at its fastest, K=1; under its trained wiring embed,L1,L14 the server's costs predict 48.0 tokens/s at K=2 (1.20x no speculation) (step cost measured on its shape twin twin-ab12)
     """
     out = []
     for name, best in state.get("best_k", {}).items():
@@ -491,13 +535,31 @@ def answer(state: dict) -> list[str]:
             line += (f"; under its trained wiring {tr.get('trained_wiring', '?')} the server's costs predict "
                      f"{tr['predicted_tokens_per_s_trained']} tokens/s at K={kt} "
                      f"({tr['predicted_tokens_per_s_trained'] / tr['baseline_tokens_per_s']:.2f}x no speculation)")
+            line += f" ({calibrated(tr)})"
         out.append(line)
     return out
 
 
+def calibrated(row: dict) -> str:
+    """What a row's step cost was measured on, in words: its shape twin, another draft (a sweep from before the
+    twins), or its own passes (in sample, said so).
+
+        >>> calibrated({"draft": "d", "calibrated_on": "twin-ab12"}), calibrated({"draft": "d", "calibrated_on": "d"})
+        ('step cost measured on its shape twin twin-ab12', 'step cost measured on its own passes: in sample')
+    """
+    on = row.get("calibrated_on")
+    if on is None:
+        return "step cost: not recorded"
+    if on == row.get("draft"):
+        return "step cost measured on its own passes: in sample"
+    if str(on).startswith("twin-"):
+        return f"step cost measured on its shape twin {on}"
+    return f"step cost measured on another draft, {on}"
+
+
 def table(state: dict) -> str:
     """The sweep as a Markdown table, then the best K per draft."""
-    lines = ["| draft | K | served wiring | measured tokens/s | no speculation | speed-up | predicted (server costs) "
+    lines = ["| draft | K | served wiring | measured tokens/s | no speculation | speed-up | predicted (twin's server costs) "
              "| error | predicted (in process) | error | verdict |", "|" + "---|" * 11]
     for r in state["rows"]:
         ip = r.get("predicted_tokens_per_s_in_process")
@@ -506,11 +568,12 @@ def table(state: dict) -> str:
                      f"| {r['measured_speedup']}x | {r.get('predicted_tokens_per_s', '?')} | "
                      f"{_pct(r.get('predicted_error'))} | {ip if ip is not None else '–'} | "
                      f"{_pct(r.get('in_process_error'))} | {r.get('verdict', '')} |")
-    spread_ = state.get("step_cost_spread") or {}
-    if spread_:
-        ref = next(iter(state.get("step_costs", {}).values()), {}).get("calibrated_on", "the first draft")
-        lines.append(f"cost per verify step of the other draft against {ref}'s (server timers): "
-                     + ", ".join(f"K={k} {_pct(v)}" for k, v in spread_.items()))
+    for d, t in (state.get("twins") or {}).items():
+        sp = (state.get("step_cost_spread") or {}).get(d) or {}
+        lines.append(f"{d}: every K predicted from the step cost of its shape twin {t} (same config and tensor "
+                     f"shapes, seeded weights; measured on its own server, never on {d}'s passes)"
+                     + (f"; {d}'s own cost per verify step against the twin's: "
+                        + ", ".join(f"K={k} {_pct(v)}" for k, v in sp.items()) if sp else ""))
     for name, b in state.get("best_k", {}).items():
         best = f"K={b['measured']}" if b.get("measured") else b.get("measured_note", "")
         lines.append(f"{name}: fastest measured {best}; predicted best K={b.get('predicted_served')} as served, "
