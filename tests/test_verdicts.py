@@ -61,6 +61,51 @@ def test_a_near_tie_excuses_a_difference_only_where_it_can_make_one():
     assert status({"per_step_accepted": [3, 3, 2, 0]}, at_tie, "v2", BF16) == "differs"   # a step past the output
 
 
+def test_inside_the_output_only_the_drafts_near_ties_can_move_a(smoke_demo):
+    """Issue 47 item 2. Inside the server's output the comparison runs against the server's own tokens, so a near-tie
+    in the target's logits cannot change an accept count there: only a near-tie in the draft's proposal can (the
+    draft runs at the served precision). Past the output (the last step looks into the float32 continuation) the
+    target's near-ties still count. Trees keep the older rule (their draft gaps are not computed)."""
+    row = [3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0]
+    live = {"per_step_accepted": [3, 3, 2]}                  # the server accepted 3 at t=4; the wiring parts at d=2
+    S = 3
+
+    def chain(target_ties=(), draft_ties=(), flips=()):
+        st = _steps([3, 1, 0, 2, 0], row, tie_at=target_ties, flip_at=flips, n_output=12, depth=S)
+        st.draft_gaps = [[1.0] * S for _ in row]
+        for t, d in draft_ties:
+            st.draft_gaps[t][d - 1] = 1e-3
+        return st
+
+    assert status(live, chain(target_ties=[6]), "v2", BF16) == "differs"     # the target's tie inside the output
+    assert status(live, chain(flips=[6]), "v2", BF16) == "differs"           # a flip there: precision evidence only
+    assert status(live, chain(draft_ties=[(4, 2)]), "v2", BF16) == "tie"     # the draft's proposal at t=4, depth 2
+    assert status(live, chain(draft_ties=[(4, 3)]), "v2", BF16) == "differs"  # another depth: not where they part
+    assert status(live, chain(draft_ties=[(4, 2)]), "v2", prec.eps("float32")) == "differs"
+    past = chain(target_ties=[12])                                            # p = start + n_output: continuation
+    assert past.tie_at(11, 1, BF16) and not past.tie_at(4, 2, BF16)
+    assert chain(target_ties=[6]).ties(BF16) == set() and chain(draft_ties=[(4, 2)]).ties(BF16) == {6}
+
+
+def test_run_chains_gaps_equal_the_sequential_reference(smoke_demo):
+    """The draft's top-2 gap per proposal from the parallel chains equals the one from the exact sequential chain."""
+    from workbench.load import inputs
+    from workbench.model import capture
+    from workbench.model.draft import chain_reference, run_chains, top2_gap
+
+    tgt = inputs.target(smoke_demo / "target", progress=False)
+    drf = inputs.draft(smoke_demo / "draft-mismatched", tgt)
+    rows = [{"input_ids": list(range(5, 25)), "loss_mask": [0] * 5 + [1] * 15}]
+    taps = list(drf.trained_taps) if getattr(drf, "trained_taps", None) else ["embed", "L1", "L3"]
+    batch = next(iter(capture.extract(tgt, rows, [",".join(taps)], batch_size=1, progress=False)))
+    feats = batch.concat(taps)
+    out = run_chains(drf, feats, batch.input_ids, batch.attention_mask, 3, gaps=True)
+    n = int(batch.lengths[0])
+    for t in (0, 4, n - 3):
+        _, logits = chain_reference(drf, feats[0, :n], batch.input_ids[0, :n], t, 3, return_logits=True)
+        assert torch.allclose(out.gaps[0, t], top2_gap(logits).flatten(), atol=1e-5), t
+
+
 def test_precision_given_parsed_and_inferred():
     assert [prec.served_dtype(x) for x in (None, "infer", "auto", "bf16", "torch.float32", "fp16")] == \
         [None, None, None, "bfloat16", "float32", "float16"]

@@ -75,10 +75,35 @@ class ServerSteps:
     gaps: list | None = None              # per position p: (relative top-2 gap, offline argmax != server token)
     start: int = 0                        # t of the first verify step (n_prompt - 1)
     depth: int = 0                        # draft steps S
+    draft_gaps: list | None = None        # chains: per t, the relative top-2 gap of the draft's proposal at each
+                                          # depth 1..S (None: trees, not computed)
+
+    def tie_at(self, t: int, d: int, eps: float) -> bool:
+        """Can a near-tie at relative resolution ``eps`` change the comparison at depth ``d`` of the step at ``t``?
+
+        - The draft's proposal there is within ``eps`` of its runner-up (:attr:`draft_gaps`): a server computing at
+          that precision may propose the other token. This is where a served precision moves A.
+        - The target's near-tie at position p = t + d counts only past the server's output (p >= start +
+          n_output: the continuation the last step looks into is the float32 argmax here). Inside the output the
+          comparison is against the server's own tokens, so the target's near-ties cannot move A there.
+        - Trees (no draft gaps computed): the target's near-ties anywhere, the older rule.
+        """
+        if self.draft_gaps is not None:
+            if 0 <= t < len(self.draft_gaps) and 0 < d <= len(self.draft_gaps[t]) and self.draft_gaps[t][d - 1] <= eps:
+                return True
+            past = t + d >= self.start + self.n_output
+        else:
+            past = True
+        if not past or not self.gaps or not 0 <= t + d < len(self.gaps):
+            return False
+        g, flip = self.gaps[t + d]
+        return g <= eps or (flip and self.draft_gaps is None)
 
     def ties(self, eps: float) -> set:
-        """Positions p (logits predicting token p+1) that are near-ties at relative resolution ``eps``."""
-        return {p for p, (g, flip) in enumerate(self.gaps or []) if flip or g <= eps}
+        """Positions p = t + d of the request's row where :meth:`tie_at` holds for some step t and depth d
+        (the walk's steps only need :meth:`tie_at`; this is the set a reader counts)."""
+        n = len(self.gaps or self.row or [])
+        return {t + d for t in range(n) for d in range(1, self.depth + 1) if self.tie_at(t, d, eps)}
 
     def counted(self, counting: str, accepts=None) -> list[int]:
         """A per step as the histogram counts it: raw (v2) or cut at the finish (v1)."""
@@ -207,9 +232,7 @@ def explained(live_fields: dict, steps: ServerSteps, counting: str, eps: float) 
     first depth where they part is a near-tie); without it, up to :data:`MAX_FLIPS` changes are tried and the
     fields of the result must equal the server's (its step count, accepted drafts, histogram). A difference
     at a position that is not a near-tie is never excused by near-ties elsewhere in the request."""
-    ties, row, S, n = steps.ties(eps), steps.row, steps.depth, steps.n_output
-    if not ties:
-        return False
+    row, S, n = steps.row, steps.depth, steps.n_output
 
     def at(t):
         return row[t] if 0 <= t < len(row) and row[t] >= 0 else None
@@ -227,7 +250,7 @@ def explained(live_fields: dict, steps: ServerSteps, counting: str, eps: float) 
                 return False
             cap = min(a, int(drafted[i]) if i < len(drafted) else S)
             if cap != la:
-                if min(cap, la) + 1 > S or t + min(cap, la) + 1 not in ties:
+                if min(cap, la) + 1 > S or not steps.tie_at(t, min(cap, la) + 1, eps):
                     return False
                 a = la
             out.append(a)
@@ -244,8 +267,7 @@ def explained(live_fields: dict, steps: ServerSteps, counting: str, eps: float) 
             return False
         options = [(a, flips)]
         if flips < MAX_FLIPS:
-            for p in sorted(q for q in ties if t < q <= t + min(a + 1, S)):
-                d = p - t
+            for d in (d for d in range(1, min(a + 1, S) + 1) if steps.tie_at(t, d, eps)):
                 options += [(d - 1, flips + 1)] if d <= a else [(x, flips + 1) for x in range(a + 1, S + 1)]
         return any(search(t + x + 1, emitted + x + 1, accepts + [x], f) for x, f in options)
 
@@ -391,8 +413,10 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
     by the output (``ServerSteps.last_max``), and no near-ties are marked (the target's logits do not
     decide A, the server's sampled tokens do).
 
-    Each :class:`ServerSteps` also keeps its row's A at every t and the target's relative top-2 gaps
-    (:func:`relative_gaps`), so near-ties can be judged later at any resolution (:func:`status` with ``eps``);
+    Each :class:`ServerSteps` also keeps its row's A at every t, the target's relative top-2 gaps
+    (:func:`relative_gaps`) and, for greedy chains, the draft's: each proposal's relative top-2 gap
+    (``draft.run_chains(gaps=True)``), so near-ties can be judged later at any resolution (:func:`status` with
+    ``eps``; :meth:`ServerSteps.tie_at` says which can move A: the draft's, and the target's past the output);
     ``fragile`` marks the steps that compared at a near-tie at ``served_dtype`` (None: bfloat16, the lenient one).
     """
     import torch
@@ -404,21 +428,22 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
     wl = as_wirings(wirings, target.n_layers)
     for w in wl:
         capture.check_width(w.taps, target, draft.fc_width, where="the draft's fc")
-    rows, ties, gaps, ends = [], [], [], {}
+    rows, gaps, ends = [], [], {}
     for i, (prompt, output) in enumerate(requests):
         ids = [int(x) for x in prompt] + [int(x) for x in output]
         if sampled:                   # filler only: positions past the output are never matched (next token -1)
-            cont, _ = [ids[-1]] * (S + 1), ties.append(set())
+            cont = [ids[-1]] * (S + 1)
             ends[i] = len(ids)
             gaps.append(None)
         else:
             cont, logits = continuation(target, ids, S + 1)
-            ties.append(near_ties(logits, ids, served_dtype or "bfloat16"))
             gaps.append(relative_gaps(logits, ids))
         full = ids + cont
         rows.append({"input_ids": full, "loss_mask": [0] * len(prompt) + [1] * (len(full) - len(prompt)),
                      "n_prompt_tokens": len(prompt), "n_response_tokens": len(full) - len(prompt), "_row": i})
+    eps = _eps(served_dtype or "bfloat16")                    # the resolution ``fragile`` marks steps at
     A_rows: dict = {w.spec: {} for w in wl}
+    draft_gaps: dict = {w.spec: {} for w in wl}             # chains, greedy: the draft's proposals' top-2 gaps
     ddev, ddtype = draft.device, draft.dtype
     for batch in capture.extract(target, rows, [w.spec for w in wl], batch_size=batch_size, progress=progress):
         ids, att = batch.input_ids.to(ddev), batch.attention_mask.to(ddev)
@@ -433,7 +458,11 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
             feats = batch.concat(w.taps).to(device=ddev, dtype=ddtype)
             with torch.no_grad():
                 if shape.topk == 1:
-                    A = accepted_counts(run_chains(draft, feats, ids, att, S).tokens, nt, lm, ln, S)
+                    chains = run_chains(draft, feats, ids, att, S, gaps=not sampled)
+                    A = accepted_counts(chains.tokens, nt, lm, ln, S)
+                    if chains.gaps is not None:
+                        for b, r in enumerate(batch.rows):
+                            draft_gaps[w.spec][int(r)] = chains.gaps[b].cpu().tolist()
                 else:
                     trees = draft_trees(draft, feats, ids, att, S, shape.topk, shape.num_draft_tokens,
                                         rope_shift=rope_shift)
@@ -445,15 +474,15 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
         per = []
         for i, (prompt, output) in enumerate(requests):
             path = walk(A_rows[w.spec][i], len(prompt), len(output), S)
-            fragile = [any(p in ties[i] for p in range(t + 1, t + min(a + 1, S) + 1)) for t, a in path]
             accepts = [a for _, a in path]
             open_last = None
             if sampled and accepts:       # the last step matched every output token left to it: it may go on
                 left = len(output) - 1 - sum(a + 1 for a in accepts[:-1])
                 open_last = S if accepts[-1] == left < S else None
-            st = server_steps(accepts, len(output), fragile, open_last)
+            st = server_steps(accepts, len(output), None, open_last)
             st.row, st.gaps = [int(a) for a in A_rows[w.spec][i].tolist()], gaps[i]
-            st.start, st.depth = len(prompt) - 1, S
+            st.start, st.depth, st.draft_gaps = len(prompt) - 1, S, draft_gaps[w.spec].get(i)
+            st.fragile = [any(st.tie_at(t, d, eps) for d in range(1, min(a + 1, S) + 1)) for t, a in path]
             per.append(st)
         out[w.spec] = per
     return out

@@ -529,6 +529,7 @@ class ChainOutput:
     topk_ids: torch.Tensor | None = None          # [B, T, K, k] target ids
     topk_logprobs: torch.Tensor | None = None     # [B, T, K, k] log-probs over the draft vocab
     logits: torch.Tensor | None = None            # [B, T, K, draft_vocab] fp32, only if asked
+    gaps: torch.Tensor | None = None              # [B, T, K] relative top-2 logit gap of each proposal, if asked
 
 
 def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teacher=None, *, head=None,
@@ -591,7 +592,7 @@ def check_chain_inputs(features, input_ids, attention_mask, K):
 
 def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tensor,
                attention_mask: torch.Tensor, K: int, *, acc_topk: int = 0,
-               return_logits: bool = False, max_memory=None) -> ChainOutput:
+               return_logits: bool = False, gaps: bool = False, max_memory=None) -> ChainOutput:
     """K greedy draft steps for every start position at once (the training-time-test layout).
 
         >>> import torch
@@ -606,7 +607,9 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
     Chains whose bonus token x_{p+1} is padding or past the end (p >= length-1) are computed but
     meaningless; acceptance does not count them. The draft head (norm, lm_head, argmax, top-k) runs in
     position chunks sized from ``max_memory`` (``workbench.model.chunks``): no [B, T, Vd] logits unless
-    ``return_logits`` asks for them.
+    ``return_logits`` asks for them. ``gaps``: each proposal's relative top-2 gap, (top - second logit) /
+    max(|top|, 1) in fp32 (:func:`top2_gap`): how near the draft was to proposing another token (the live
+    comparison's near-ties in the draft's proposals).
     """
     check_chain_inputs(features, input_ids, attention_mask, K)
     draft.check_ready()
@@ -616,9 +619,9 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
 
     def head(hk):
         return head_chunks(hk, draft.logits, topk=topk, keep_logits=return_logits, max_memory=max_memory,
-                           vocab=draft.draft_vocab_size)
+                           vocab=draft.draft_vocab_size, reduce=top2_gap if gaps else None)
 
-    toks, tids, tlps, logs = [], [], [], []
+    toks, tids, tlps, logs, gps = [], [], [], [], []
     with torch.no_grad():
         for step in unroll(draft, features, input_ids, attention_mask, K, head=head, max_memory=max_memory):
             toks.append(draft.to_target(step.ids))
@@ -627,10 +630,24 @@ def run_chains(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch.Tens
                 tlps.append(step.topk_logprobs)
             if return_logits:
                 logs.append(step.logits)
+            if gaps:
+                gps.append(step.reduced[..., 0])
     return ChainOutput(tokens=torch.stack(toks, dim=2),
                        topk_ids=torch.stack(tids, dim=2) if topk else None,
                        topk_logprobs=torch.stack(tlps, dim=2) if topk else None,
-                       logits=torch.stack(logs, dim=2) if return_logits else None)
+                       logits=torch.stack(logs, dim=2) if return_logits else None,
+                       gaps=torch.stack(gps, dim=2) if gaps else None)
+
+
+def top2_gap(logits: torch.Tensor) -> torch.Tensor:
+    """[n, V] logits → [n, 1] relative top-2 gap (top - second) / max(|top|, 1), fp32: a near-tie at a served
+    dtype when it is within that dtype's relative step.
+
+        >>> [round(g, 4) for g in top2_gap(torch.tensor([[5.0, 5.01, 0.0], [9.0, 1.0, 0.0]])).flatten().tolist()]
+        [0.002, 0.8889]
+    """
+    top = logits.float().topk(2, dim=-1).values
+    return ((top[:, :1] - top[:, 1:2]) / top[:, :1].abs().clamp_min(1.0)).float()
 
 
 def check_one_sequence(features, input_ids, t: int, who: str, start: str, token: str) -> None:
