@@ -78,7 +78,7 @@ def engine_fidelity(fid, *, title: str | None = None):
 def speed_sweep(state: dict, *, title: str | None = None):
     """Tokens/s by K on a real server, one panel per draft: measured (median, bars: the passes' range), no
     speculation measured beside each K, and the predictions from the server's own step costs (served wiring, and
-    trained wiring where known) and from the in-process cost model. ``state``: ``workbench vllm speed --json``."""
+    trained wiring where known and not the served one) and from the in-process cost model. ``state``: ``workbench vllm speed --json``."""
     rows = state.get("rows") or []
     if not rows:
         raise WorkbenchError("speed_sweep: the sweep has no measured rows (run `workbench vllm speed --json OUT`)")
@@ -101,6 +101,8 @@ def speed_sweep(state: dict, *, title: str | None = None):
                                          ("predicted_tokens_per_s_in_process", "predicted: in-process model", ":",
                                           "#9d9d9d")):
             vals = [r.get(key) for r in rs]
+            if key.endswith("_trained") and all(r.get("trained_wiring") == r.get("served_wiring") for r in rs):
+                continue                     # served as trained: the same line as the served prediction
             if all(v is not None for v in vals):
                 ax.plot(ks, vals, color=color, linestyle=style, marker="x", label=label)
         ax.set_xticks(ks)
