@@ -222,3 +222,17 @@ def test_nothing_in_the_project_imports_an_old_flat_path():
             if len(parts) > 1 and parts[0] == "workbench" and parts[1] in OLD_PATHS and not (PKG / parts[1]).is_dir():
                 found.append(f"{p.relative_to(root)}:{line}: {m}")
     assert not found, "old import paths:\n" + "\n".join(sorted(set(found)))
+
+
+def test_the_target_is_loaded_by_the_one_loader_only():
+    """Issue 48: ``capture.load_target`` is called only by ``load.inputs.target`` (the one loader); the demo builders,
+    ``vllm taps`` and the CLI go through it."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "workbench"
+    calls = [f"{p.relative_to(root.parent)}:{i}" for p in sorted(root.rglob("*.py"))
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bload_target\(", line) and not line.lstrip().startswith((">>>", "def ", "#"))
+             and p.name != "capture.py"]
+    assert len(calls) == 1 and calls[0].startswith("workbench/load/inputs.py:"), calls

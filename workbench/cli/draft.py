@@ -28,9 +28,9 @@ def run(args):
     dtype = parse_dtype(args.dtype, device)
     target = None
     if args.target:
-        from workbench.model import capture
-        target = capture.load_target(args.target, device=device, dtype=dtype,
-                                     trust_remote_code=args.trust_remote_code, progress=False)
+        from workbench.load import inputs
+        target = inputs.target(args.target, device=device, dtype=dtype,
+                               trust_remote_code=args.trust_remote_code, progress=False)
     d = checkpoint.load_draft(args.path, target, device=device, dtype=dtype)
     info = draft_mod.describe_draft(d)
     print(json.dumps({"schema_version": SCHEMA_VERSION, **info}, indent=2) if args.json else info.summary())

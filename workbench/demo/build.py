@@ -12,7 +12,7 @@ What gets built into ``out`` (every piece with the library's own code paths):
   a chat template in two variants: the default with ``{% generation %}`` tags, ``plain`` without
   (:mod:`workbench.demo.chat`).
 - ``target/``: a ``LlamaForCausalLM`` (N ≥ 8 decoder layers) trained briefly with a plain torch loop,
-  saved with ``save_pretrained`` and reloaded through :func:`workbench.capture.load_target`.
+  saved with ``save_pretrained`` and reloaded through :func:`workbench.load.inputs.target` (the one loader).
   It carries a fixed "massive" constant in ``L{N-4}`` that the next layer removes (:func:`set_massive`),
   and its story stretches write into their own blocks of dims (:func:`write_blocks`): SGLang's taps
   differ from the mismatched draft's training taps by construction (``docs/demo.md``).
@@ -82,8 +82,9 @@ from workbench.demo.samples import (
 from workbench.demo.story import measure_story, response_stats, tap_stats
 from workbench.demo.target import deterministic_seed, train_target, train_tokenizer
 from workbench.live.regenerate import settings_of, target_info
+from workbench.load import inputs
 from workbench.load.inputs import resolve
-from workbench.model import capture, checkpoint, draft, train
+from workbench.model import checkpoint, draft, train
 from workbench.model.capture import hf_progress
 
 MANIFEST = "manifest.json"
@@ -220,7 +221,7 @@ def _build(tmp: Path, size: str, seed: int, progress: bool) -> dict:
         f"({timings['target']} s)")
 
     t = time.perf_counter()
-    target = capture.load_target(tmp / "target", device="cpu")   # from_pretrained, as any user target
+    target = inputs.target(tmp / "target", device="cpu")   # from_pretrained, as any user target
 
     # how make_rows writes responses: greedy, exactly response_len tokens (an EOS does not stop it)
     greedy = settings_of("target", target_info(target), Sampling(), cfg.response_len, ignore_eos=True)

@@ -30,7 +30,8 @@ from workbench.engines.records import get as engine_record
 from workbench.engines.records import ids_for_taps
 from workbench.engines.trainers import provenance
 from workbench.engines.wiring import resolve
-from workbench.model import capture, checkpoint
+from workbench.load import inputs
+from workbench.model import checkpoint
 from workbench.report.foreign import ENGINES, FOLDERS, RESULT
 from workbench.simulate import acceptance
 
@@ -69,7 +70,7 @@ def measure_draft(folder: Path, target, rows, *, cache_dir=None, engines=ENGINES
 def measure_foreign(root, drafts=DRAFTS, *, engines=ENGINES, progress: bool = True, write: bool = True) -> dict:
     """The table for every draft folder of ``drafts`` present under ``root``; written to ``root/foreign-drafts.json``."""
     root = Path(root)
-    target = capture.load_target(root / "target")
+    target = inputs.target(root / "target")
     rows = data.load(root / "val.jsonl")
     t0, out = time.time(), {}
     for name in drafts:

@@ -66,6 +66,7 @@ from workbench.demo.samples import response_counts, write_jsonl
 from workbench.demo.story import response_stats, story_table
 from workbench.demo.target import deterministic_seed
 from workbench.live.chat_regen import regenerate_chats
+from workbench.load import inputs
 from workbench.load.prepare import prepare
 from workbench.model import capture, checkpoint, draft, train
 from workbench.model.capture import hf_progress
@@ -328,7 +329,7 @@ def _build(work: Path, size: RealSize, seed: int, cache, progress: bool, t0: flo
         return {**info, "package": MODEL.record(gg)}
 
     tinfo = timed("target", get_target)
-    target = capture.load_target(work / "target", device="cpu", progress=False)
+    target = inputs.target(work / "target", device="cpu", progress=False)
     if target.n_layers != size.n_layers:
         raise WorkbenchError(f"{work / 'target'}: {target.n_layers} decoder layers, the real recipe expects {size.n_layers}")
     torch.set_num_threads(size.threads)

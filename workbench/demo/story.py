@@ -13,6 +13,7 @@ from pathlib import Path
 from workbench import rows as data
 from workbench.core.setting import Setting
 from workbench.demo.recipe import SOURCES, demo_taps
+from workbench.load import inputs
 from workbench.model import capture, checkpoint
 from workbench.simulate import acceptance
 from workbench.stats.tap_stats import tap_statistics
@@ -128,7 +129,7 @@ def measure_story(out, K: int = 4, seed: int = 0, target=None) -> dict:
     """
 
     out = Path(out)
-    target = target if target is not None else capture.load_target(out / "target", device="cpu")
+    target = target if target is not None else inputs.target(out / "target", device="cpu")
     taps = demo_taps(target.n_layers)
     ds = data.load(out / "val.jsonl")
     story = {"K": int(K), "seed": int(seed), "data": "val.jsonl",

@@ -32,7 +32,8 @@ from workbench.core.errors import WorkbenchError
 from workbench.engines.records import wiring_for
 from workbench.engines.taps import load_config, tap_sort_key
 from workbench.live import vllm_extract
-from workbench.model.capture import load_target, tap_hooks
+from workbench.load import inputs
+from workbench.model.capture import tap_hooks
 
 TOLERANCE = 1e-4          # fp32 on CPU: measured 1e-7..1e-6 (vLLM's fused kernels vs HF's)
 SEPARATION = 10.0         # the next best tap must be this many times farther
@@ -131,7 +132,7 @@ def served_taps(target_dir, draft, *, tokens=None, store=None, tensor_parallel: 
     dcfg = load_config(Path(draft) / "config.json" if Path(draft).is_dir() else draft, "draft config")
     ids = vllm_extract.served_id_keys(dcfg)
     expected = wiring_for("vllm", dcfg, tcfg)
-    target = load_target(target_dir, device="cpu", dtype="float32", progress=False)
+    target = inputs.target(target_dir, device="cpu", dtype="float32", progress=False)
     prompt = [int(t) for t in (tokens or default_prompt(target.vocab_size))]
     if not prompt or max(prompt) >= target.vocab_size or min(prompt) < 0:
         raise WorkbenchError(f"prompt token ids must be in 0..{target.vocab_size - 1}")
