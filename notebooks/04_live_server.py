@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -118,7 +118,9 @@ wb.evidence.live_requests(cmp)
 # ## The speed the user sees
 # Tokens/s on a real vLLM with and without speculation, per draft and K, from `workbench vllm speed` (a sweep of
 # about 25 minutes, run once from a terminal; this page reads its JSON), beside what the server's own step cost
-# predicts from the offline accept length alone, and what the in-process cost model predicts.
+# predicts from the offline accept length, and what the in-process cost model predicts. The step cost is measured
+# on a server of the draft's shape twin (its config and shapes, seeded weights), never on the passes it predicts;
+# each answer line says what it was calibrated on.
 
 # %%
 print(wb.speed.NOT_MEASURED if sweep is None else "\n".join(wb.speed.answer(sweep)))
