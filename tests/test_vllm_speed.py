@@ -256,12 +256,27 @@ def within_noise(r: dict) -> bool:
     return lo <= r["measured_spread"]["max"] and hi >= r["measured_spread"]["min"]
 
 
+def same_machine(r: dict, twin_row: dict) -> bool:
+    """Whether the twin's calibration and this row ran on the same machine state: the no-speculation baseline
+    measured beside each moved by no more than the larger of the two rows' own baseline spreads (max - min over
+    median). Costs are kept in baseline units so that a drift cancels; a 2x swing between rows (a 2-core machine
+    that took on other work) moves the servers unequally and calibrates nothing. Such a row is not judged."""
+    def rel(s):
+        return (s["max"] - s["min"]) / s["median"] if s["median"] else math.inf
+    return abs(r["calibration_drift"]) <= max(rel(r["baseline_spread"]), rel(twin_row["baseline_spread"]))
+
+
 def test_the_bound_judges_by_the_rows_own_noise():
     row = {"sign_margin": 0.05, "predicted_speedup": 1.0, "baseline_spread": {"min": 95.0, "max": 105.0},
            "measured_spread": {"min": 98.0, "max": 102.0}}
     assert within_noise(row)
     assert not within_noise({**row, "predicted_speedup": 0.7})          # 63..77 against 98..102: a miss
     assert within_noise({**row, "predicted_speedup": 0.7, "measured_spread": {"min": 70.0, "max": 102.0}})
+    twin = {"baseline_spread": {"median": 100.0, "min": 97.0, "max": 103.0}}
+    assert same_machine({**row, "calibration_drift": 0.08, "baseline_spread": {"median": 100, "min": 95, "max": 105}},
+                        twin)                                              # 8% drift within a 10% spread
+    assert not same_machine({**row, "calibration_drift": 1.2, "baseline_spread": {"median": 148, "min": 140,
+                                                                                    "max": 155}}, twin)
 
 
 @pytest.mark.slow
@@ -282,9 +297,14 @@ def test_real_vllm_speed_sign_is_predicted_from_the_servers_own_costs(smoke_demo
                      say=lambda m: print(m, flush=True))
     print("MEASURED vllm speed (smoke demo)\n" + vs.table(state))
     twins = set(state["twins"].values())
+    twin_rows = {(c["draft"], c["k"]): c for c in state["calibration"]}
     for r in state["rows"]:
         assert r["measured_tokens_per_s"] > 0 and r["baseline_tokens_per_s"] > 0
         assert r["calibrated_on"] in twins and r["calibrated_on"] != r["draft"], r      # never in sample
+        if not same_machine(r, twin_rows[r["calibrated_on"], r["k"]]):
+            print(f"not judged: {r['draft']} K={r['k']}: the baseline moved {r['calibration_drift']:+.0%} between "
+                  f"the twin's row and this one, beyond both rows' own baseline spreads (the machine changed)")
+            continue
         assert within_noise(r), r
         if r["sign_right"] is not None:
             assert r["sign_right"] is True, r

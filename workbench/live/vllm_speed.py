@@ -467,8 +467,10 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
             r["predicted_tokens_per_s_in_process"] = round(base * off["in_process_speedup"], 2)
             r["in_process_error"] = round(r["predicted_tokens_per_s_in_process"] / r["measured_tokens_per_s"] - 1, 4)
         r["verdict"] = verdict(r["measured_speedup"], r["too_noisy"])
-        r["sign_margin"] = calibration_noise(next(c for c in state["calibration"]
-                                                  if (c["draft"], c["k"]) == (cal, r["k"]))["passes"])
+        twin_row = next(c for c in state["calibration"] if (c["draft"], c["k"]) == (cal, r["k"]))
+        r["sign_margin"] = calibration_noise(twin_row["passes"])
+        # how far the machine moved between the twin's row and this one: the baseline measured beside each
+        r["calibration_drift"] = round(r["baseline_tokens_per_s"] / twin_row["baseline_tokens_per_s"] - 1.0, 4)
         r["sign_right"] = sign_right(r["predicted_speedup"], r["measured_speedup"], r["too_noisy"], r["sign_margin"])
     state["best_k"] = {name: best_k([r for r in rows if r["draft"] == name]) for name in drafts}
     state["complete"] = True
