@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from workbench.core.errors import WorkbenchError
 from workbench.engines.wiring import as_wirings
 from workbench.model import capture
-from workbench.model.draft import run_chains
+from workbench.model.draft import run_chains, top2_gap
 from workbench.model.tree import draft_trees, tree_shape
 from workbench.simulate.exact import exact_decode
 from workbench.simulate.tree_verify import exact_tree_decode, tree_accepted_counts
@@ -318,8 +318,7 @@ def relative_gaps(logits, tokens) -> list:
     """
     import torch
 
-    top = logits.float().topk(2, dim=-1).values
-    gap = ((top[:, 0] - top[:, 1]) / top[:, 0].abs().clamp_min(1.0)).cpu()
+    gap = top2_gap(logits)[:, 0].cpu()
     nxt = torch.as_tensor(list(tokens)[1:], dtype=torch.long)
     n = min(len(nxt), logits.shape[0])
     flip = torch.zeros(logits.shape[0], dtype=torch.bool)

@@ -85,10 +85,16 @@ def step_cost(passes) -> dict:
         raise WorkbenchError("step cost: no request reported a verify step (was the server speculating?)")
     timed = all(p.get("decode") is not None for p in passes)
     fixed = [(p["wall"] - p["decode"]) / p["baseline_wall"] if timed else 0.0 for p in passes]
-    per = [(p["decode"] if timed else p["wall"]) / p["steps"] / p["baseline_wall"] for p in passes]
+    per = [_per_step(p, timed) for p in passes]
     return {"fixed": round(statistics.median(fixed), 6), "per_step": round(statistics.median(per), 6),
             "source": "server timers" if timed else "pass wall time over verify steps (the server reports no "
                                                     "vllm:request_decode_time_seconds)"}
+
+
+def _per_step(p: dict, timed: bool) -> float:
+    """One pass's cost per verify step in baseline-pass units: the server's decode seconds (its whole wall time
+    without timers) over its verify steps, over the paired baseline pass's wall."""
+    return (p["decode"] if timed else p["wall"]) / p["steps"] / p["baseline_wall"]
 
 
 def verify_steps(tokens, accept_length: float) -> float:
@@ -483,8 +489,7 @@ def calibration_noise(passes) -> float:
         >>> calibration_noise([{"baseline_wall": 10.0, "wall": 5.0, "decode": d, "steps": 100} for d in (3.6, 4.0, 4.4)])
         0.1
     """
-    per = [p["decode"] / p["steps"] / p["baseline_wall"] if p.get("decode") is not None else p["wall"] / p["steps"]
-           / p["baseline_wall"] for p in passes if p["steps"] > 0 and p["baseline_wall"] > 0]
+    per = [_per_step(p, p.get("decode") is not None) for p in passes if p["steps"] > 0 and p["baseline_wall"] > 0]
     if not per:
         return 0.0
     mid = statistics.median(per)
