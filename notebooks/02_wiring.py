@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -49,82 +49,46 @@ run.show()
 # ## The target
 
 # %%
-tgt, drf, ds = run.target, run.draft, run.data
-print(tgt.summary())
+page = run.wiring_view()
+page.target()
 
 # %% [markdown]
 # ## The draft
 
 # %%
-info = wb.describe_draft(drf)
-wb.evidence.draft(info)
-
-# %%
-for note in info["notes"]:
-    print("note:", note)
+page.draft()
 
 # %% [markdown]
 # ## What each engine feeds this draft
 # `taps`: the target hidden states concatenated into the draft's `fc` (embed, L*k* = output of decoder layer *k*,
 # 0-based; final = after the final norm). An engine that serves the draft may still feed it taps it was not
-# trained on: the warnings under the table say which.
+# trained on: the warnings above the table say which.
 
 # %%
-fed = wb.wiring_table(tgt.config, drf.raw_config)
-wb.evidence.engines_fed(fed, wb.engine)
-
-# %%
-for r in fed:
-    for w in r.warnings:
-        print(f"{wb.engine(r.engine).label}: {w}")
-for note in fed.notes:
-    print(note)
+page.engines()
 
 # %% [markdown]
 # ## Drafts that real trainers made
-# With `demo = "data/demo-real"`, after `make foreign-drafts`: the drafts NVIDIA ModelOpt and vllm-project/speculators
-# trained for the same target, exactly as they exported them (docs/foreign-drafts.md). For each: who wrote it and
-# how it counts layer ids, the config keys read, and what each engine feeds it against the taps the trainer
-# captured. An engine that feeds other taps is the seed's bug, made by two real tools; the fix is one line.
+# With the demo folder `data/demo-real`, after `make foreign-drafts`: the drafts NVIDIA ModelOpt and
+# vllm-project/speculators trained for the same target, exactly as they exported them (docs/foreign-drafts.md). For
+# each: who wrote it and how it counts layer ids, the config keys read, and what each engine feeds it against the
+# taps the trainer captured. An engine that feeds other taps is the seed's bug, made by two real tools; the fix is
+# one line.
 
 # %%
-foreign = [wb.foreign.read(f, tgt) for f in wb.foreign.beside(draft)]
-print(wb.foreign.SKIPPED if not foreign else "\n".join(f.header() for f in foreign))
-for f in foreign:
-    display(f.config_table())
-    display(f.engines_table())
+foreign = run.foreign_drafts()
+foreign.show()
 
 # %% [markdown]
 # ## Tap feature statistics
 # Norm distribution of every tap and the mean cosine similarity between taps at the same token.
 
 # %%
-n = tgt.n_layers
-all_taps = ["embed"] + [f"L{k}" for k in range(n)] + ["final"]
-stats = wb.tap_statistics(wb.extract(tgt, ds, all_taps, limit=limit or None, progress=False), all_taps)
-trained = wb.trained_wiring(drf.raw_config, n)
-served = next(r for r in fed if r.engine == wb.engine(engine).name)
-highlight = {f"{engine} feeds": list(served.taps)}
-if trained is not None:
-    highlight = {"trained on": list(trained.taps), **highlight}
-wb.plots.tap_stats_figure(stats, highlight=highlight)
+taps = page.taps(limit=limit)
+taps.plot()
 
 # %%
-stats.to_frame().round(3)
-
-# %%
-cos = stats.cosine_frame()
-layer_taps = [t for t in all_taps if t.startswith("L")]
-wb.record_headline("02_wiring", {
-    "answer": run.answer.to_dict(), "target layers": n, "target hidden size": tgt.hidden_size,
-    "draft trained on": trained.spec if trained is not None else "unknown (not in the draft config)",
-    "SGLang feeds" if engine == "sglang" else f"{engine} feeds": served.spec,
-    "engines that disagree with training": sum(1 for r in fed if trained is not None and r.taps != trained.taps),
-    "mean cos(embed, layer taps)": float(cos.loc["embed", layer_taps].mean()),
-    "mean cos(L1, other layer taps)": float(cos.loc["L1", [t for t in layer_taps if t != "L1"]].mean()),
-    **{f"{f.name}: engines that feed other taps than its trainer captured": ", ".join(
-        wb.engine(e).label for e in f.misfed()) or "none" for f in foreign},
-});
+taps.table()
 
 # %% [markdown]
 # ## Features from the serving engine
@@ -133,9 +97,12 @@ wb.record_headline("02_wiring", {
 # kernels' summation order; it matters only where it flips a greedy token.
 
 # %%
-fid = wb.fidelity.find(fidelity, draft)
-print(wb.fidelity.NOT_MEASURED if fid is None else "\n".join(fid.lines()))
-wb.plots.engine_fidelity(fid) if fid is not None else None
+engine_features = page.fidelity(fidelity)
+engine_features.show()
+engine_features.plot()
+
+# %%
+wb.record_headline("02_wiring", {**page.headline(), **foreign.headline()});
 
 # %% [markdown]
 # ## Next step

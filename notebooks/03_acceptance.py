@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -31,7 +31,7 @@ wirings = ""         # candidate wirings separated by semicolons, e.g. embed,L1,
 steps = 4            # K: draft tokens per chain
 limit = 0            # rows to evaluate (0: all)
 device = "cpu"       # cpu, cuda, cuda:N
-ratio = 0.0          # draft-step / target-forward cost for the speed-up projection (0: measured here)
+ratio = 0.0          # draft-step / target-forward cost for the speed-up projection (0: measured here, once, kept beside the draft)
 sample = 0           # which evaluated sample to colour
 engine = "sglang"    # engine and version whose wiring the diagnosis judges (`workbench wiring --engines`): sglang, sglang-2026.04, vllm, ...
 train_data = ""      # training data for the rewire refit, empty: <demo>/train.jsonl (only with the demo's target)
@@ -63,13 +63,11 @@ print(run.diagnosis.summary())
 # ## The fix, measured: rewire
 # The draft's `fc` refitted (closed-form ridge regression, one target pass over training data) so that the served
 # taps stand in for the trained ones, without retraining: `workbench rewire`. Before: the draft fed what the engine
-# feeds; after: the rewired draft fed the same; reference: the draft fed the taps it was trained on.
+# feeds; after: the rewired draft fed the same; reference: the draft fed the taps it was trained on. Computed once
+# for this target, draft, data and engine, and kept beside the draft (`.workbench-cache/`): every page reuses it.
 
 # %%
-if run.rewired is not None:
-    print(run.rewired.summary())
-else:
-    print(f"no rewire measured here: {run.answer.fix}")
+print(run.rewired.summary() if run.rewired is not None else f"no rewire measured here: {run.answer.fix}")
 run.plot()
 
 # %% [markdown]
@@ -81,23 +79,12 @@ run.verdict()
 # %% [markdown]
 # ## Candidate wirings, side by side
 # From here on each figure shows the wiring the engine feeds today, the trained wiring the fix restores, and the
-# other engines' wirings. One cost model is measured for this draft and target, and every speed-up below uses it.
+# other engines' wirings. One cost model is measured for this draft and target (once, kept beside the draft), and
+# every speed-up below uses it.
 
 # %%
-tgt, drf, ds = run.target, run.draft, run.data
-trained = run.diagnosis.trained_wiring
-found = wb.serving_candidates(tgt.config, drf.raw_config, wb.trained_wiring(drf.raw_config, tgt.n_layers),
-                              [w.strip() for w in wirings.split(";") if w.strip()])
-candidates = [c.spec for c in found if not wirings or "given" in c.engines]
-cm = wb.cost.CostModel.fixed(ratio, source="the ratio parameter") if ratio else wb.cost.measure(
-    tgt, drf, verify_probes=tuple(sorted({*range(1, steps + 2), 6, 8})), lane_probes=(1, 2, 4), repeats=9)
-results = wb.accept(tgt, drf, ds, candidates, K=steps, limit=limit or None, cost_model=cm, engine=engine,
-                      progress=False)
-print("\n".join(f"candidate {c.spec}: {', '.join(c.engines)}" for c in found if c.spec in candidates))
-
-# %%
-for r in results.values():
-    print(r.summary(), end="\n\n")
+cands = run.candidates(wirings, limit=limit or None, ratio=ratio)
+cands.show()
 
 # %% [markdown]
 # ### The data: the target's own greedy output?
@@ -107,10 +94,7 @@ for r in results.values():
 # `workbench regenerate` (docs/regenerate.md; notebook 01 shows it on the demo's foreign data).
 
 # %%
-first = next(iter(results.values()))
-print(first.agreement.headline(first.setting))
-print(first.data_note() or "")
-wb.agreement_table(first.agreement)
+cands.show_agreement()
 
 # %% [markdown]
 # ### Data the target did not write: how the estimates move
@@ -120,29 +104,19 @@ wb.agreement_table(first.agreement)
 # server never sees; the decode path there is an approximation. Your own data: `workbench regenerate`.
 
 # %%
-import os
-
-foreign_file = os.path.join(os.path.dirname(target), "val-foreign.jsonl")
-if os.path.basename(target) != "target" or not os.path.exists(foreign_file):
-    print(f"skipped: no {foreign_file} (`make demo` rebuilds the demo with it; your own data: compare it with "
-          f"its `workbench regenerate` output)")
-else:
-    foreign_results = wb.accept(tgt, drf, wb.dataset(foreign_file, tgt), candidates, K=steps,
-                                  limit=limit or None, progress=False, cost_model=cm)
-    print("val-foreign.jsonl:", next(iter(foreign_results.values())).agreement.headline().removeprefix("data: "))
-    display(wb.evidence.foreign(foreign_results, results))
+cands.foreign_data()
 
 # %% [markdown]
 # ## Per-position acceptance
 
 # %%
-wb.plots.acceptance_curves(results)
+cands.plot_curves()
 
 # %% [markdown]
 # ## Accept-length histograms
 
 # %%
-wb.plots.accept_length_histogram(results)
+cands.plot_histograms()
 
 # %% [markdown]
 # ## Every position vs the decode path
@@ -153,13 +127,13 @@ wb.plots.accept_length_histogram(results)
 # path is what a server reports; the diagnosis ranks wirings by every position, which uses every chain.
 
 # %%
-wb.plots.decode_path_comparison(results)
+cands.plot_decode_path()
 
 # %% [markdown]
 # ## By source
 
 # %%
-wb.plots.by_source(results)
+cands.plot_by_source()
 
 # %% [markdown]
 # ## Ranking of the wirings
@@ -167,23 +141,20 @@ wb.plots.by_source(results)
 # comes first. The intervals are the ones the summaries above print (computed once per result).
 
 # %%
-order, ranking = wb.evidence.ranking(results, trained)
-ranking
+cands.ranking()
 
 # %% [markdown]
 # ## Speed-up projection
 # Tokens per verify step with K' drafted = E[min(A, K')]+1, divided by the cost of one verify step
 # (1 target forward over K'+1 tokens + K' draft steps), with the one cost model measured above (interleaved
-# probes after warm-up; `ratio` > 0 fixes it instead). Bars: the accept length's 95% interval and the timing
-# spread together. A best K' is named only when it is clearly best among at least two, and only when the
-# timings are steady enough to rank; when they are not, no speed-up here is a verdict. On a CPU the costs are
+# probes after warm-up; a positive `ratio` parameter fixes it instead). Bars: the accept length's 95% interval and
+# the timing spread together. A best K' is named only when it is clearly best among at least two, and only when
+# the timings are steady enough to rank; when they are not, no speed-up here is a verdict. On a CPU the costs are
 # indicative only: they do not choose GPU flags.
 
 # %%
-print(cm.summary())
-for spec, r in results.items():
-    print(f"{spec}: {wb.cost.projection(r, cm, n_boot=200)['text']}")
-wb.plots.speedup_projection(results, cost_model=cm)
+cands.show_speed()
+cands.plot_speed()
 
 # %% [markdown]
 # ## One sample, token by token
@@ -191,9 +162,7 @@ wb.plots.speedup_projection(results, cost_model=cm)
 # (red: none, green: all K). Grey: no counted chain starts there (prompt, last tokens).
 
 # %%
-evaluated = [r for r in ds.rows(limit or None) if (results[candidates[0]].chains["sample"] == r["_row"]).any()]
-wb.widgets.acceptance_explorer(results, evaluated, tgt.tokenizer, wiring=order[0],
-                               sample=min(sample, len(evaluated) - 1))
+cands.explore(sample)
 
 # %% [markdown]
 # ## After the fix: what SGLang drafts
@@ -203,31 +172,9 @@ wb.widgets.acceptance_explorer(results, evaluated, tgt.tokenizer, wiring=order[0
 # tokens when the flags are unset). Here: the chain and the engine's tree, from the same samples.
 
 # %%
-fixed_draft, fixed, fixed_words = run.fixed
-print(f"analysed from here on: {fixed_words}")
-arch = wb.target_architecture(tgt)
-try:
-    auto = wb.auto_flags(engine, arch)
-except Exception:                      # an engine without a record: no default drafting shape
-    auto = None
-tree_shape = auto if auto and auto[1] > 1 else (5, 4, 8)
-
-# %%
-tree_setting = wb.Setting(steps=tree_shape[0], eagle_topk=tree_shape[1], num_draft_tokens=tree_shape[2],
-                          engine=engine)
-tree_res = wb.accept(tgt, fixed_draft, ds, [fixed], setting=tree_setting, limit=limit or None,
-                       progress=False, cost_model=cm)[fixed]
-chain_res = wb.accept(tgt, fixed_draft, ds, [fixed], K=tree_shape[0], limit=limit or None, progress=False,
-                        cost_model=cm, engine=engine)[fixed]
-
-# %%
-print(f"{engine} on {arch}: its default drafting shape {auto}; simulated {tree_setting.label}")
-print(tree_res.summary())
-for res in (chain_res, tree_res):
-    p = wb.cost.projection(res, cm, n_boot=200)
-    print(f"speed-up, {res.setting.label}: {p['text']} ({p['rows'][-1]['tokens_per_step']:.3f} tokens/step)")
-wb.plots.acceptance_curves({f"{fixed} · {chain_res.setting.label}": chain_res,
-                            f"{fixed} · {tree_setting.label}": tree_res})
+fixed = run.after_fix(limit=limit or None, cost_model=cands.cost_model)
+fixed.show()
+fixed.plot()
 
 # %% [markdown]
 # ## Which flags, after the fix? The sweep
@@ -238,42 +185,27 @@ wb.plots.acceptance_curves({f"{fixed} · {chain_res.setting.label}": chain_res,
 # length, and no flags are recommended: CPU timings do not choose GPU flags.
 
 # %%
-sw = wb.sweep(tgt, fixed_draft, ds, fixed, steps=range(1, 7), topks=(1, 2, 4), max_tokens=32, limit=limit or None,
-              progress=False)
-print(sw.summary(max_rows=8))
-wb.plots.tree_sweep(sw)
+shapes = fixed.sweep()
+shapes.show()
+shapes.plot()
 
 # %%
 wb.record_headline("03_acceptance", {
-    "answer": run.answer.to_dict(), "K": steps, "samples": first.n_samples,
-    **{f"{spec} · {r.setting.accept_label('decode-path')}": r.decode_path["accept_length"]
-       for spec, r in results.items()},
-    "trained wiring": trained or "unknown", f"{engine} wiring": run.diagnosis.engine_wiring or "cannot serve it",
-    "suggested fix": run.diagnosis.fix, "after the fix, analysed": fixed_words.replace("`", ""),
-    f"after the fix · {fixed} · {tree_res.setting.accept_label('decode-path')}": tree_res.decode_path["accept_length"],
-    "recommended SGLang flags": sw.recommended_flags or "not recommended here: flags need a cost model measured on "
-                                                       "the serving GPU (workbench tune --measure-cost-model)",
-    "best shapes after the fix (steps, topk, N) by accept length": ", ".join(
-        f"({a}, {b}, {c})" for a, b, c in wb.best_by_accept_length(sw, 3))});
+    "answer": run.answer.to_dict(), "K": steps, **cands.headline(),
+    "trained wiring": run.diagnosis.trained_wiring or "unknown",
+    f"{engine} wiring": run.diagnosis.engine_wiring or "cannot serve it", "suggested fix": run.diagnosis.fix,
+    **fixed.headline()});
 
 # %% [markdown]
 # ## Drafts that real trainers made: their diagnosis
-# With `demo = "data/demo-real"`, after `make foreign-drafts`: the ModelOpt and speculators drafts, exactly as
-# exported, each diagnosed on the same rows under the engine that mis-feeds it (this page's engine if it does,
+# With the demo folder `data/demo-real`, after `make foreign-drafts`: the ModelOpt and speculators drafts, exactly
+# as exported, each diagnosed on the same rows under the engine that mis-feeds it (this page's engine if it does,
 # else the first that does; notebook 02 shows what each engine feeds). The trainer × engine table with live vLLM
 # rows: docs/foreign-drafts.md and the report's index.
 
 # %%
-foreign = [wb.foreign.read(f, tgt) for f in wb.foreign.beside(draft)]
-if not foreign:
-    print(wb.foreign.SKIPPED)
-for f in foreign:
-    judged = f.judge(engine)
-    fr = wb.diagnose(tgt, str(f.folder), ds, engine=judged, K=steps, limit=limit or None, rewire=False,
-                     device=device)
-    print(f"== {f.header()}\n   judged under {wb.engine(judged).label}")
-    print(fr.diagnosis.summary(max_rows=6), end="\n\n")
-    display(fr.answer)
+foreign = run.foreign_drafts()
+foreign.diagnose(K=steps, limit=limit or None);
 
 # %% [markdown]
 # ## Acceptance at temperature > 0, after the fix
@@ -286,15 +218,11 @@ for f in foreign:
 # top_p 1, no top_k). From a terminal: `workbench accept ... --data val-T0.7.jsonl --temperature 0.7`.
 
 # %%
-temp_files, temp_skip = wb.demo_files(target, wb.TEMPERATURES)
-temp_sweep = None if temp_skip else wb.by_temperature(tgt, fixed_draft, temp_files, fixed, tree_setting,
-                                                      limit=limit or None)
-if temp_sweep is None:
-    print(f"skipped: {temp_skip}")
-else:
-    print(temp_sweep.summary())
-    display(temp_sweep.table())
-    display(temp_sweep.plot())
+temps = fixed.temperature()
+temps.show()
+
+# %%
+temps.plot()
 
 # %% [markdown]
 # ### Per depth: greedy against sampled
@@ -304,5 +232,4 @@ else:
 # token above it was sampled onto the tree.
 
 # %%
-if temp_sweep is not None:
-    display(temp_sweep.per_depth_plot())
+temps.per_depth_plot()

@@ -1,21 +1,22 @@
 """workbench: tells you why an EAGLE-3 draft underperforms when served, before you serve it.
 
-    >>> import workbench
-    >>> workbench.__version__
-    '0.1.0'
-
-The library is built in floors, lowest first (ARCHITECTURE.md): ``core`` → ``rows`` → ``engines`` →
-``model`` → ``load`` → ``stats`` → ``simulate`` → ``analysis`` | ``live`` → ``report`` → ``demo`` →
-``cli``. Each package's ``__init__`` names its public entry points in ``__all__``.
-
-The top-level face (issue 35) is what a notebook needs, and all it imports:
-
     >>> import workbench as wb
-    >>> # run = wb.diagnose(target, draft, data, engine="sglang"); run.show(); run.plot()
+    >>> sorted(wb.FACE)[:4]
+    ['LiveCheck', 'Run', 'Setting', 'accept']
 
-``wb.diagnose`` answers the question; ``wb.accept`` (given wirings), ``wb.sweep`` (drafting shapes) and the
-figures (``wb.plots``), tables (``wb.table``) and widgets (``wb.widgets``) show the evidence. Each name is
-imported on first use (``workbench.core.faces``), so ``import workbench`` stays free of torch.
+One call answers, and its result shows its own evidence (issue 48), as ``lm_eval.simple_evaluate`` does:
+
+    >>> # run = wb.diagnose("data/demo/target", "data/demo/draft-mismatched", "data/demo/val.jsonl", engine="sglang")
+    >>> # run.show(); run.plot()                              # the answer, and the figure behind it
+    >>> # run.data_view(); run.wiring_view(); run.candidates(); run.after_fix(); run.foreign_drafts()
+    >>> # live = wb.check_live(target, draft, data); live.answer; live.plot_requests()
+
+Beside it, for full control: ``wb.Setting`` (the drafting shape and sampling), ``wb.accept`` (acceptance of given
+wirings) and ``wb.sweep`` (every drafting shape). Everything else is importable from its package, floor by floor,
+lowest first (ARCHITECTURE.md): ``core`` → ``rows`` → ``engines`` → ``model`` → ``load`` → ``stats`` →
+``simulate`` → ``analysis`` | ``live`` → ``report`` → ``demo`` → ``cli``; each package's ``__init__`` names its
+public entry points in ``__all__``. Each face name is imported on first use, so ``import workbench`` stays free of
+torch. No face name is a module, and none is a stand-in server (those live in ``workbench.testing``, for tests).
 
 The flat module paths of release 0.1 (``workbench.acceptance``, ``workbench.data``, ...) still import
 for one release, with a ``FutureWarning`` naming the new path (docs/migration.md).
@@ -27,32 +28,14 @@ from workbench.core.compat import install as _install_old_paths
 
 __version__ = "0.1.0"
 
-# public name -> "module[:name there]": the face a notebook imports from, nothing else (issue 35). No name here is
-# a subpackage's (``simulate``, ``load``): once imported, the subpackage would shadow it.
+# public name -> "module[:name there]": all a notebook imports (issue 48: at most 12 names, no module, no stand-in).
 FACE = {
     "diagnose": "workbench.report.run", "Run": "workbench.report.run",
-    "setup_notebook": "workbench.report.export", "record_headline": "workbench.report.export",
-    "table": "workbench.report.export", "agreement_table": "workbench.report.export",
-    "plots": "workbench.report.plots:", "evidence": "workbench.report.evidence:",
-    "data_page": "workbench.report.data_page:", "foreign": "workbench.report.foreign:", "widgets": "workbench.report.widgets:",
-    "by_temperature": "workbench.report.temperature", "demo_files": "workbench.report.temperature",
-    "TEMPERATURES": "workbench.report.temperature",
-    "fill_paths": "workbench.demo.build", "load_inputs": "workbench.load.inputs:load", "dataset": "workbench.load.inputs",
-    "same_path": "workbench.load.inputs", "resolve": "workbench.load.inputs", "agreement": "workbench.load.agreement:",
-    "chat": "workbench.load.chat:", "rows": "workbench.rows:",
-    "accept": "workbench.simulate.acceptance:simulate", "cost": "workbench.stats.cost:",
-    "tap_statistics": "workbench.stats.tap_stats", "extract": "workbench.model.capture",
-    "describe_draft": "workbench.model.draft", "Setting": "workbench.core.setting",
-    "sweep": "workbench.analysis.tune", "best_by_accept_length": "workbench.analysis.tune",
-    "rank_tied": "workbench.analysis.diagnose", "regenerate_rows": "workbench.live.regenerate:regenerate",
-    "engine": "workbench.engines.records:get", "auto_flags": "workbench.engines.records",
-    "serving_candidates": "workbench.engines.candidates", "target_architecture": "workbench.engines.flags",
-    "trained_wiring": "workbench.engines.trainers:trained_wiring_from_config",
-    "wiring_table": "workbench.engines.wiring:table",
-    "sglang_live": "workbench.live.sglang_live:", "vllm_live": "workbench.live.vllm_live:",
-    "vllm_server": "workbench.live.vllm_server:", "fidelity": "workbench.live.engine_fidelity:",
-    "speed": "workbench.live.vllm_speed:", "serve_stand_in": "workbench.testing.fake_sglang:serve",
-    "check_live": "workbench.report.live_check:check", "live_answer": "workbench.report.live_check",
+    "check_live": "workbench.report.live_check:check", "LiveCheck": "workbench.report.live_check",
+    "Setting": "workbench.core.setting", "accept": "workbench.simulate.acceptance:simulate",
+    "sweep": "workbench.analysis.tune", "load_inputs": "workbench.load.inputs:load",
+    "fill_paths": "workbench.demo.build", "setup_notebook": "workbench.report.export",
+    "record_headline": "workbench.report.export", "table": "workbench.report.export",
 }
 
 
@@ -61,8 +44,7 @@ def __getattr__(name):
     if name not in FACE:
         raise AttributeError(f"module 'workbench' has no attribute {name!r}")
     module, _, attr = FACE[name].partition(":")
-    mod = _importlib.import_module(module)
-    return mod if FACE[name].endswith(":") else getattr(mod, attr or name)
+    return getattr(_importlib.import_module(module), attr or name)
 
 
 def __dir__():

@@ -88,6 +88,32 @@ def ids_command(draft_path, engine: str, ids) -> str:
             f"{where}[\"eagle_aux_hidden_state_layer_ids\"] = {list(ids)}; json.dump(c, open(p, \"w\"), indent=2)'")
 
 
+#: what an offline answer says of tokens/s (issue 48: measured, or said to be not measured)
+NO_SPEED = "Tokens/s: not measured here (`workbench vllm speed` measures them on a real vLLM; notebook 04)."
+
+
+def setting_words(engine: str, setting) -> str:
+    """The engine and the drafting setting an answer's numbers hold in, with the flags that select it.
+
+        >>> from workbench.core.setting import Setting
+        >>> setting_words("sglang", Setting(steps=4))
+        'SGLang (current), chain drafting K=4 (--speculative-num-steps 4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 5)'
+        >>> setting_words("vllm", Setting(steps=4))
+        'vLLM V1 (current), chain drafting K=4 (num_speculative_tokens 4)'
+    """
+    E = engine_label(engine)
+    if setting.shape == "chain":
+        shape = f"chain drafting K={setting.steps}"
+        flags = (f"num_speculative_tokens {setting.steps}" if str(engine).startswith("vllm") else
+                 f"--speculative-num-steps {setting.steps} --speculative-eagle-topk 1 "
+                 f"--speculative-num-draft-tokens {setting.steps + 1}")
+    else:
+        shape = f"tree drafting {setting.steps}×{setting.eagle_topk}, {setting.num_draft_tokens} tokens"
+        flags = (f"--speculative-num-steps {setting.steps} --speculative-eagle-topk {setting.eagle_topk} "
+                 f"--speculative-num-draft-tokens {setting.num_draft_tokens}")
+    return f"{E}, {shape} ({flags})"
+
+
 def answer_for(dx, rewired=None, *, evidence: str = "") -> Answer:
     """The :class:`Answer` of a :class:`workbench.analysis.diagnose.Diagnosis` (after ``dx.advise(rewired)``)."""
     E, e, t = engine_label(dx.engine), dx.engine_wiring, dx.trained_wiring
@@ -100,12 +126,14 @@ def answer_for(dx, rewired=None, *, evidence: str = "") -> Answer:
     feeds = (f"{E} feeds the draft `{e}`; " + (f"it was trained on `{t}`." if t and t != e else
                                                "the same taps it was trained on." if t else
                                                "the draft config does not say what it was trained on."))
+    where = setting_words(dx.engine, dx.setting)
     if t and t != e and t in res:
         b, a = res[e].decode_path["accept_length"], res[t].decode_path["accept_length"]
         cost = (f"accept length {_iv(res[e])} instead of {_iv(res[t])} with {trained}: {abs(b - a) / a:.0%} "
-                f"{'fewer' if b < a else 'more'} tokens per verify step. Both: {est}, what a server reports.")
+                f"{'fewer' if b < a else 'more'} tokens per verify step, {where}. Both: {est}, what a server "
+                f"reports. {NO_SPEED}")
     else:
-        cost = f"nothing measurable: accept length {_iv(res[e])}, {est} (what a server reports)."
+        cost = f"nothing measurable: accept length {_iv(res[e])}, {where}; {est} (what a server reports). {NO_SPEED}"
     fix, command = _fix(dx, rewired)
     return Answer(feeds, cost, fix, command, ev, dx.fix)
 
@@ -142,4 +170,4 @@ def _fix(dx, rw) -> tuple[str, str]:
     return dx.verdict, ""
 
 
-__all__ = ["Answer", "Markdown", "answer_for", "ids_command"]
+__all__ = ["Answer", "Markdown", "answer_for", "ids_command", "setting_words", "NO_SPEED"]

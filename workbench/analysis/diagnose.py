@@ -503,12 +503,14 @@ def rewire_command(paths: dict, engine: str) -> str:
     """The ``workbench rewire`` command line that measures the rewire :func:`find_rewire` then finds.
 
         >>> rewire_command({"target": "d/target", "draft": "d/draft-x", "data": "d/val.jsonl"}, "sglang")
-        'workbench rewire --target d/target --draft d/draft-x --data <training data> --eval-data d/val.jsonl --engine sglang --out d/draft-x-rewired --json d/draft-x-rewired.rewire.json'
+        'workbench rewire --target d/target --draft d/draft-x --data <training data> --eval-data d/val.jsonl --engine sglang --out d/draft-x-rewired-sglang --json d/draft-x-rewired-sglang.rewire.json'
+
+    The folder names the engine: the SGLang fix and the vLLM fix of one draft never overwrite each other.
     """
     draft = str(paths.get("draft") or "<draft>")
     train = Path(draft).parent / "train.jsonl"
     data = str(train) if paths.get("draft") and train.is_file() else "<training data>"
-    out = draft.rstrip("/") + "-rewired"
+    out = draft.rstrip("/") + f"-rewired-{engine}"
     return (f"workbench rewire --target {paths.get('target') or '<target>'} --draft {draft} --data {data} "
             f"--eval-data {paths.get('data') or '<held-out data>'} --engine {engine} --out {out} "
             f"--json {out}.rewire.json")

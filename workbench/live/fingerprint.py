@@ -75,18 +75,22 @@ class ServerSteps:
     gaps: list | None = None              # per position p: (relative top-2 gap, offline argmax != server token)
     start: int = 0                        # t of the first verify step (n_prompt - 1)
     depth: int = 0                        # draft steps S
-    draft_gaps: list | None = None        # chains: per t, the relative top-2 gap of the draft's proposal at each
-                                          # depth 1..S (None: trees, not computed)
+    draft_gaps: list | None = None        # per t and depth 1..S: the draft's near-tie gap there. Chains: the relative
+                                          # top-2 gap of its proposal; trees: the smallest gap of any drafting decision
+                                          # that can change the tree's nodes at that depth (``tree.draft_trees(gaps=
+                                          # True)``). None: not computed (temperature > 0, older results)
 
     def tie_at(self, t: int, d: int, eps: float) -> bool:
         """Can a near-tie at relative resolution ``eps`` change the comparison at depth ``d`` of the step at ``t``?
 
         - The draft's proposal there is within ``eps`` of its runner-up (:attr:`draft_gaps`): a server computing at
-          that precision may propose the other token. This is where a served precision moves A.
+          that precision may propose the other token. This is where a served precision moves A. For a tree: some
+          decision that builds its nodes at depth <= d (a top-k cut, a re-rank, the selection of N-1 nodes) is
+          within ``eps``, so the server may verify another tree there (``workbench.model.tree``'s docstring).
         - The target's near-tie at position p = t + d counts only past the server's output (p >= start +
           n_output: the continuation the last step looks into is the float32 argmax here). Inside the output the
           comparison is against the server's own tokens, so the target's near-ties cannot move A there.
-        - Trees (no draft gaps computed): the target's near-ties anywhere, the older rule.
+        - Without draft gaps (not computed): the target's near-ties anywhere, the older rule.
         """
         if self.draft_gaps is not None:
             if 0 <= t < len(self.draft_gaps) and 0 < d <= len(self.draft_gaps[t]) and self.draft_gaps[t][d - 1] <= eps:
@@ -413,8 +417,9 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
     decide A, the server's sampled tokens do).
 
     Each :class:`ServerSteps` also keeps its row's A at every t, the target's relative top-2 gaps
-    (:func:`relative_gaps`) and, for greedy chains, the draft's: each proposal's relative top-2 gap
-    (``draft.run_chains(gaps=True)``), so near-ties can be judged later at any resolution (:func:`status` with
+    (:func:`relative_gaps`) and, greedy, the draft's: for chains each proposal's relative top-2 gap
+    (``draft.run_chains(gaps=True)``), for trees per depth the smallest gap of the decisions that build the tree
+    there (``tree.draft_trees(gaps=True)``), so near-ties can be judged later at any resolution (:func:`status` with
     ``eps``; :meth:`ServerSteps.tie_at` says which can move A: the draft's, and the target's past the output);
     ``fragile`` marks the steps that compared at a near-tie at ``served_dtype`` (None: bfloat16, the lenient one).
     """
@@ -442,7 +447,7 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
                      "n_prompt_tokens": len(prompt), "n_response_tokens": len(full) - len(prompt), "_row": i})
     eps = _eps(served_dtype or "bfloat16")                    # the resolution ``fragile`` marks steps at
     A_rows: dict = {w.spec: {} for w in wl}
-    draft_gaps: dict = {w.spec: {} for w in wl}             # chains, greedy: the draft's proposals' top-2 gaps
+    draft_gaps: dict = {w.spec: {} for w in wl}             # greedy: the draft's near-tie gaps (chains and trees)
     ddev, ddtype = draft.device, draft.dtype
     for batch in capture.extract(target, rows, [w.spec for w in wl], batch_size=batch_size, progress=progress):
         ids, att = batch.input_ids.to(ddev), batch.attention_mask.to(ddev)
@@ -464,8 +469,11 @@ def offline_requests(target, draft, requests, wirings, *, steps: int, topk: int 
                             draft_gaps[w.spec][int(r)] = chains.gaps[b].cpu().tolist()
                 else:
                     trees = draft_trees(draft, feats, ids, att, S, shape.topk, shape.num_draft_tokens,
-                                        rope_shift=rope_shift)
+                                        rope_shift=rope_shift, gaps=not sampled)
                     A = tree_accepted_counts(trees, nt, lm, ln)
+                    if trees.gaps is not None:
+                        for b, r in enumerate(batch.rows):
+                            draft_gaps[w.spec][int(r)] = trees.gaps[b].cpu().tolist()
             for b, r in enumerate(batch.rows):
                 A_rows[w.spec][int(r)] = A[b].cpu()
     out = {}

@@ -19,6 +19,11 @@ own: the slot's token and hidden, rotary position t+i(+rope_shift), attending to
 plus **the slot's own cache entries** (SGLang's slot lineage). Candidates, re-ranking, selection and
 parents follow ``spec_utils.select_top_k_tokens``, ``eagle_utils.organize_draft_results`` and
 ``sgl-kernel eagle_utils.cu build_tree_efficient`` with plain Python lists.
+
+With ``gaps=True`` the tree also carries :attr:`Tree.gaps`: per depth d, the smallest relative gap among the
+decisions that can change its nodes at depth d (the rules in :mod:`workbench.model.tree`'s docstring), found
+here from each decision as it is taken (sorted Python lists of fp32 logits and scores), the exact reference for
+``draft_trees(gaps=True)``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import torch
 
 from workbench.core.errors import WorkbenchError
 from workbench.model.draft import check_one_sequence
-from workbench.model.tree import tree_shape
+from workbench.model.tree import TINY, tree_shape
 
 
 @dataclass
@@ -58,6 +63,7 @@ class Tree:
     scores: list
     flat: list
     candidates: list = field(repr=False)
+    gaps: list | None = None          # per depth 1..S: the near-tie gap (``tree_reference(gaps=True)``)
 
     def ancestors(self, v: int) -> list:
         """Verified indices on the path root → v, excluding the root, v included (v >= 1)."""
@@ -89,11 +95,33 @@ def select_reference(candidates: list, num_draft_tokens: int) -> Tree:
                 scores=[c.score for c in chosen], flat=[c.flat for c in chosen], candidates=list(candidates))
 
 
+def _log(score: float) -> float:
+    return math.log(max(float(score), TINY))
+
+
+def reference_gaps(decisions: list, tree: Tree, steps: int, scale: float) -> list:
+    """Per depth 1..S: the smallest gap of ``decisions`` [(first depth it can change, gap, only that depth)] and of
+    the selection (a selected and a rejected node within a log-score gap, either at depth d, over ``scale``)."""
+    chosen = set(tree.flat)
+    sel = [c for c in tree.candidates if c.flat in chosen]
+    rej = [c for c in tree.candidates if c.flat not in chosen]
+    out = []
+    for d in range(1, steps + 1):
+        g = min([x for d0, x, only in decisions if (d0 == d if only else d0 <= d)] + [math.inf])
+        for a in sel:
+            for b in rej:
+                if d in (a.depth, b.depth):
+                    g = min(g, (_log(a.score) - _log(b.score)) / scale)
+        out.append(g)
+    return out
+
+
 def tree_reference(draft, features: torch.Tensor, input_ids: torch.Tensor, t: int, steps: int, eagle_topk: int,
-                   num_draft_tokens: int | None = None, *, rope_shift: int | None = None) -> Tree:
+                   num_draft_tokens: int | None = None, *, rope_shift: int | None = None, gaps: bool = False) -> Tree:
     """One SGLang draft tree at start t, sequentially with a KV cache (see the module docstring).
 
-    ``features`` [T, 3·H_target] and ``input_ids`` [T] of one sequence; needs x_{t+1} (t <= T-2).
+    ``features`` [T, 3·H_target] and ``input_ids`` [T] of one sequence; needs x_{t+1} (t <= T-2). ``gaps``: also
+    :attr:`Tree.gaps` (the near-ties per depth).
     """
 
     check_one_sequence(features, input_ids, t, "tree_reference", "tree start", "root token")
@@ -114,10 +142,26 @@ def tree_reference(draft, features: torch.Tensor, input_ids: torch.Tensor, t: in
         p = torch.softmax((q @ torch.cat(keys, 2).transpose(-1, -2)).float() * scale, dim=-1).to(q.dtype)
         return draft.finish(residual, p @ torch.cat(values, 2))
 
-    def children(out):
-        p = torch.softmax(draft.logits(out)[0, 0].float(), dim=-1)
+    decisions = []                                              # (first depth it can change, gap, that depth only)
+    mags = []                                                   # max(|top logit|, 1) of every row so far
+    kth = []                                                    # slot rows: (depth, their k-th child, boundary gap)
+
+    def children(out, depth=None):
+        logits = draft.logits(out)[0, 0].float()
+        p = torch.softmax(logits, dim=-1)
         probs, ix = p.topk(k)
-        return [(a, int(draft.to_target(b))) for a, b in zip(probs, ix)]     # fp32 0-d tensors, ids
+        boundary = math.inf
+        if depth is not None:                                   # the decisions this row takes (module docstring)
+            top = sorted(logits.tolist(), reverse=True)[: k + 1]
+            mag = max(abs(top[0]), 1.0)
+            mags.append(mag)
+            if len(top) > k:                                    # the k-th against the (k+1)-th: which tokens enter
+                boundary = (top[k - 1] - top[k]) / mag
+            if depth == 1 or k == 1:                            # depth-1 nodes are all slots; a chain is its path
+                decisions.append((depth, boundary, k == 1))
+            if depth == 1:                                      # slot order: whose keys later holders see
+                decisions.extend((3, (top[j] - top[j + 1]) / mag, False) for j in range(k - 1))
+        return [(a, int(draft.to_target(b))) for a, b in zip(probs, ix)], boundary     # fp32 0-d tensors, ids
 
     with torch.no_grad():
         hs = draft.project(features[: t + 1].to(dev)[None])
@@ -126,7 +170,7 @@ def tree_reference(draft, features: torch.Tensor, input_ids: torch.Tensor, t: in
             out = step(hs[:, p: p + 1], ids[p + 1], p, pk, pv)
         nodes = []
         slots = []                                               # per slot: own keys/values, node, hidden
-        for c, (prob, tok) in enumerate(children(out)):
+        for c, (prob, tok) in enumerate(children(out, 1 if gaps else None)[0]):
             nodes.append(Node(flat=c, token=tok, parent=-1, depth=1, score=float(prob)))
             slots.append({"keys": [], "values": [], "node": nodes[-1], "hidden": draft.next_hidden(out)})
         for i in range(1, S):
@@ -138,13 +182,30 @@ def tree_reference(draft, features: torch.Tensor, input_ids: torch.Tensor, t: in
                 s["keys"].append(keys[-1])
                 s["values"].append(values[-1])
                 outs.append(o)
-                for c, (prob, tok) in enumerate(children(o)):
+                kids, boundary = children(o, i + 1 if gaps else None)
+                for c, (prob, tok) in enumerate(kids):
                     score = torch.tensor(s["node"].score, dtype=torch.float32) * prob    # fp32, as SGLang
                     cands.append(Node(flat=base + j * k + c, token=tok, parent=s["node"].flat, depth=i + 1,
                                       score=float(score)))
+                if gaps and k > 1:
+                    kth.append({"depth": i + 1, "node": cands[-1], "boundary": boundary, "rerank": math.inf})
             nodes.extend(cands)
             if i < S - 1:                                        # re-rank: the k best become the slots
-                best = sorted(range(len(cands)), key=lambda r: (-cands[r].score, r))[:k]
+                ranked = sorted(range(len(cands)), key=lambda r: (-cands[r].score, r))
+                best = ranked[:k]
+                if gaps and k > 1:                               # which get children, and whose keys: depth >= i+2
+                    sc = [_log(cands[r].score) for r in ranked[: k + 1]]
+                    decisions.extend((i + 2, (sc[j] - sc[j + 1]) / max(mags), False) for j in range(k))
+                    for x in kth[-k:]:                           # how far each slot's k-th child is from a slot
+                        x["rerank"] = 0.0 if x["node"].flat in {cands[r].flat for r in best} else \
+                            (sc[k - 1] - _log(x["node"].score)) / max(mags)
                 slots = [{"keys": s["keys"], "values": s["values"], "node": cands[r],
                           "hidden": draft.next_hidden(outs[r // k])} for s, r in zip(slots, best)]
-    return select_reference(nodes, shape.num_draft_tokens)
+    tree = select_reference(nodes, shape.num_draft_tokens)
+    if gaps:
+        low = min(_log(x) for x in tree.scores)                  # the lowest selected score
+        for x in kth:      # a swap of a slot's k-th child shows only if that child is (nearly) a slot or selected
+            sel = 0.0 if x["node"].flat in tree.flat else (low - _log(x["node"].score)) / max(mags)
+            decisions.append((x["depth"], max(x["boundary"], min(x["rerank"], sel)), False))
+        tree.gaps = reference_gaps(decisions, tree, S, max(mags))
+    return tree

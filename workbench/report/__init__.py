@@ -10,7 +10,7 @@ importing the package costs nothing and light commands stay free of torch.
 from workbench.core.faces import lazy
 
 MODULES = ('benchmark', 'data_page', 'evidence', 'export', 'figure', 'layout', 'live_check', 'plots', 'run',
-           'serving_figures', 'temperature', 'widgets')
+           'serving_figures', 'temperature', 'widgets', 'data_view', 'wiring_view', 'candidates_view', 'after_fix')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -18,6 +18,7 @@ _WHERE = {
     'ENV_OUT': 'export',
     'NOTEBOOKS': 'export',
     'in_report': 'export',
+    'show': 'export',
     'setup_notebook': 'export',
     'check_layout_on_display': 'export',
     'plain_progress_bars': 'export',

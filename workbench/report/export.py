@@ -109,6 +109,20 @@ def setup_notebook(*, dpi: int = 100) -> None:
         hf_logging.disable_progress_bar()   # model-loading bars are noise on a shared page
 
 
+def show(obj) -> None:
+    """Display ``obj`` as the last value of a cell would be (IPython's ``display``; ``print`` outside IPython)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython ships with ipykernel
+        print(obj)
+        return
+    if get_ipython() is None:
+        print(obj)
+    else:
+        display(obj)
+
+
 def check_layout_on_display(ip) -> None:
     """Run :func:`workbench.report.layout.record_layout` on every matplotlib figure the kernel shows (as a PNG),
     before the inline backend renders it: the tests read the file ``WORKBENCH_LAYOUT_CHECK`` names."""

@@ -25,7 +25,7 @@ from workbench.engines.records import ids_for_taps
 from workbench.engines.trainers import Provenance, provenance
 from workbench.engines.wiring import table as wiring_table
 from workbench.load.inputs import resolve
-from workbench.report.export import table, wrap_html
+from workbench.report.export import show as show_one, table, wrap_html
 
 FOLDERS = ("draft-modelopt", "draft-speculators")   # written by `make foreign-drafts`, beside the demo's drafts
 ENGINES = ("sglang", "sglang-2026.04", "vllm", "vllm-v2", "tensorrt-llm")
@@ -117,6 +117,42 @@ class Foreign:
         ``engine`` (every engine feeds what it was trained on)."""
         wrong = self.misfed()
         return engine if engine in wrong or not wrong else wrong[0]
+
+
+class ForeignDrafts:
+    """The foreign drafts beside the run's draft, as a part of the run (``run.foreign_drafts()``): :meth:`show`
+    their configs and what each engine feeds them (notebook 02), :meth:`diagnose` each under the engine that
+    mis-feeds it (notebook 03)."""
+
+    def __init__(self, run):
+        self.run = run
+        self.drafts = [read(f, run.target) for f in beside(run.paths.get("draft", ""))]
+
+    def show(self) -> None:
+        """Print who wrote each draft; display its config table and engine table."""
+        print(SKIPPED if not self.drafts else "\n".join(f.header() for f in self.drafts))
+        for f in self.drafts:
+            for t in (f.config_table(), f.engines_table()):
+                show_one(t)
+
+    def diagnose(self, *, K: int = 4, limit: int | None = None) -> list:
+        """Each draft diagnosed on the run's rows under the engine that mis-feeds it (no rewire); prints each
+        verdict, displays each answer, returns the runs."""
+        if not self.drafts:
+            print(SKIPPED)
+        runs = []
+        for f in self.drafts:
+            judged = f.judge(self.run.engine)
+            fr = self.run.again(str(f.folder), engine=judged, K=K, limit=limit, rewire=False)
+            print(f"== {f.header()}\n   judged under {engine_record(judged).label}")
+            print(fr.diagnosis.summary(max_rows=6), end="\n\n")
+            show_one(fr.answer)
+            runs.append(fr)
+        return runs
+
+    def headline(self) -> dict:
+        return {f"{f.name}: engines that feed other taps than its trainer captured": ", ".join(
+            engine_record(e).label for e in f.misfed()) or "none" for f in self.drafts}
 
 
 def beside(draft) -> list[Path]:
@@ -255,5 +291,5 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENGINES", "FOLDERS", "Foreign", "KEYS", "RESULT", "beside", "card_html", "cards", "load_result", "markdown",
+__all__ = ["ForeignDrafts", "ENGINES", "FOLDERS", "Foreign", "KEYS", "RESULT", "beside", "card_html", "cards", "load_result", "markdown",
            "read", "rows"]

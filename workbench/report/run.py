@@ -15,12 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.analysis import diagnose as dxm
+from workbench.analysis import cached, diagnose as dxm
 from workbench.analysis.answer import Answer, Markdown, answer_for
-from workbench.analysis.rewire import rewire as rewire_draft
 from workbench.engines.candidates import engine_label
 from workbench.load import inputs
 from workbench.report import plots
+from workbench.report.after_fix import AfterFix
+from workbench.report.candidates_view import Candidates
+from workbench.report.data_view import DataView
+from workbench.report.foreign import ForeignDrafts
+from workbench.report.wiring_view import WiringView
+
+#: the probes of the run's cost model (notebook 03): every K' up to K+1, and the tree sizes
+LANE_PROBES = (1, 2, 4)
 
 
 @dataclass
@@ -34,6 +41,47 @@ class Run:
     diagnosis: object = field(repr=False)
     rewired: object = field(default=None, repr=False)
     answer: Answer | None = None
+    rewire_status: str = ""              # "reused" (from the cache beside the draft), "computed", or ""
+    _cost: object = field(default=None, repr=False)
+
+    @property
+    def paths(self) -> dict:
+        """The paths the run was given (target, draft, data), where they were paths."""
+        return self.diagnosis.paths
+
+    def again(self, draft, *, engine: str | None = None, **kw) -> "Run":
+        """Diagnose another ``draft`` on the same target and rows (``kw``: :func:`diagnose`'s)."""
+        return diagnose(self.target, draft, self.data, engine=engine or self.engine, **kw)
+
+    def cost_model(self, *, repeats: int = 9):
+        """The cost model of this target and draft on this machine: measured once, cached beside the draft."""
+        if self._cost is None:
+            K = self.diagnosis.setting.steps
+            self._cost, _ = cached.cost_model(self.target, self.draft, self.paths.get("draft"),
+                                              verify_probes=tuple(sorted({*range(1, K + 2), 6, 8})),
+                                              lane_probes=LANE_PROBES, repeats=repeats)
+        return self._cost
+
+    # the parts of the answer's evidence, each showing itself (notebooks 01-03)
+    def data_view(self, *, data=None, tokenizer=None, demo: str = "") -> DataView:
+        """The rows of ``data`` (default: the run's data file) seen through the target: notebook 01."""
+        return DataView(self, data or self.paths.get("data", ""), tokenizer, demo)
+
+    def wiring_view(self) -> WiringView:
+        """What each engine feeds the draft, and the taps' features: notebook 02."""
+        return WiringView(self)
+
+    def foreign_drafts(self) -> ForeignDrafts:
+        """The drafts real trainers made for the same target, beside the draft (``make foreign-drafts``)."""
+        return ForeignDrafts(self)
+
+    def candidates(self, wirings: str = "", *, limit: int | None = None, ratio: float = 0.0) -> Candidates:
+        """Every candidate wiring (or the ``;``-separated ``wirings``) measured side by side: notebook 03."""
+        return Candidates(self, wirings, limit=limit, ratio=ratio)
+
+    def after_fix(self, *, limit: int | None = None, cost_model=None) -> AfterFix:
+        """The wiring served once the fix is applied, in the chain and the engine's tree: notebook 03."""
+        return AfterFix(self, limit=limit, cost_model=cost_model)
 
     @property
     def engine(self) -> str:
@@ -99,17 +147,19 @@ def diagnose(target, draft=None, data=None, *, engine: str = "sglang", K: int = 
              train_data=None, rewire: bool = True, rewire_limit: int | None = 64, device: str = "cpu",
              evidence: str = "", progress: bool = False) -> Run:
     """Diagnose ``draft`` on ``target`` over ``data`` for ``engine``; rewire when that is the fix and the training
-    data is there (``train_data``, else ``train.jsonl`` beside the draft); return a :class:`Run`.
+    data is there (``train_data``, else ``train.jsonl`` beside the draft); return a :class:`Run`. The rewire is
+    computed once per (target, draft, data, engine, settings) and kept beside the draft
+    (:mod:`workbench.analysis.cached`): the next page or command that asks reuses it.
     ``evidence``: where the page that shows the answer keeps its evidence (the answer's last line)."""
     tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=progress)
     dx = dxm.diagnose(tgt, drf, ds, engine=engine, K=K, limit=limit, progress=progress)
     dx.paths = {k: str(v) for k, v in (("target", target), ("draft", draft), ("data", data)) if inputs.is_path(v)}
-    rw, train = None, _training_data(train_data, draft)
+    rw, status, train = None, "", _training_data(train_data, draft)
     if rewire and dx.fix == "rewire" and train:
-        rw = rewire_draft(tgt, drf, train, engine=engine, eval_data=ds, K=K, limit=rewire_limit,
-                          eval_limit=limit, progress=progress)
+        rw, status = cached.rewire(tgt, drf, dx.paths.get("draft"), train, ds, engine=engine, K=K,
+                                   limit=rewire_limit, eval_limit=limit, progress=progress)
     dx.advise(rw)
-    return Run(tgt, drf, ds, dx, rw, answer_for(dx, rw, evidence=evidence))
+    return Run(tgt, drf, ds, dx, rw, answer_for(dx, rw, evidence=evidence), status)
 
 
 __all__ = ["Run", "diagnose"]

@@ -1,0 +1,164 @@
+"""Computed once: the rewire refit and the cost model, cached beside the draft under a content key (issue 48).
+
+    >>> from workbench.analysis.cached import cache_dir
+    >>> str(cache_dir("data/demo/draft-mismatched"))
+    'data/demo/.workbench-cache'
+
+Every report page that answers "what does the fix recover?" needs the same rewire, and notebook 03 and
+``workbench diagnose`` the same cost model. Each is computed once per (target, draft, data, engine, settings):
+the key hashes the target's and the draft's weights and configs (:func:`module_fingerprint`), the rows read
+(:func:`rows_fingerprint`), the engine and every setting. A changed input changes the key and recomputes; an
+unreadable or stale file is recomputed, never trusted. Files are written atomically, in
+``<draft's folder>/../.workbench-cache/``: a rewire as JSON (what it measured), safetensors (the refitted ``fc``)
+and npz (the before / after / reference acceptance, no pickle); a cost model as its JSON. The cost model's key
+names the machine (CPU and thread count): timings are never reused on another machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from pathlib import Path
+
+from workbench.analysis import rewire as rw
+from workbench.core.files import atomic_write, write_json
+from workbench.core.setting import Setting
+from workbench.load import inputs
+from workbench.simulate.distributed import decode_results, encode_results, module_fingerprint, rows_fingerprint
+from workbench.stats import cost
+
+#: bump when what a cached file holds, or how it is computed, changes
+VERSION = 1
+FOLDER = ".workbench-cache"
+
+
+def cache_dir(draft_path) -> Path:
+    """Where the results for the draft at ``draft_path`` are kept: beside its folder."""
+    return Path(str(draft_path).rstrip("/")).parent / FOLDER
+
+
+def digest(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _rows(ds, limit) -> str:
+    return rows_fingerprint(ds.rows(limit))
+
+
+def _models(tgt, drf) -> dict:
+    return {"target": module_fingerprint(tgt.model, tgt.config.to_dict() if hasattr(tgt.config, "to_dict")
+                                         else tgt.config),
+            "draft": module_fingerprint(drf, drf.raw_config), "dtype": str(drf.fc.weight.dtype)}
+
+
+def rewire_key(tgt, drf, train, eval_ds, *, engine: str, K: int, limit, eval_limit) -> dict:
+    train_ds = train if not isinstance(train, (str, Path)) else inputs.dataset(str(train), tgt)
+    return {"what": "rewire", "version": VERSION, **_models(tgt, drf), "train": _rows(train_ds, limit),
+            "eval": _rows(eval_ds, eval_limit), "engine": engine, "K": int(K), "limit": limit,
+            "eval_limit": eval_limit}
+
+
+def _load_rewire(stem: Path, key: dict, old):
+    """The cached :class:`RewireResult` at ``stem`` for ``key``, or None (missing, stale or unreadable)."""
+    from safetensors.torch import load_file
+
+    try:
+        meta = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
+        if meta.get("key") != json.loads(json.dumps(key, default=str)):
+            return None
+        fc = load_file(str(stem.with_suffix(".safetensors")))
+        results, _ = decode_results(stem.with_suffix(".npz").read_bytes())
+    except (OSError, ValueError, KeyError):
+        return None
+    m = meta["result"]
+    ridge = rw.RidgeFit(weight=fc["weight"], bias=fc.get("bias"), **m["ridge"])
+    new = rw.with_fc(old, ridge.weight, ridge.bias, meta["config"])
+    out = rw.RewireResult(from_taps=tuple(m["from_taps"]), to_taps=tuple(m["to_taps"]), engine=m["engine"],
+                          resolution=m["resolution"], out=None, ridge=ridge, refit_info=m["refit"], K=m["K"],
+                          setting=Setting.from_dict(m["setting"]), seconds=m["seconds"], draft=new)
+    out.before, out.after, out.reference = (results.get(k) for k in ("before", "after", "reference"))
+    return out
+
+
+def _save_rewire(stem: Path, key: dict, res) -> None:
+    from safetensors.torch import save
+
+    tensors = {"weight": res.ridge.weight.detach().cpu().contiguous()}
+    if res.ridge.bias is not None:
+        tensors["bias"] = res.ridge.bias.detach().cpu().contiguous()
+    with atomic_write(stem.with_suffix(".safetensors"), "wb", encoding=None) as f:
+        f.write(save(tensors))
+    acc = {k: v for k, v in (("before", res.before), ("after", res.after), ("reference", res.reference))
+           if v is not None}
+    with atomic_write(stem.with_suffix(".npz"), "wb", encoding=None) as f:
+        f.write(encode_results(acc, key))
+    d = res.to_dict()
+    ridge = {k: d["ridge"][k] for k in ("lam", "alpha", "r2_heldout", "n_fit", "n_heldout", "grid")}
+    write_json(stem.with_suffix(".json"), {   # last: its presence says the other two are complete
+        "key": key, "config": res.draft.config,
+        "result": {"from_taps": list(res.from_taps), "to_taps": list(res.to_taps), "engine": res.engine,
+                   "resolution": res.resolution, "ridge": ridge, "refit": res.refit_info, "K": res.K,
+                   "setting": res.setting.to_dict(), "seconds": res.seconds}})
+
+
+def rewire(tgt, drf, draft_path, train, eval_ds, *, engine: str, K: int, limit=None, eval_limit=None,
+           progress: bool = False):
+    """``(RewireResult, "reused" | "computed")``: :func:`workbench.analysis.rewire.rewire` of the loaded
+    ``drf`` (found at ``draft_path``; None: no cache) for ``engine``, evaluated on ``eval_ds``."""
+    def compute():
+        return rw.rewire(tgt, drf, train, engine=engine, eval_data=eval_ds, K=K, limit=limit, eval_limit=eval_limit,
+                         progress=progress)
+
+    if not draft_path:
+        return compute(), "computed"
+    key = rewire_key(tgt, drf, train, eval_ds, engine=engine, K=K, limit=limit, eval_limit=eval_limit)
+    stem = cache_dir(draft_path) / f"rewire-{digest(key)}"
+    hit = _load_rewire(stem, key, drf)
+    if hit is not None:
+        return hit, "reused"
+    res = compute()
+    try:
+        os.makedirs(stem.parent, exist_ok=True)
+        _save_rewire(stem, key, res)
+    except OSError:          # a read-only folder: the result stands, it is just not kept
+        pass
+    return res, "computed"
+
+
+def machine() -> str:
+    import torch
+
+    return f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, {torch.get_num_threads()} threads"
+
+
+def cost_model(tgt, drf, draft_path, *, verify_probes, lane_probes, repeats: int):
+    """``(CostModel, "reused" | "computed")``: :func:`workbench.stats.cost.measure` once per target, draft,
+    probes and machine."""
+    def compute():
+        return cost.measure(tgt, drf, verify_probes=tuple(verify_probes), lane_probes=tuple(lane_probes),
+                            repeats=repeats)
+
+    if not draft_path:
+        return compute(), "computed"
+    key = {"what": "cost model", "version": VERSION, **_models(tgt, drf), "device": str(drf.fc.weight.device),
+           "machine": machine(), "verify_probes": list(verify_probes), "lane_probes": list(lane_probes),
+           "repeats": int(repeats)}
+    path = cache_dir(draft_path) / f"cost-{digest(key)}.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        if meta.get("key") == json.loads(json.dumps(key, default=str)):
+            return cost.CostModel.from_dict(meta["cost_model"], where=str(path)), "reused"
+    except (OSError, ValueError, KeyError):
+        pass
+    cm = compute()
+    try:
+        os.makedirs(path.parent, exist_ok=True)
+        write_json(path, {"key": key, "cost_model": cm.to_dict()})
+    except OSError:
+        pass
+    return cm, "computed"
+
+
+__all__ = ["cache_dir", "digest", "rewire_key", "rewire", "cost_model", "machine", "VERSION", "FOLDER"]

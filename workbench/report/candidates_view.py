@@ -1,0 +1,113 @@
+"""Notebook 03's middle: every candidate wiring measured side by side with one cost model, each figure a method.
+
+    >>> import workbench as wb
+    >>> # run = wb.diagnose("data/demo/target", "data/demo/draft-mismatched", "data/demo/val.jsonl")
+    >>> # c = run.candidates()
+    >>> # c.show(); c.plot_curves(); c.ranking(); c.plot_speed(); c.explore(0)
+
+The candidates are the engine presets, the trained wiring and the given ones
+(:func:`workbench.engines.candidates.serving_candidates`); the cost model is the run's
+(:meth:`workbench.report.run.Run.cost_model`: measured once per target and draft, cached beside the draft).
+"""
+
+from __future__ import annotations
+
+import os
+
+from workbench.engines.candidates import serving_candidates
+from workbench.engines.trainers import trained_wiring_from_config
+from workbench.load import inputs
+from workbench.report import evidence, plots, widgets
+from workbench.report.export import agreement_table
+from workbench.simulate.acceptance import simulate
+from workbench.stats import cost
+
+
+class Candidates:
+    """Every candidate wiring's acceptance on the run's rows (``run.candidates(...)`` makes one)."""
+
+    def __init__(self, run, wirings: str = "", *, limit: int | None = None, ratio: float = 0.0):
+        tgt, drf = run.target, run.draft
+        self.run, self.limit, self.K = run, limit, run.diagnosis.setting.steps
+        given = [w.strip() for w in wirings.split(";") if w.strip()]
+        self.found = serving_candidates(tgt.config, drf.raw_config,
+                                        trained_wiring_from_config(drf.raw_config, tgt.n_layers), given)
+        self.specs = [c.spec for c in self.found if not given or "given" in c.engines]
+        self.cost_model = (cost.CostModel.fixed(ratio, source="the ratio parameter") if ratio
+                           else run.cost_model())
+        self.results = simulate(tgt, drf, run.data, self.specs, K=self.K, limit=limit, cost_model=self.cost_model,
+                                engine=run.engine, progress=False)
+        self.order = None
+
+    @property
+    def first(self):
+        return next(iter(self.results.values()))
+
+    def show(self) -> None:
+        """Which engines feed each candidate, then each candidate's summary."""
+        print("\n".join(f"candidate {c.spec}: {', '.join(c.engines)}" for c in self.found if c.spec in self.specs))
+        print()
+        for r in self.results.values():
+            print(r.summary(), end="\n\n")
+
+    def show_agreement(self):
+        """Greedy agreement, counted on the same target pass as the results (the same for every wiring)."""
+        print(self.first.agreement.headline(self.first.setting))
+        print(self.first.data_note() or "")
+        return agreement_table(self.first.agreement)
+
+    def foreign_data(self):
+        """The same wirings on the demo's ``val-foreign.jsonl`` (text the target did not write) against the rows
+        here (its regenerated twin): a table, or the reason the section is skipped."""
+        target = self.run.paths.get("target", "")
+        foreign_file = os.path.join(os.path.dirname(target), "val-foreign.jsonl")
+        if os.path.basename(target) != "target" or not os.path.exists(foreign_file):
+            print(f"skipped: no val-foreign.jsonl beside the target (`make demo` rebuilds the demo with it; your own "
+                  f"data: compare it with its `workbench regenerate` output)")
+            return None
+        tgt, drf = self.run.target, self.run.draft
+        other = simulate(tgt, drf, inputs.dataset(foreign_file, tgt), self.specs, K=self.K, limit=self.limit,
+                         progress=False, cost_model=self.cost_model)
+        print("val-foreign.jsonl:", next(iter(other.values())).agreement.headline().removeprefix("data: "))
+        return evidence.foreign(other, self.results)
+
+    def plot_curves(self):
+        return plots.acceptance_curves(self.results)
+
+    def plot_histograms(self):
+        return plots.accept_length_histogram(self.results)
+
+    def plot_decode_path(self):
+        return plots.decode_path_comparison(self.results)
+
+    def plot_by_source(self):
+        return plots.by_source(self.results)
+
+    def ranking(self):
+        """The wirings best first (ties within the 95% intervals, the trained wiring first among them): a table."""
+        self.order, tab = evidence.ranking(self.results, self.run.diagnosis.trained_wiring)
+        return tab
+
+    def show_speed(self) -> None:
+        print(self.cost_model.summary())
+        for spec, r in self.results.items():
+            print(f"{spec}: {cost.projection(r, self.cost_model, n_boot=200)['text']}")
+
+    def plot_speed(self):
+        return plots.speedup_projection(self.results, cost_model=self.cost_model)
+
+    def explore(self, sample: int = 0):
+        """One evaluated row, each token coloured by how many of the K draft tokens after it are accepted."""
+        if self.order is None:
+            self.ranking()
+        ds, chains = self.run.data, self.results[self.specs[0]].chains
+        evaluated = [r for r in ds.rows(self.limit) if (chains["sample"] == r["_row"]).any()]
+        return widgets.acceptance_explorer(self.results, evaluated, self.run.target.tokenizer, wiring=self.order[0],
+                                           sample=min(sample, len(evaluated) - 1))
+
+    def headline(self) -> dict:
+        return {f"{spec} · {r.setting.accept_label('decode-path')}": r.decode_path["accept_length"]
+                for spec, r in self.results.items()} | {"samples": self.first.n_samples}
+
+
+__all__ = ["Candidates"]
