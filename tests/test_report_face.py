@@ -24,6 +24,23 @@ def test_the_face_names_no_subpackage_and_resolves_every_name():
         assert getattr(wb, name) is not None, name
 
 
+def test_the_face_is_small_holds_no_module_and_no_stand_in_and_the_notebooks_use_it_only():
+    """Issue 48: at most 12 names, none a module, none from workbench.testing; the notebooks reach at most 12
+    distinct top-level ``wb.`` names, every one of them in the face."""
+    import types
+
+    import workbench as wb
+
+    assert len(wb.FACE) <= 12, sorted(wb.FACE)
+    modules = [n for n in wb.FACE if isinstance(getattr(wb, n), types.ModuleType)]
+    assert modules == [], f"modules in the face: {modules}"
+    assert not [n for n, where in wb.FACE.items() if "testing" in where], wb.FACE
+    used = set()
+    for path in NOTEBOOKS:
+        used |= set(re.findall(r"\bwb\.([A-Za-z_]\w*)", path.read_text()))
+    assert len(used) <= 12 and used <= set(wb.FACE), sorted(used)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebooks_import_only_the_face_in_short_cells(path):
     nb = jupytext.read(path)

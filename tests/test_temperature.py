@@ -134,9 +134,10 @@ def test_notebook_03_shows_the_temperature_section(tmp_path_factory, smoke_demo)
     assert "skipped" not in text and "accept length against temperature" in text
     for t in ("T=0 ", "T=0.3", "T=0.7", "T=1 "):
         assert t in text, text
-    html = [o.data["text/html"] for o in outputs if o.output_type == "display_data" and "text/html" in o.get("data", {})]
+    shown = ("display_data", "execute_result")
+    html = [o.data["text/html"] for o in outputs if o.output_type in shown and "text/html" in o.get("data", {})]
     assert len(html) == 1 and "per-depth accept length" in html[0]
     assert all(name in html[0] for name in ("val-T0.3.jsonl", "val-T0.7.jsonl", "val-T1.0.jsonl"))
-    images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.get("data", {})]
+    images = [o for o in outputs if o.output_type in shown and "image/png" in o.get("data", {})]
     assert len(images) == 2
     assert "Acceptance at temperature &gt; 0" in (out / "03_acceptance.html").read_text()

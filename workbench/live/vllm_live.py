@@ -248,7 +248,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
             trust_remote_code: bool = False, progress: bool = True, served_dtype: str | None = None,
             temperature: float = 0.0, top_p: float = 1.0, top_k: int = -1, seed: int | None = None,
             metrics_only: bool = False, probe: int = 8, engine: str = "vllm",
-            dtype_source: str = "--served-dtype") -> Comparison:
+            dtype_source: str = "--served-dtype", client: Client | None = None) -> Comparison:
     """Run the live comparison against a vLLM server (module docstring).
 
     ``K``: ``num_speculative_tokens`` (default: detected, see :func:`detect_k`). ``metrics_only``: ignore the
@@ -259,7 +259,9 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     ``dtype_source``: who gave ``served_dtype`` (named in the output). Local inputs (target, draft, data,
     options) are checked and loaded before the first request to the server. ``temperature``/``top_p``/``top_k`` (-1 off)/``seed``: the sampling sent with every
     request (with ``seed``: each row's ``seed``). ``engine``: the engine record the offline side computes
-    as (``vllm``: V1 runner, 0.32; ``vllm-v2``: its V2 runner; ``vllm-legacy``).
+    as (``vllm``: V1 runner, 0.32; ``vllm-v2``: its V2 runner; ``vllm-legacy``). ``client``: where the requests
+    go instead of a new :class:`Client` for ``url`` (the seam where replies enter: e.g. a recorded real server,
+    :class:`workbench.live.recorded.Replay`; everything after the HTTP layer is the same).
     """
     sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
@@ -269,7 +271,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     served_dtype = prec.served_dtype(served_dtype)
     target, draft, rows = local_inputs(target, draft, data, limit, device=device, dtype=dtype,     # before the network
                                        trust_remote_code=trust_remote_code, progress=progress)
-    client = Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
+    client = client or Client(url, timeout=timeout, retries=retries, backoff=backoff, concurrency=concurrency)
     models = client.models()
     settings = {"model": client.model, "models": models, "version": client.version(), "speculative_eagle_topk": 1}
     notes: list[str] = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 
+from workbench import rows as rows_mod
 from workbench.load import agreement as agreement_mod, inputs
 from workbench.report import data_page, plots, widgets
 from workbench.report.export import agreement_table, show
@@ -24,8 +25,6 @@ class DataView:
     """The rows of ``data`` seen through the run's target (``run.data_view(...)`` makes one)."""
 
     def __init__(self, run, data, tokenizer, demo: str = ""):
-        from workbench import rows as rows_mod
-
         self.run, self.data, self.tokenizer = run, str(data), tokenizer
         self.demo_dir = str(inputs.resolve(demo)) if demo else ""
         self.ds = rows_mod.load(self.data, tokenizer=tokenizer, on_error="skip")

@@ -28,6 +28,12 @@
 - **marker over label**: a line's marker (a ★, a dot) or an error bar inside a label's box in the data area.
 - **hidden artist**: a line drawn exactly under another line at least as wide, or a bar with the same extent as
   another series' bar: the reader sees one where there are two (issue 35).
+- **broken wiring**: a wiring (``L0,L6,L11``) or a list of ids (``[2, 8, 13]``) split across two lines of a text.
+- **diagonal highlight**: a mark (a square, a dot) on a diagonal cell of a square heatmap whose rows and columns
+  are the same names: that cell compares a thing with itself, so it is never the finding (issue 48).
+
+Text cut at the figure's right edge is **clipped text**; text cut at the page's right edge is the browser test's
+(``tests/test_browser.py``: no horizontal cut at 1400 and 800 px).
 
 Notebooks run it on every figure they show when ``WORKBENCH_LAYOUT_CHECK`` names a file
 (:func:`workbench.report.export.setup_notebook` installs the hook): one JSON line per figure shown, with
@@ -38,6 +44,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 ENV_CHECK = "WORKBENCH_LAYOUT_CHECK"
 TOLERANCE = 1.0       # pixels: extents that touch are not an overlap
@@ -192,6 +199,40 @@ def _hidden(fig, renderer, tol: float = 1.5) -> list[str]:
     return out
 
 
+_TAP = r"(?:embed|final|L\d+)"
+_BROKEN = re.compile(rf"{_TAP},[ \t]*\n[ \t]*{_TAP}|\[[\d, ]*\d,[ \t]*\n[ \t]*\d")
+
+
+def _broken_wirings(texts) -> list[str]:
+    """Texts in which a wiring or a list of ids runs across a line break."""
+    return [f"broken wiring: {_name(t)} splits {m.group(0)!r} across lines" for t in texts
+            if hasattr(t, "get_text") for m in [_BROKEN.search(t.get_text())] if m]
+
+
+def _diagonal_marks(fig) -> list[str]:
+    """Marks on the diagonal of a square heatmap whose row and column names are the same."""
+    import numpy as np
+
+    out = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.images:
+            continue
+        shape = np.asarray(ax.images[0].get_array()).shape
+        rows = [t.get_text() for t in ax.get_yticklabels()]
+        cols = [t.get_text() for t in ax.get_xticklabels()]
+        if len(shape) < 2 or shape[0] != shape[1] or not rows or rows != cols:
+            continue
+        pts = [c.get_offsets() for c in ax.collections if hasattr(c, "get_offsets") and len(c.get_offsets())]
+        pts += [np.column_stack([ln.get_xdata(), ln.get_ydata()]) for ln in ax.get_lines()
+                if ln.get_marker() not in (None, "None", "", " ")]
+        xy = np.vstack([np.asarray(p, float) for p in pts]) if pts else np.empty((0, 2))
+        on = xy[np.isclose(xy[:, 0], xy[:, 1], atol=0.25)] if len(xy) else xy
+        if len(on):
+            out.append(f"diagonal highlight: {len(on)} mark(s) of axes {i} on the heatmap's diagonal (a tap against "
+                       f"itself)")
+    return out
+
+
 def layout_problems(fig) -> list[str]:
     """The layout problems of ``fig`` (module docstring), one line each; [] when it reads cleanly."""
     import numpy as np
@@ -228,6 +269,9 @@ def layout_problems(fig) -> list[str]:
                                 f"of axes {fig.axes.index(ax)}")
     problems += _label_problems(fig, renderer, frame, annotations)
     problems += _hidden(fig, renderer)
+    problems += _broken_wirings([t for _, t in texts] + annotations +
+                                [x for _, lg in legends for x in lg.get_texts()])
+    problems += _diagonal_marks(fig)
     extents = [ax.get_window_extent(renderer) for ax in fig.axes]
     for i in range(len(extents)):
         for j in range(i + 1, len(extents)):

@@ -324,7 +324,7 @@ def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: s
     ax_n.set_xscale("log")
     ax_n.xaxis.set_minor_formatter(NullFormatter())
     ax_n.invert_yaxis()
-    ax_n.set_xlabel("feature L2 norm per token (log scale)")
+    ax_n.set_xlabel("feature norm per token (Euclidean length, log scale)")
     ax_n.set_ylabel("tap (embed, layer outputs L0.., final)")
     ax_n.set_title(f"Feature norms ({stats.n_tokens} tokens)")
     ax_n.grid(axis="x", alpha=0.3)
@@ -350,9 +350,15 @@ def tap_stats_figure(stats: TapStats, *, highlight: dict | None = None, title: s
             dy = (g - (n - 1) / 2) * 0.25
             ax_n.scatter([np.median(data[i]) for i in idx], [i + dy for i in idx], marker="D", s=45,
                          color=color, zorder=3, label=f"{label}: {','.join(sel)}")
-            ax_c.scatter(idx, idx, marker="s", s=110 + 90 * g, facecolors="none", edgecolors=[color],
-                         linewidths=2)
-        ax_n.legend(fontsize="small", loc="best")
+        groups = list(highlight.values())
+        if len(groups) == 2:         # slot by slot: the tap trained on against the tap served in its place
+            pairs = [(taps.index(a), taps.index(b)) for a, b in zip(*groups) if a != b and a in taps and b in taps]
+            if pairs:
+                ax_c.scatter([b for _, b in pairs], [a for a, _ in pairs], marker="s", s=150, facecolors="none",
+                             edgecolors="black", linewidths=2,
+                             label=f"{list(highlight)[0]} (row) against {list(highlight)[1]} (column), slot by slot")
+        handles = ax_n.get_legend_handles_labels()[0] + ax_c.get_legend_handles_labels()[0]
+        fig.legend(handles=handles, loc="outside lower center", ncols=1, fontsize="small", frameon=False)
     fig.suptitle(_wrap(title or _tap_stats_title(stats)))
     return fig
 
@@ -505,25 +511,31 @@ def rewire_bars(result, *, title: str | None = None):
 
 
 def lengths_by_source(rows: list[dict], *, title: str | None = None):
-    """Prompt and response length distributions (tokens) per data source, from dataset rows."""
+    """Prompt and response lengths (tokens) per data source, from dataset rows: one dot a row (a strip per source),
+    the median marked. No bins: a length is read off the axis where its dot sits, whatever the other sources hold."""
     if not rows:
         raise WorkbenchError("lengths_by_source: no rows to plot (empty dataset or every row invalid)")
     sources = sorted({str(r.get("source", "")) for r in rows})
-    fig, axes = _figure(2, height=3.4)
+    fig, axes = _figure(2, height=max(2.6, 0.55 * len(sources) + 1.6))
     for ax, key, what in ((axes[0], "n_prompt_tokens", "prompt"), (axes[1], "n_response_tokens", "response")):
-        data = [[int(r[key]) for r in rows if str(r.get("source", "")) == s] for s in sources]
-        hi = max(max(d) for d in data if d)
-        bins = np.linspace(0, hi + 1, min(40, hi + 2))
-        step = (bins[1] - bins[0]) / max(1, len(sources))
-        for i, (s, d, color) in enumerate(zip(sources, data, _colors(len(sources)))):
-            counts, _ = np.histogram(d, bins=bins)         # side by side within each bin: no series hides another
-            ax.bar(bins[:-1] + (i + 0.5) * step, counts, step, color=color,
-                   label=f"{s or '(no source)'} (n={len(d)}, median {int(np.median(d)) if d else 0})")
-        ax.set_xlabel(f"{what} length (tokens)")
-        ax.set_ylabel("rows")
+        names = []
+        for i, (s, color) in enumerate(zip(sources, _colors(len(sources)))):
+            d = np.asarray([int(r[key]) for r in rows if str(r.get("source", "")) == s], float)
+            jitter = (np.arange(len(d)) % 7 - 3) * 0.05
+            ax.scatter(d, np.full(len(d), i) + jitter, s=12, alpha=0.6, color=color)
+            med = float(np.median(d)) if len(d) else 0.0
+            ax.plot([med, med], [i - 0.32, i + 0.32], color="black", lw=2)
+            names.append(f"{s or '(no source)'}\n{len(d)} rows, median {med:g}")
+        from matplotlib.ticker import MaxNLocator
+
+        hi = max((int(r[key]) for r in rows), default=1)
+        ax.set_xlim(0, hi * 1.08 + 1)                   # from zero: a length reads as a length, not an offset
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_yticks(range(len(sources)), names)
+        ax.set_ylim(len(sources) - 0.5, -0.5)
+        ax.set_xlabel(f"{what} length (tokens; bar: the median)")
         ax.set_title(f"{what.capitalize()} lengths by source")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title or f"Lengths by source ({len(rows)} valid rows)")
     return fig
 
@@ -547,20 +559,31 @@ def agreement_by_sample(agreement, *, others: dict | None = None, title: str | N
                 groups[f"{label} · {s or '(no source)'}" if label else (s or "(no source)")] = vals
     if not groups:
         raise WorkbenchError("agreement_by_sample: no sample with response tokens to plot")
-    fig, (ax,) = _figure(1, height=max(2.4, 0.45 * len(groups) + 1.2))
+    fig, (ax,) = _figure(1, height=max(2.8, 0.45 * len(groups) + 1.8))
     names = list(groups)
-    for i, (name, color) in enumerate(zip(names, _colors(len(names)))):
+    good, bad = "#2ca02c", "#d62728"         # the colour says what a dot means: at or above the line, or below it
+    for i, name in enumerate(names):
         v = groups[name]
         jitter = (np.arange(len(v)) % 7 - 3) * 0.04
-        ax.scatter(v, np.full(len(v), i) + jitter, s=14, alpha=0.7, color=color)
-        ax.plot([np.mean(v)] * 2, [i - 0.3, i + 0.3], color=color, lw=2)
-    ax.axvline(THRESHOLD, color="grey", ls="--", lw=1, label=f"{THRESHOLD:g}: below it, the data is not the "
-                                                             "target's greedy output")
+        ok = v >= THRESHOLD
+        for sel, color in ((ok, good), (~ok, bad)):
+            if sel.any():
+                ax.scatter(v[sel], (np.full(len(v), i) + jitter)[sel], s=14, alpha=0.7, color=color)
+        ax.plot([np.mean(v)] * 2, [i - 0.3, i + 0.3], color="black", lw=2)
+    ax.axvline(THRESHOLD, color="grey", ls="--", lw=1)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], ls="", marker="o", color=good, label=f"a sample at or above {THRESHOLD:g}: the target's "
+                                                                     "own greedy output"),
+               Line2D([], [], ls="", marker="o", color=bad, label=f"a sample below {THRESHOLD:g} (dashed line): not "
+                                                                    "the target's greedy output"),
+               Line2D([], [], color="black", lw=2, label="the source's mean")]
     ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xlim(-0.02, 1.02)
-    ax.set_xlabel("greedy agreement per sample (dots; bar: the source's mean)")
+    ax.set_xlabel("greedy agreement per sample")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize="small", loc="lower left")
+    fig.legend(handles=handles, fontsize="small", loc="outside lower center", ncols=1, frameon=False)
     ax.set_title(title or "Greedy agreement of the data with the target, per sample and source")
     return fig
 
