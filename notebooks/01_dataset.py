@@ -20,7 +20,7 @@
 # schema, a validation report, prompt and response lengths by source, one decoded sample with its prompt /
 # response spans, and how far its responses are from the target's own greedy output (greedy agreement).
 # Every parameter defaults to the built-in demo (`workbench demo`); set `data`, `tokenizer`, `target` and `draft`
-# to look at your own files (`demo = ""` then skips the demo entirely).
+# to look at your own files (an empty `demo` parameter then skips the demo entirely).
 
 # %% tags=["parameters"]
 demo = "data/demo"   # built-in demo folder; relative paths: from the kernel's folder, else the project root (built on first use, after a notice)

@@ -11,13 +11,69 @@
 import re
 
 PATTERNS = {
-    "a Python repr": r"PosixPath\('|WindowsPath\('|\bTarget\(\w+, path=|<workbench\.[\w.]+ object at 0x",
+    "a Python repr": r"PosixPath\('|WindowsPath\('|\bTarget\(\w+, path=|<workbench\.[\w.]+ object at 0x|"
+                     r"\{'\w+': |\(\d+, \d+, \d+\)",
+    "a temporary path": r"wb-regen-|wb-vllm-|/tmp/tmp\w{6}",
     "a progress bar": r"\d+%\|[#█▏▎▍▌▋▊▉ ]*\|",
     "a hint to run code": r"see \.?to_frame\(\)|see \.table\b",
     "an internal code": r"\bmatch-other\b|\bmatch-trained\b|\bbelow-all\b|\bserver-not-greedy\b|comparison:? per-request|"
                         r"variant\(s\)|\bengine none\b|none: no GPU cost model|residual is None before",
     "a traceback": r"Traceback \(most recent call last\)",
 }
+
+
+SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$")
+
+
+def table_leftovers(html_text: str) -> list[str]:
+    """Headers in snake_case, True/False cells and empty header cells of every HTML table (issue 48).
+
+        >>> table_leftovers("<table><tr><th>loss_tokens</th><th>rows</th></tr><tr><td>True</td><td>3</td></tr></table>")
+        ['a snake_case header: loss_tokens', 'a True/False cell: True']
+    """
+    from html.parser import HTMLParser
+
+    out = []
+
+    class P(HTMLParser):
+        cell, text = None, ""
+
+        def handle_starttag(self, tag, attrs):
+            if tag in ("th", "td"):
+                self.cell, self.text = tag, ""
+
+        def handle_data(self, data):
+            if self.cell:
+                self.text += data
+
+        def handle_endtag(self, tag):
+            if tag == self.cell:
+                t = " ".join(self.text.split())
+                if tag == "th" and SNAKE.match(t):
+                    out.append(f"a snake_case header: {t}")
+                if tag == "td" and t in ("True", "False"):
+                    out.append(f"a True/False cell: {t}")
+                self.cell = None
+
+    P().feed(html_text)
+    return list(dict.fromkeys(out))
+
+
+def prose_leftovers(markdown: str, parameters) -> list[str]:
+    """A notebook parameter's name used as code in prose (``ratio > 0``, ``server = "x"``): a reader sees a
+    variable, not a meaning (issue 48). ``the `ratio` parameter`` is fine.
+
+        >>> prose_leftovers("set `ratio` > 0 to fix it", ["ratio"])
+        ['a parameter name in prose: `ratio` > 0']
+        >>> prose_leftovers("a positive `ratio` parameter", ["ratio"])
+        []
+    """
+    out = []
+    for p in parameters:
+        m = re.search(rf"`?\b{re.escape(p)}\b`?\s*(?:=|>|<|≥|≤)\s*\S", markdown)
+        if m:
+            out.append(f"a parameter name in prose: {m.group(0)}")
+    return out
 
 
 def leftovers(text: str) -> list[str]:

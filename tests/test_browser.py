@@ -31,6 +31,25 @@ BROKEN_WORDS = r"""(sel) => { const bad = [];
   return [...new Set(bad)]; }"""
 
 
+# Issue 48: a wiring (L0,L6,L11) or a list of ids ([2, 8, 13]) whose characters sit on two lines, anywhere on the page.
+BROKEN_WIRINGS = r"""() => { const bad = [];
+  const re = /(?:embed|final|L\d+)(?:,(?:embed|final|L\d+))+|\[\d+(?:, ?\d+)+\]/g;
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT); let n;
+  while ((n = walk.nextNode())) { const t = n.textContent; let m; re.lastIndex = 0;
+    while ((m = re.exec(t))) { const r = document.createRange(); r.setStart(n, m.index);
+      r.setEnd(n, m.index + m[0].length);
+      const tops = [...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top));
+      if (tops.length && Math.max(...tops) - Math.min(...tops) > 2) bad.push(m[0]); } }
+  return [...new Set(bad)]; }"""
+
+# Issue 48: text cut at the page's right edge: the page scrolls sideways, or an output or markdown block does.
+CUT = r"""() => { const bad = [];
+  if (document.documentElement.scrollWidth > window.innerWidth + 1) bad.push('the page is wider than the window');
+  for (const el of document.querySelectorAll('.jp-OutputArea-output pre, .jp-RenderedMarkdown, .jp-RenderedMarkdown pre')) {
+    if (el.scrollWidth > el.clientWidth + 1) bad.push(el.innerText.replace(/\s+/g, ' ').slice(0, 80)); }
+  return bad; }"""
+
+
 def broken_words(page, selector: str = "td, th") -> list[str]:
     """The cells (their text) of ``page`` in which a word or a number breaks across lines."""
     return page.evaluate(BROKEN_WORDS, selector)
@@ -63,6 +82,9 @@ def test_report_renders_in_headless_chromium(tmp_path_factory, smoke_demo, tmp_p
             for width in (1400, 1200, 800):
                 page.set_viewport_size({"width": width, "height": 900})
                 assert broken_words(page, "td, th, dd, .jp-OutputArea-output pre") == [], f"index at {width} px"
+                if width != 1200:
+                    assert page.evaluate(CUT) == [], f"index at {width} px: cut at the right edge"
+                    assert page.evaluate(BROKEN_WIRINGS) == [], f"index at {width} px: a wiring split"
             page.set_viewport_size({"width": 1200, "height": 900})
             links = page.eval_on_selector_all("a[href$='.html']", "els => els.map(e => e.getAttribute('href'))")
             assert links == [f"{n}.html" for n in PRESENT]
@@ -81,6 +103,9 @@ def test_report_renders_in_headless_chromium(tmp_path_factory, smoke_demo, tmp_p
                     page.set_viewport_size({"width": width, "height": 900})   # cell, an output line or the answer
                     assert broken_words(page, "td, th, dd, .jp-OutputArea-output pre") == [], \
                         f"{href} at {width} px: {broken_words(page, 'td, th, dd, .jp-OutputArea-output pre')}"
+                    if width != 1200:                     # issue 48: nothing cut at the right edge, no wiring split
+                        assert page.evaluate(CUT) == [], f"{href} at {width} px: cut at the right edge"
+                        assert page.evaluate(BROKEN_WIRINGS) == [], f"{href} at {width} px: a wiring split"
                 page.set_viewport_size({"width": 1200, "height": 900})
                 page.screenshot(path=str(shots / href.replace(".html", ".png")), full_page=True)
             assert errors == [], errors

@@ -171,8 +171,8 @@ def test_every_notebook_runs_on_the_smoke_demo(report_dir, smoke_demo):
     # after the fix: the tree and the sweep analyse the rewired draft on the served taps, never the mis-wired one
     assert head["03_acceptance"]["after the fix, analysed"].startswith("the rewired draft fed")
     assert head["03_acceptance"]["recommended SGLang flags"].startswith("not recommended here")
-    assert re.fullmatch(r"\(\d+, \d+, \d+\)(, \(\d+, \d+, \d+\)){2}",
-                        head["03_acceptance"]["best shapes after the fix (steps, topk, N) by accept length"])
+    assert re.fullmatch(r"steps \d+, topk \d+, \d+ draft tokens(; steps \d+, topk \d+, \d+ draft tokens){2}",
+                        head["03_acceptance"]["best shapes after the fix, by accept length"])
     assert any(re.search(r" · accept length \(decode path, tree \d+×\d+ N=\d+, greedy, bonus counted\)$", k)
                for k in head["03_acceptance"])
     index = (report_dir / "index.html").read_text()
@@ -314,6 +314,23 @@ def test_no_leftovers_of_running_code_on_any_page(report_dir):
                 found += [f"{name} cell {i + 1}: {x}" for x in leftovers(text)]
         found += [f"{name}.html: {x}" for x in leftovers(_visible_text((report_dir / f"{name}.html").read_text()))]
     found += [f"index.html: {x}" for x in leftovers(_visible_text((report_dir / "index.html").read_text()))]
+    assert found == [], "\n".join(found)
+
+
+@pytest.mark.slow
+def test_no_snake_case_header_true_false_cell_or_parameter_name_in_prose_on_any_page(report_dir):
+    """Issue 48: every table of every exported page (and the index) has readable headers and word cells; the
+    prose of each notebook names a parameter as a parameter, never as code with an operator."""
+    from leftovers import prose_leftovers, table_leftovers
+    from workbench.report.export import declared_parameters
+
+    found = []
+    for name in PRESENT:
+        found += [f"{name}.html: {x}" for x in table_leftovers((report_dir / f"{name}.html").read_text())]
+        nb = nbformat.read(str(NB_DIR / f"{name}.ipynb"), as_version=4)
+        prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        found += [f"{name} prose: {x}" for x in prose_leftovers(prose, declared_parameters(NB_DIR / f"{name}.ipynb"))]
+    found += [f"index.html: {x}" for x in table_leftovers((report_dir / "index.html").read_text())]
     assert found == [], "\n".join(found)
 
 

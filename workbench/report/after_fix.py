@@ -120,8 +120,8 @@ class AfterFix:
             out["recommended SGLang flags"] = sw.recommended_flags or (
                 "not recommended here: flags need a cost model measured on the serving GPU "
                 "(workbench tune --measure-cost-model)")
-            out["best shapes after the fix (steps, topk, N) by accept length"] = ", ".join(
-                f"({a}, {b}, {c})" for a, b, c in self.sweep_view.best(3))
+            out["best shapes after the fix, by accept length"] = "; ".join(
+                f"steps {a}, topk {b}, {c} draft tokens" for a, b, c in self.sweep_view.best(3))
         return out
 
 

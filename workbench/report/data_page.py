@@ -52,9 +52,10 @@ def regenerated(tgt, foreign, demo_dir, target, *, limit=None, device: str = "cp
     out = os.path.join(tempfile.mkdtemp(prefix="wb-regen-"), "foreign-regenerated.jsonl")
     regen = regenerate(tgt, foreign, out, limit=limit, batch_size=32, progress=False)
     before, after = agreement.measure(tgt, foreign, limit=limit), agreement.measure(tgt, out)
+    summary = regen.summary().replace(out, os.path.basename(out)).replace(os.path.dirname(out) + os.sep, "")
     lines = (f"regenerated {'all' if limit is None else f'the first {limit}'} rows of {os.path.basename(foreign)} "
-             f"with the target's greedy continuation\n{regen.summary()}\nbefore: {before.headline()}\n"
-             f"after:  {after.headline()}")
+             f"with the target's greedy continuation (into a scratch file in the temporary folder)\n{summary}\n"
+             f"before: {before.headline()}\nafter:  {after.headline()}")
     draft_dir = os.path.join(demo_dir, draft_name) if demo_dir else ""
     if not (draft_dir and os.path.isdir(draft_dir) and str(target).startswith(str(demo_dir))):
         return lines + "\n(the estimates before/after need the demo's draft: shown for the demo target only)", \

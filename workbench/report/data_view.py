@@ -13,12 +13,37 @@ agreement, data the target did not write, and conversations through the chat tem
 from __future__ import annotations
 
 import os
+import re
 from functools import cached_property
 
 from workbench import rows as rows_mod
 from workbench.load import agreement as agreement_mod, inputs
 from workbench.report import data_page, plots, widgets
-from workbench.report.export import agreement_table, show
+from workbench.report.export import agreement_table, show, table
+
+
+LENGTH_COLUMNS = {"loss_tokens": "tokens in the loss", "prompt_p50": "prompt median", "prompt_p90": "prompt 90th pct",
+                  "prompt_max": "prompt longest", "response_p50": "response median",
+                  "response_p90": "response 90th pct", "response_max": "response longest", "seq_p50": "row median",
+                  "seq_max": "row longest"}
+LENGTH_KEY = {"source": "the rows' source ((all): every row)", "rows": "valid rows", "tokens": "tokens in all",
+              "loss_tokens": "response tokens in the loss (loss_mask 1)", "prompt_p50": "median prompt length (tokens)",
+              "prompt_p90": "90th percentile of the prompt lengths", "prompt_max": "the longest prompt",
+              "response_p50": "median response length (tokens)", "response_p90": "90th percentile of the response lengths",
+              "response_max": "the longest response", "seq_p50": "median row length (prompt + response)",
+              "seq_max": "the longest row"}
+
+
+def readable(example: str) -> str:
+    """A short example value as a reader reads it: a dict as ``key: value; ...``, no Python quotes.
+
+        >>> readable("{'by': 'target', 'temperature': 0.0}")
+        'by: target; temperature: 0.0'
+    """
+    s = str(example)
+    if s.startswith("{"):
+        s = re.sub(r"'([^']*)'", r"\1", s.strip("{}")).replace(", ", "; ")
+    return s
 
 
 class DataView:
@@ -38,8 +63,14 @@ class DataView:
 
     @property
     def schema(self):
-        """Every key of the raw rows, its type(s), how many rows carry it, and an example value."""
-        return self.inspection.description
+        """Every key of the raw rows, its type(s), how many rows carry it, and an example value (a table)."""
+        d = self.inspection.description
+        frame = d.to_frame().assign(example=lambda f: f["example"].map(readable))
+        for note in d.notices:
+            print("notice:", note)
+        return table(frame, {"key": "a key of the raw rows", "types": "the value types seen under it",
+                             "rows": "rows that carry it (not null)", "example": "the first value seen (shortened)"},
+                     title=f"{os.path.basename(self.data)}: {d.format}, {d.n_rows} rows")
 
     @property
     def validation(self):
@@ -48,7 +79,8 @@ class DataView:
     @property
     def lengths(self):
         """Prompt and response lengths by source (a table)."""
-        return self.inspection.summary
+        frame = self.inspection.summary.reset_index().rename(columns=LENGTH_COLUMNS)
+        return table(frame, {LENGTH_COLUMNS.get(c, c): LENGTH_KEY[c] for c in ["source", *self.inspection.summary]})
 
     def plot_lengths(self):
         return plots.lengths_by_source(self.rows)

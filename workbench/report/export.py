@@ -48,8 +48,8 @@ NOTEBOOKS = (
     ("01_dataset", "Dataset", "schema and validation, lengths by source, a decoded sample"),
     ("02_wiring", "Wiring", "target, draft, engine presets with warnings, per-tap feature statistics"),
     ("03_acceptance", "Acceptance", "acceptance curves, histograms, decode path, by source, diagnosis, speed-up"),
-    ("04_live_server", "Live server", "a running server (a real vLLM or SGLang; a stand-in only demonstrates the "
-                                      "method) against the offline decodes, request by request"),
+    ("04_live_server", "Live server", "a running server (SGLang or vLLM), or a real vLLM started here, against the "
+                                      "offline decodes, request by request"),
 )
 
 # nbconvert's lab template, minus everything that would be fetched from the network.
@@ -60,9 +60,11 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {% block extra_css %}<style>
-.jp-RenderedText pre, .jp-OutputArea-output pre{white-space:pre !important;word-break:normal !important;
-overflow-wrap:normal !important;overflow-x:auto}
-.jp-RenderedMarkdown pre{white-space:pre !important;overflow-x:auto}
+.jp-RenderedText pre, .jp-OutputArea-output pre{white-space:pre-wrap !important;word-break:normal !important;
+overflow-wrap:break-word !important}
+.jp-RenderedMarkdown pre{white-space:pre-wrap !important;overflow-wrap:break-word !important}
+.jp-RenderedMarkdown code{white-space:nowrap}
+.jp-RenderedMarkdown pre code{white-space:pre-wrap}
 </style>{% endblock extra_css %}
 """
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -173,7 +175,8 @@ def plain_progress_bars() -> None:
 
 
 
-_WRAP_AFTER = re.compile(r"([,;/·=|])")      # a long cell may wrap after these separators, never inside a word
+_WRAP_AFTER = re.compile(r"([;/·=|])")      # a long cell may wrap after these separators, never inside a word
+_LIST = re.compile(r"\[[^\[\]]{0,60}\]")    # a list of ids ([2, 8, 13]) is never broken across lines
 _TABLE_CSS = (".wb-table{max-width:100%;overflow-x:auto}"      # a wide table scrolls in its own box (issue 35)
               ".wb-table table{table-layout:auto;width:auto;border-collapse:collapse}"
               ".wb-table td,.wb-table th{white-space:normal;overflow-wrap:normal;word-break:normal;hyphens:none;"
@@ -183,14 +186,18 @@ _TABLE_CSS = (".wb-table{max-width:100%;overflow-x:auto}"      # a wide table sc
 
 
 def wrap_html(text) -> str:
-    """``text`` escaped, breakable only at spaces and after the separators ``, ; / · = |`` (never inside a word,
-    a number or at a '-'): each piece a ``span.w`` (``white-space:nowrap``), ``<wbr>`` after each separator.
+    """``text`` escaped, breakable only at spaces and after the separators ``; / · = |`` (never inside a word,
+    a number, a wiring such as ``L0,L6,L11``, a list such as ``[2, 8, 13]``, or at a '-'): each piece a ``span.w``
+    (``white-space:nowrap``), ``<wbr>`` after each separator.
 
         >>> wrap_html("a/b c")
         '<span class="w">a/</span><wbr><span class="w">b</span> <span class="w">c</span>'
+        >>> wrap_html("to [2, 8]")
+        '<span class="w">to</span> <span class="w">[2,\xa08]</span>'
     """
+    text = _LIST.sub(lambda m: m.group(0).replace(" ", "\xa0"), str(text))
     return " ".join("<wbr>".join(f'<span class="w">{html.escape(p)}</span>' for p in _WRAP_AFTER.sub("\\1\0", w)
-                                 .split("\0") if p) for w in str(text).split())
+                                 .split("\0") if p) for w in re.split(r"[ \t\n]+", text) if w)
 
 
 def integral(column) -> bool:
@@ -217,8 +224,8 @@ def cell_text(v, *, whole: bool = False) -> str:
 
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
-    if isinstance(v, bool):
-        return str(v)
+    if isinstance(v, bool):                          # a reader reads words, not Python's True/False
+        return "yes" if v else "no"
     if isinstance(v, numbers.Integral):
         return str(int(v))
     if isinstance(v, numbers.Real):
@@ -293,10 +300,11 @@ def agreement_table(agreement, title: str | None = None) -> Table:
     import pandas as pd
 
     rows = [{"source": k, **v} for k, v in agreement.by_source().items()]
-    return table(pd.DataFrame(rows, columns=["source", "samples", "tokens", "matches", "share", "min_sample"]), {
+    frame = pd.DataFrame(rows, columns=["source", "samples", "tokens", "matches", "share", "min_sample"])
+    return table(frame.rename(columns={"min_sample": "lowest row"}), {
         "source": "the rows' source ((all): every row)", "samples": "rows", "tokens": "response tokens counted",
         "matches": "response tokens equal to the target's greedy choice", "share": "matches / tokens",
-        "min_sample": "the lowest share of any one row"}, title=title)
+        "lowest row": "the lowest share of any one row"}, title=title)
 
 
 def record_headline(name: str, values: dict, *, out=None) -> Path | None:
@@ -668,7 +676,7 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None, cards
                              + (" The two estimators differ on the same wiring: neither is wrong."
                                 if len(named) > 1 else "") + "</p>")
         if p.status != "missing":
-            parts.append(f'<p class="desc">{p.seconds:.1f} s</p>')
+            parts.append(f'<p class="desc">This page ran in {p.seconds:.1f} s.</p>')
         parts.append("</div>")
     parts.extend(cards)
     parts.append("</body></html>")

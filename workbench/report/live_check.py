@@ -161,7 +161,9 @@ def live_answer(lc: LiveCheck, paths: dict, engine: str, sweep: dict | None = No
         cost = f"accept length {live:.2f} live ({est})."
     cost += speed_cost(sweep, paths.get("draft", ""), paths.get("target")) or (
         " Tokens/s: not measured for this draft (`workbench vllm speed`).")
-    note = ""
+    E = engine_record(engine).label.split(" (")[0] if engine else "the"
+    note = (f"This answer is the {E} server's that this page checked (its replies decide it); pages 01–03 answer for "
+            f"the engine they were given. Its fix writes its own folder.")
     if cmp.matched is None:
         return Answer(feeds, cost, "none yet: send more requests (`limit`) until one wiring reproduces clearly more "
                                    "of them than the runner-up.", "", evidence, "undecided", note)
@@ -169,6 +171,7 @@ def live_answer(lc: LiveCheck, paths: dict, engine: str, sweep: dict | None = No
         return Answer(feeds, cost, "none needed: the server feeds the taps the draft was trained on.", "", evidence,
                       "none", note)
     command = rewire_command(paths, engine).replace(f" --engine {engine}", f" --taps {cmp.matched} --engine {engine}")
+    command = command.replace(f"-rewired-{engine}", f"-rewired-{engine}-live")
     fix = (f"rewire the draft for the taps the server really feeds, `{cmp.matched}` (notebook 03 measures how much of "
            f"the gap a rewire recovers; under 80%, retrain on those taps).")
     return Answer(feeds, cost, fix, command, evidence, "rewire", note)

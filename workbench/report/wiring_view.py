@@ -19,7 +19,12 @@ from workbench.live import engine_fidelity
 from workbench.model.capture import extract
 from workbench.model.draft import describe_draft
 from workbench.report import evidence, plots, serving_figures
+from workbench.report.export import table
 from workbench.stats.tap_stats import tap_statistics
+
+
+TAP_COLUMNS = {"norm_mean": "mean norm", "norm_median": "median norm", "norm_std": "norm spread",
+               "mean_cos_to_others": "mean cosine to the other taps"}
 
 
 class TapView:
@@ -32,7 +37,12 @@ class TapView:
         return plots.tap_stats_figure(self.stats, highlight=self.highlight)
 
     def table(self):
-        return self.stats.to_frame().round(3)
+        """One row per tap: its feature norm and its mean cosine with the other taps."""
+        frame = self.stats.to_frame().reset_index().rename(columns=TAP_COLUMNS)
+        return table(frame, {"tap": "embed, L k (output of decoder layer k), final (after the final norm)",
+                             "mean norm": "mean Euclidean length of the tap's feature per token",
+                             "median norm": "median of the same", "norm spread": "standard deviation of the same",
+                             "mean cosine to the other taps": "at the same token, averaged over the other taps"})
 
 
 class FidelityView:
