@@ -11,7 +11,8 @@ target ``target``, draft ``draft-mismatched`` (nested ``eagle_config`` ids [1, 3
 bodies), one at a time, with ``/metrics`` read before the first and after each one:
 
 1. ``GET /v1/models``, ``GET /version``;
-2. every row at temperature 0 (the comparison's requests);
+2. every row at temperature 0 (the comparison's requests): the first ``--rows`` (16) of ``val.jsonl`` then
+   ``train.jsonl``;
 3. every row at temperature 0.01, seed per row (the greedy probe ``compare`` sends first).
 
 The file holds every exchange in order (method, path, request body, the reply as the server sent it; of
@@ -45,10 +46,11 @@ def spec_lines(text: str) -> str:
     return "\n".join(keep) + "\n"
 
 
-def record(dtype: str, out: Path, *, demo: Path = DEMO, say=print) -> Path:
+def record(dtype: str, out: Path, *, demo: Path = DEMO, n_rows: int = 16, say=print) -> Path:
     from workbench.core.sampling import Sampling
     from workbench.live.samples import requests_of
     from workbench.live.vllm_live import Client, request_params
+    from workbench.live.recorded import request_rows
     from workbench.live.samples import local_inputs
     from workbench.live.vllm_server import running_server
 
@@ -62,7 +64,8 @@ def record(dtype: str, out: Path, *, demo: Path = DEMO, say=print) -> Path:
                               "reply": spec_lines(reply) if path == "/metrics" else reply})
             return reply
 
-    _, _, rows = local_inputs(ROOT / demo / "target", ROOT / demo / DRAFT, ROOT / demo / "val.jsonl")   # as compare
+    target, draft, _ = local_inputs(ROOT / demo / "target", ROOT / demo / DRAFT, ROOT / demo / "val.jsonl")
+    rows = request_rows(target, draft, [demo / "val.jsonl", demo / "train.jsonl"], n_rows, root=ROOT)
     with tempfile.TemporaryDirectory() as tmp, \
             running_server(ROOT / demo / "target", ROOT / demo / DRAFT, k=K, dtype=dtype, enforce_eager=True,
                            log=Path(tmp) / "vllm.log", timeout=600) as srv:
@@ -74,10 +77,11 @@ def record(dtype: str, out: Path, *, demo: Path = DEMO, say=print) -> Path:
             client.request("/metrics", raw=True)
             for i, row in enumerate(rows):
                 for prompt, n_new, where, _ in requests_of(row, i):
-                    client.complete(prompt, n_new, sampling=request_params(sampling, int(row.get("_row", i))),
+                    client.complete(prompt, n_new, sampling=request_params(sampling, row["_row"]),
                                     where=where)
                     client.request("/metrics", raw=True)
-        command = [Path(x).name if str(x).startswith("/") else str(x) for x in srv.command]
+        command = [str(x).replace(f"{ROOT}/", "") for x in srv.command]
+        command[0] = Path(command[0]).name
         started = {"startup_s": srv.startup_s, "fix_applied": srv.fix_applied}
     version = next((e["reply"].get("version") for e in exchanges if e["path"] == "/version"
                     and isinstance(e["reply"], dict)), None)
@@ -91,15 +95,24 @@ def record(dtype: str, out: Path, *, demo: Path = DEMO, say=print) -> Path:
                    "draft_ids": "nested eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 4], no top-level key",
                    "wiring_fed": SERVED, "dtype": dtype, "num_speculative_tokens": K, "method": "eagle3",
                    "per_request_spec_decode_metrics": "detailed", "enforce_eager": True},
-        "data": str(demo / "val.jsonl"),
-        "requests": "every row at temperature 0, then every row at temperature 0.01 (seed per row), one at a "
-                    "time, /metrics read before the first and after each",
+        "data": [str(demo / "val.jsonl"), str(demo / "train.jsonl")], "rows": n_rows,
+        "requests": "the first `rows` rows of val.jsonl then train.jsonl (row i: `_row` i): every row at temperature "
+                    "0, then every row at temperature 0.01 (seed per row), one at a time, /metrics read before the "
+                    "first and after each",
         "exchanges": exchanges,
     }
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"vllm-smoke-{dtype}.json"
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    path.write_text(dump(doc))
     return path
+
+
+def dump(doc: dict) -> str:
+    """The recording as JSON text, one exchange a line (compact, and a re-recording diffs line by line)."""
+    head = {k: v for k, v in doc.items() if k != "exchanges"}
+    text = json.dumps(head, indent=1)[:-2]
+    lines = ",\n".join(" " + json.dumps(e, separators=(",", ":")) for e in doc["exchanges"])
+    return f'{text},\n "exchanges": [\n{lines}\n ]\n}}\n'
 
 
 def _cpu() -> str:
@@ -117,9 +130,11 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", action="append", choices=["float32", "bfloat16"],
                     help="the server's --dtype (repeatable; default: float32 and bfloat16)")
     ap.add_argument("--out", default=str(ROOT / "tests" / "data" / "recordings"))
+    ap.add_argument("--rows", type=int, default=None,
+                    help="requests per server (val.jsonl, then train.jsonl; default 16)")
     args = ap.parse_args(argv)
     for dtype in args.dtype or ["float32", "bfloat16"]:
-        path = record(dtype, Path(args.out))
+        path = record(dtype, Path(args.out), n_rows=args.rows or 16)
         print(f"wrote {path}")
     return 0
 

@@ -65,7 +65,7 @@ def test_inside_the_output_only_the_drafts_near_ties_can_move_a(smoke_demo):
     """Issue 47 item 2. Inside the server's output the comparison runs against the server's own tokens, so a near-tie
     in the target's logits cannot change an accept count there: only a near-tie in the draft's proposal can (the
     draft runs at the served precision). Past the output (the last step looks into the float32 continuation) the
-    target's near-ties still count. Trees keep the older rule (their draft gaps are not computed)."""
+    target's near-ties still count. Trees use their own draft gaps the same way (tests/test_tree_ties.py)."""
     row = [3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0]
     live = {"per_step_accepted": [3, 3, 2]}                  # the server accepted 3 at t=4; the wiring parts at d=2
     S = 3

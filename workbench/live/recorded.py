@@ -43,6 +43,18 @@ def load(path) -> dict:
     return rec
 
 
+def request_rows(target, draft, data, n: int | None = None, *, root=".") -> list[dict]:
+    """The rows a recording's requests were made from: the files ``data`` in order (prompts and lengths are what
+    matter), the first ``n``, each with ``_row`` = its index (the per-row seed of a sampled request is drawn from
+    it, so a subset of these rows asks exactly what was recorded)."""
+    from workbench.live.samples import local_inputs
+
+    rows = []
+    for name in [data] if isinstance(data, (str, Path)) else data:
+        rows += local_inputs(target, draft, Path(root) / name)[2]
+    return [{**r, "_row": i} for i, r in enumerate(rows[:n] if n is not None else rows)]
+
+
 def counters(text: str) -> dict:
     """{series: value} of Prometheus sample lines (``name{labels} value``)."""
     out = {}
@@ -115,4 +127,4 @@ class Replay(Client):
             raise WorkbenchError(f"{self.url}{path}: HTTP 404 Not Found (not in the recording)")
 
 
-__all__ = ["Replay", "load", "counters"]
+__all__ = ["Replay", "load", "counters", "request_rows"]
