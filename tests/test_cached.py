@@ -1,0 +1,106 @@
+"""Issue 48: the rewire refit and the cost model are computed once per (target, draft, data, engine, settings), kept
+beside the draft, and reused; a changed input or a damaged file recomputes. The cached result equals the computed one
+exactly (the reference: computing it again)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+
+@pytest.fixture()
+def demo(smoke_demo, tmp_path):
+    d = tmp_path / "demo"
+    shutil.copytree(smoke_demo, d)
+    return d
+
+
+def _same(a, b):
+    for k in ("before", "after", "reference"):
+        x, y = getattr(a, k), getattr(b, k)
+        assert x.accept_length == y.accept_length and x.decode_path["accept_length"] == y.decode_path["accept_length"]
+        assert x.n_chains == y.n_chains and x.intervals() == y.intervals()
+    assert torch.equal(a.draft.fc.weight, b.draft.fc.weight)
+    assert a.recovered == b.recovered and a.to_taps == b.to_taps and a.ridge.lam == b.ridge.lam
+
+
+def test_a_rewire_is_computed_once_reused_exactly_and_recomputed_when_an_input_changes(demo):
+    from workbench.analysis import cached
+    from workbench.load.inputs import load
+
+    tgt, drf, ds = load(demo / "target", demo / "draft-mismatched", demo / "val.jsonl", progress=False)
+    kw = dict(engine="sglang", K=3, limit=8, eval_limit=8)
+    first, s1 = cached.rewire(tgt, drf, demo / "draft-mismatched", demo / "train.jsonl", ds, **kw)
+    again, s2 = cached.rewire(tgt, drf, demo / "draft-mismatched", demo / "train.jsonl", ds, **kw)
+    assert (s1, s2) == ("computed", "reused")
+    _same(first, again)
+    files = sorted(p.suffix for p in (demo / cached.FOLDER).glob("rewire-*"))
+    assert files == [".json", ".npz", ".safetensors"]
+    # the reference: computed afresh, without the cache, it is the same result
+    fresh, s3 = cached.rewire(tgt, drf, None, demo / "train.jsonl", ds, **kw)
+    assert s3 == "computed"
+    _same(fresh, again)
+    # a changed setting, or other evaluation rows: recomputed under another key
+    assert cached.rewire(tgt, drf, demo / "draft-mismatched", demo / "train.jsonl", ds, **dict(kw, K=2))[1] == "computed"
+    assert cached.rewire(tgt, drf, demo / "draft-mismatched", demo / "train.jsonl", ds,
+                         **dict(kw, eval_limit=6))[1] == "computed"
+    # a damaged file is recomputed, never trusted
+    for npz in (demo / cached.FOLDER).glob("rewire-*.npz"):
+        npz.write_bytes(b"not an npz")
+    res, s4 = cached.rewire(tgt, drf, demo / "draft-mismatched", demo / "train.jsonl", ds, **kw)
+    assert s4 == "computed"
+    _same(res, first)
+
+
+def test_changed_draft_weights_change_the_key(demo):
+    from workbench.analysis import cached
+    from workbench.load.inputs import load
+
+    tgt, drf, ds = load(demo / "target", demo / "draft-mismatched", demo / "val.jsonl", progress=False)
+    k1 = cached.rewire_key(tgt, drf, demo / "train.jsonl", ds, engine="sglang", K=3, limit=8, eval_limit=8)
+    with torch.no_grad():
+        drf.fc.weight[0, 0] += 1.0
+    k2 = cached.rewire_key(tgt, drf, demo / "train.jsonl", ds, engine="sglang", K=3, limit=8, eval_limit=8)
+    assert k1["draft"] != k2["draft"] and cached.digest(k1) != cached.digest(k2)
+
+
+def test_the_cost_model_is_measured_once_per_machine_and_reused(demo):
+    from workbench.analysis import cached
+    from workbench.load.inputs import load
+
+    tgt, drf, _ = load(demo / "target", demo / "draft-mismatched", None, progress=False)
+    kw = dict(verify_probes=(1, 2), lane_probes=(1,), repeats=3)
+    cm, s1 = cached.cost_model(tgt, drf, demo / "draft-mismatched", **kw)
+    again, s2 = cached.cost_model(tgt, drf, demo / "draft-mismatched", **kw)
+    assert (s1, s2) == ("computed", "reused") and again.to_dict() == cm.to_dict()
+    key = next((demo / cached.FOLDER).glob("cost-*.json")).read_text()
+    assert cached.machine().split()[0] in key          # the machine is part of the key: never reused elsewhere
+
+
+def test_three_pages_of_one_run_refit_the_rewire_once(demo, monkeypatch):
+    """What the report does: wb.diagnose from each page; only the first computes the rewire, the others reuse it.
+    (On the smoke rows the cheapest fix is new ids; the diagnosis is told the fix is a rewire, as on the default and
+    real demos, so that the rewire runs.)"""
+    import workbench as wb
+    from workbench.analysis import cached
+    from workbench.report import run as run_mod
+
+    calls, real, real_dx = [], cached.rw.rewire, run_mod.dxm.diagnose
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    def rewire_fix(*a, **k):
+        dx = real_dx(*a, **k)
+        dx.fix = "rewire"
+        return dx
+
+    monkeypatch.setattr(cached.rw, "rewire", counting)
+    monkeypatch.setattr(run_mod.dxm, "diagnose", rewire_fix)
+    runs = [wb.diagnose(demo / "target", demo / "draft-mismatched", demo / "val.jsonl", K=3, limit=8, rewire_limit=8)
+            for _ in range(3)]
+    assert len(calls) == 1 and [r.rewire_status for r in runs] == ["computed", "reused", "reused"]
+    assert runs[0].rewired.recovered == runs[2].rewired.recovered
+    assert Path(demo / cached.FOLDER).is_dir()
