@@ -11,6 +11,7 @@ at report width. Used by :mod:`workbench.report.plots` and :mod:`workbench.repor
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
@@ -26,8 +27,14 @@ def new_figure(ncols: int = 1, height: float = 3.8, width: float = WIDTH):
 
 
 def wrap(text: str, width: int = 110) -> str:
-    """A title wrapped to the figure's width (a line longer than the figure is cut off or runs over labels)."""
-    return "\n".join(textwrap.fill(part, width, break_on_hyphens=False) for part in str(text).split("\n"))
+    r"""A title wrapped to the figure's width (a line longer than the figure is cut off or runs over labels), never
+    inside a list of ids such as ``[2, 8, 13]`` (its spaces become no-break spaces; a wiring has none).
+
+        >>> wrap("set the ids to [2, 8, 13] now", width=18)
+        'set the ids to\n[2,\xa08,\xa013] now'
+    """
+    text = re.sub(r"\[[^\[\]]{0,60}\]", lambda m: m.group(0).replace(" ", "\xa0"), str(text))
+    return "\n".join(textwrap.fill(part, width, break_on_hyphens=False) for part in text.split("\n"))
 
 
 __all__ = ["WIDTH", "new_figure", "wrap"]
