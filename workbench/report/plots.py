@@ -534,6 +534,7 @@ def lengths_by_source(rows: list[dict], *, title: str | None = None):
         ax.set_yticks(range(len(sources)), names)
         ax.set_ylim(len(sources) - 0.5, -0.5)
         ax.set_xlabel(f"{what} length (tokens; bar: the median)")
+        ax.set_ylabel("source")
         ax.set_title(f"{what.capitalize()} lengths by source")
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title or f"Lengths by source ({len(rows)} valid rows)")
