@@ -17,6 +17,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.setting import Setting
 from workbench.engines.flags import target_architecture
 from workbench.engines.records import auto_flags, get as engine_record
+from workbench.load.inputs import same_path
 from workbench.report import plots, temperature
 from workbench.simulate.acceptance import simulate
 from workbench.stats import cost
@@ -106,8 +107,10 @@ class AfterFix:
 
     def temperature(self) -> TemperatureView:
         files, skip = temperature.demo_files(self.run.paths.get("target", ""), temperature.TEMPERATURES)
+        same = not skip and same_path(files.get(0.0, ""), self.run.paths.get("data", ""))
         res = None if skip else temperature.by_temperature(self.run.target, self.draft, files, self.wiring,
-                                                           self.tree_setting, limit=self.limit)
+                                                           self.tree_setting, limit=self.limit,
+                                                           known={0.0: self.tree} if same else None)
         self.temperature_view = TemperatureView(res, skip)
         return self.temperature_view
 

@@ -70,10 +70,12 @@ def demo_files(target, temperatures=TEMPERATURES) -> tuple[dict, str | None]:
 
 
 def by_temperature(target, draft, files: dict, wiring, setting, *, limit: int | None = None,
-                   progress: bool = False) -> "TemperatureSweep":
+                   progress: bool = False, known: dict | None = None) -> "TemperatureSweep":
     """One :class:`~workbench.statistics.AcceptanceResult` per temperature: ``files`` ``{T: data}``, each
     data sampled from the target at T (T = 0: its greedy output), the drafting shape of ``setting``
     (a :class:`~workbench.setting.Setting`; its temperature is replaced by each T, its top_p/top_k kept).
+    ``known``: ``{T: AcceptanceResult}`` already simulated on exactly that file, shape and limit (notebook 03's tree
+    at T = 0), reused instead of simulated again.
 
         >>> # sw = by_temperature(tgt, drf, demo_files("data/demo/target")[0], "L1,L3,L4", Setting(steps=4))
         >>> # sw.table(); sw.plot(); sw.per_depth_plot()
@@ -85,10 +87,13 @@ def by_temperature(target, draft, files: dict, wiring, setting, *, limit: int | 
     results, names = {}, {}
     for t in sorted(files, key=float):
         f = files[t]
-        ds = f if not isinstance(f, (str, Path)) else inputs.dataset(f, target)
-        res = acceptance.simulate(target, draft, ds, [spec], setting=setting.replace(temperature=float(t)),
-                                  limit=limit, progress=progress)
-        results[float(t)] = res[spec]
+        if known and float(t) in known:
+            results[float(t)] = known[float(t)]
+        else:
+            ds = f if not isinstance(f, (str, Path)) else inputs.dataset(f, target)
+            res = acceptance.simulate(target, draft, ds, [spec], setting=setting.replace(temperature=float(t)),
+                                      limit=limit, progress=progress)
+            results[float(t)] = res[spec]
         names[float(t)] = Path(f).name if isinstance(f, (str, Path)) else type(f).__name__
     return TemperatureSweep(spec, setting.replace(temperature=0.0), results, names)
 
