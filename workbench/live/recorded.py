@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.live.samples import local_inputs
 from workbench.live.vllm_live import Client
 
 _LINE = re.compile(r"^(\S+?(?:\{[^}]*\})?)\s+(\S+)$")
@@ -47,7 +48,6 @@ def request_rows(target, draft, data, n: int | None = None, *, root=".") -> list
     """The rows a recording's requests were made from: the files ``data`` in order (prompts and lengths are what
     matter), the first ``n``, each with ``_row`` = its index (the per-row seed of a sampled request is drawn from
     it, so a subset of these rows asks exactly what was recorded)."""
-    from workbench.live.samples import local_inputs
 
     rows = []
     for name in [data] if isinstance(data, (str, Path)) else data:
