@@ -24,7 +24,7 @@ COMMANDS = ["inspect", "wiring", "draft", "accept", "diagnose", "tune", "demo", 
 
 
 # Output options: dest -> "file" or "folder"; a folder per command where --out names a folder.
-OUTPUT_FILES = ("json", "per_chain", "html", "out")
+OUTPUT_FILES = ("json", "per_chain", "html", "out", "by_position_figure")
 OUTPUT_FOLDERS = {("demo", "out"), ("report", "out"), ("rewire", "out")}
 
 

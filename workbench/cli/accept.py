@@ -7,6 +7,7 @@
     $ torchrun --standalone --nproc-per-node 8 -m workbench accept ... --device auto --json acc.json
     $ workbench accept ... --data sampled.jsonl --temperature 0.7 --top-p 0.95    # data from regenerate --temperature
     $ workbench accept ... --temperature 0.7 --speculative-accept-threshold-acc 0.5   # SGLang's lossy thresholds
+    $ workbench accept ... --by-position 64 --by-position-figure by-position.png     # accept length by context position
 
 Under torchrun the samples are sharded over the ranks (workbench.simulate.distributed), rank 0 writes the same
 JSON as one process, and each rank keeps its shard in <json>.shards/ so a re-run resumes.
@@ -44,6 +45,11 @@ def add_arguments(parser):
     add_run_arguments(parser, json_help="write the statistics as JSON")
     parser.add_argument("--per-chain", metavar="OUT.jsonl",
                         help="write {sample, t, accepted, ...} for every counted start (a chain or a tree)")
+    parser.add_argument("--by-position", type=int, default=None, metavar="N",
+                        help="also print the accept length per bin of N chain starts (position in the context), with "
+                             "95%% intervals (docs/context-length.md)")
+    parser.add_argument("--by-position-figure", metavar="OUT.png",
+                        help="with --by-position: also draw it (the dashed line: the draft's max_position_embeddings)")
     parser.add_argument("--min-accept-length", type=float, default=None, metavar="X",
                         help="exit 1 when the decode-path accept length is below X (CI gate)")
     c = parser.add_mutually_exclusive_group()
@@ -80,6 +86,12 @@ def run(args) -> int:
     from workbench.simulate import distributed
     from workbench.simulate.acceptance import accept, accept_served
 
+    from workbench.core.errors import WorkbenchError
+
+    if args.by_position_figure and args.by_position is None:
+        raise WorkbenchError("--by-position-figure needs --by-position N (the bin width in tokens)")
+    if args.by_position is not None and args.by_position < 1:
+        raise WorkbenchError(f"--by-position {args.by_position}: expected a positive number of tokens per bin")
     engine, shape = engine_and_shape(args)
     setting = with_sampling(shape.setting, args)
     ts, ta = args.speculative_accept_threshold_single, args.speculative_accept_threshold_acc
@@ -119,6 +131,8 @@ def run(args) -> int:
     if args.per_chain:
         n = result.write_chains(args.per_chain)
         print(f"wrote {n} chains to {args.per_chain}")
+    if args.by_position is not None:
+        _by_position(result, args)
     if args.min_accept_length is not None:
         got = result.decode_path["accept_length"]
         if math.isnan(got) or got < args.min_accept_length:
@@ -126,3 +140,34 @@ def run(args) -> int:
             return 1
         print(f"OK: decode-path accept length {got:.3f} >= {args.min_accept_length}")
     return 0
+
+
+def _by_position(result, args) -> None:
+    """Accept length by chain start (``--by-position N``), its figure; into the JSON when ``--json`` is given."""
+    from workbench.engines.positions import read
+    from workbench.engines.taps import load_config
+    from workbench.stats.context_length import by_position
+
+    table = by_position(result, args.by_position)
+    pos = read(load_config(args.draft, "draft config")) if isinstance(args.draft, str) else None
+    print()
+    print(table.summary())
+    if pos is not None:
+        print(f"  the draft's max_position_embeddings: {pos['max_position_embeddings']}"
+              f"{'' if pos['max_positions_key'] else ' (defaulted)'}")
+    if args.json:
+        import json
+
+        from workbench.core.files import write_json
+
+        with open(args.json, encoding="utf-8") as f:
+            js = json.load(f)
+        js["by_position"] = table.to_dict()
+        write_json(args.json, js, indent=2)
+    if args.by_position_figure:
+        from workbench.report.context_figure import position_figure
+        from workbench.report.plots import save
+
+        save(position_figure({result.spec: table}, max_positions=pos and pos["max_position_embeddings"]),
+             args.by_position_figure)
+        print(f"wrote {args.by_position_figure}")

@@ -122,5 +122,26 @@ def _draft(args) -> int:
     else:
         p = provenance(cfg, n)
         doc, text = p.to_dict(), p.summary() + f"\n({where})"
-    print(json.dumps({"path": str(args.path), **doc}, indent=2) if args.json else f"{args.path}\n{text}")
+    doc["positions"], lines = _positions(args.path, args.target)
+    print(json.dumps({"path": str(args.path), **doc}, indent=2) if args.json else f"{args.path}\n{text}\n{lines}")
     return 0
+
+
+def _positions(draft, target) -> tuple[dict, str]:
+    """The draft's positions and rotary against the target's (docs/context-length.md): (JSON part, text lines)."""
+    from workbench.engines.positions import findings, read
+    from workbench.engines.taps import load_config
+
+    p = read(load_config(draft, "draft config"))
+    found = findings(draft, target)
+    doc = {"max_position_embeddings": p["max_position_embeddings"], "max_position_embeddings_key":
+           p["max_positions_key"], "rope_theta": p["rope_theta"], "rope_theta_key": p["rope_theta_key"],
+           "rope_scaling": p["rope_scaling"], "findings": found}
+    lines = [f"positions: max_position_embeddings {p['max_position_embeddings']}"
+             f"{'' if p['max_positions_key'] else ' (defaulted)'}, rope_theta {p['rope_theta']:g}"
+             f"{'' if p['rope_theta_key'] else ' (defaulted)'}, rope_scaling {p['rope_scaling'] or 'none'}"]
+    lines += [f"{f['severity'].upper()} [{f['code']}] {f['message']}" + (f"\n    why: {f['why']}" if f["why"] else "")
+              + (f"\n    fix: {f['fix']}" if f["fix"] else "") for f in found]
+    if target is None:
+        lines.append("(no --target: the rotary and the positions are not compared with the target's)")
+    return doc, "\n".join(lines)

@@ -10,7 +10,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('candidates', 'flags', 'records', 'sglang_lint', 'taps', 'trainers', 'vllm_lint', 'wiring')
+MODULES = ('candidates', 'flags', 'positions', 'records', 'sglang_lint', 'taps', 'trainers', 'vllm_lint', 'wiring')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -52,6 +52,9 @@ _WHERE = {
     'target_architecture': 'flags',
     'auto_notice': 'flags',
     'drafting_shape': 'flags',
+    'HF_DEFAULTS': 'positions',
+    'MODELOPT_YARN': 'positions',
+    'served_context': 'positions',
     'SEVERITIES': 'sglang_lint',
     'Problem': 'sglang_lint',
     'LintResult': 'sglang_lint',

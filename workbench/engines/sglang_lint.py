@@ -26,6 +26,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import is_path
 from workbench.core.render import Rendered
 from workbench.core.setting import SCHEMA_VERSION
+from workbench.engines import positions
 from workbench.engines.wiring import (
     Resolution,
     Wiring,
@@ -449,6 +450,12 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
                 add("wiring-mismatch", "error", f"{_short_name(rec)} feeds {wiring.spec} but the draft was trained on "
                     f"{trained.spec}", "the draft's fc sees features from different layers than in training: "
                     "served acceptance collapses while offline validation looks fine", _fix_for(rec, trained, tcfg))
+        served = positions.served_context(a, "sglang")
+        settings.update(positions.check(
+            add, dcfg, tcfg, engine="sglang", served=served,
+            served_from="server_args.context_length" if live else "--context-length",
+            draft_file=positions.config_file(draft, "draft config"),
+            target_file=positions.config_file(target, "target config")))
     elif trained_wiring is not None and (dcfg is None or n is None):
         add("wiring-unchecked", "info", "--trained-wiring given without both --draft and --target: cannot tell "
             "what SGLang feeds", "", "pass --target DIR and --draft DIR")

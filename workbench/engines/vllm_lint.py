@@ -47,6 +47,7 @@ import shlex
 from workbench import engines
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import is_path
+from workbench.engines import positions
 from workbench.engines.sglang_lint import (
     LintResult,
     Problem,
@@ -490,6 +491,12 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
         return LintResult(settings, P, source)
     if method not in (None, "eagle3") or eagle3_draft is False:
         return LintResult(settings, P, source)
+    sml = spec.get("max_model_len")
+    settings.update(positions.check(
+        add, dcfg, tcfg, engine=ENGINE, served=positions.served_context(a, ENGINE), served_from="--max-model-len",
+        draft_file=positions.config_file(draft, "draft config"), target_file=positions.config_file(target, "target config"),
+        k=k if isinstance(k, int) else None,
+        spec_max_model_len=positions.served_context({"max_model_len": sml}, ENGINE) if sml is not None else None))
     runner, why_runner = _runner(a, dev, spec)
     settings["model runner"] = f"{runner} ({why_runner})"
     wiring, trained = _lint_draft(add, dcfg, tcfg, n, names, trained_wiring, v2=runner == "V2")

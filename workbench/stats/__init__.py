@@ -10,7 +10,7 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('cost', 'counts', 'statistics', 'tap_stats')
+MODULES = ('context_length', 'cost', 'counts', 'statistics', 'tap_stats')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -44,6 +44,9 @@ _WHERE = {
     'SAMPLE_COLUMNS': 'statistics',
     'AGREEMENT_DEFAULTS': 'statistics',
     'AcceptanceResult': 'statistics',
+    'PositionTable': 'context_length',
+    'by_position': 'context_length',
+    'by_position_reference': 'context_length',
     'TapStats': 'tap_stats',
     'tap_statistics': 'tap_stats',
 }
