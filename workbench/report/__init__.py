@@ -10,7 +10,7 @@ importing the package costs nothing and light commands stay free of torch.
 from workbench.core.faces import lazy
 
 MODULES = ('benchmark', 'data_page', 'evidence', 'export', 'figure', 'layout', 'live_check', 'plots', 'run',
-           'serving_figures', 'temperature', 'widgets', 'data_view', 'wiring_view', 'candidates_view', 'after_fix')
+           'serving_figures', 'temperature', 'widgets', 'data_view', 'wiring_view', 'candidates_view', 'after_fix', 'context_figure')
 
 # public name -> the module of this package that defines it
 _WHERE = {
