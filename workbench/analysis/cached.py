@@ -6,7 +6,8 @@
 
 Every report page that answers "what does the fix recover?" needs the same rewire, and notebook 03 and
 ``workbench diagnose`` the same cost model. Each is computed once per (target, draft, data, engine, settings):
-the key hashes the target's and the draft's weights and configs (:func:`module_fingerprint`), the rows read
+the key hashes the target's and the draft's weights (each tensor's name, shape, dtype and first 1024 values:
+:func:`module_fingerprint`) and configs, the rows read
 (:func:`rows_fingerprint`), the engine and every setting. A changed input changes the key and recomputes; an
 unreadable or stale file is recomputed, never trusted. Files are written atomically, in
 ``<draft's folder>/../.workbench-cache/``: a rewire as JSON (what it measured), safetensors (the refitted ``fc``)
