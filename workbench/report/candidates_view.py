@@ -74,6 +74,10 @@ class Candidates:
     def plot_curves(self):
         return plots.acceptance_curves(self.results)
 
+    def plot(self):
+        """The figure of this part: per-position acceptance of every candidate."""
+        return self.plot_curves()
+
     def plot_histograms(self):
         return plots.accept_length_histogram(self.results)
 

@@ -85,6 +85,10 @@ class DataView:
     def plot_lengths(self):
         return plots.lengths_by_source(self.rows)
 
+    def plot(self):
+        """The figure of this part: the rows' greedy agreement with the target, per sample and source."""
+        return self.plot_agreement()
+
     def explore(self, sample: int = 0):
         """One decoded row: prompt grey, response tokens in the loss green, the id on hover."""
         return widgets.sample_explorer(self.ds, sample=sample)

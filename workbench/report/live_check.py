@@ -52,6 +52,10 @@ class LiveCheck:
         if self.cmp is not None:
             print(self.cmp.summary())
 
+    def plot(self):
+        """The figure of this part: each request against each candidate wiring."""
+        return self.plot_requests()
+
     def plot_requests(self):
         """Each request (a column) against each candidate wiring (a row): reproduced, near-tie, or differs."""
         return plots.live_requests(self.cmp) if self.cmp is not None else None

@@ -19,7 +19,7 @@ from workbench.live import engine_fidelity
 from workbench.model.capture import extract
 from workbench.model.draft import describe_draft
 from workbench.report import evidence, plots, serving_figures
-from workbench.report.export import table
+from workbench.report.export import show as show_one, table
 from workbench.stats.tap_stats import tap_statistics
 
 
@@ -87,6 +87,14 @@ class WiringView:
         for note in self.fed.notes:
             print(note)
         return evidence.engines_fed(self.fed, records.get)
+
+    def show(self) -> None:
+        """What every engine feeds the draft, its warnings printed above the table."""
+        show_one(self.engines())
+
+    def plot(self, limit: int | None = 32):
+        """The figure of this part: every tap's feature norms and cosines, trained and served taps marked."""
+        return (self.tap_view or self.taps(limit)).plot()
 
     def taps(self, limit: int | None = 32) -> TapView:
         """Feature statistics of every tap over the first ``limit`` rows, highlighting the trained and served taps."""
