@@ -104,3 +104,24 @@ def test_three_pages_of_one_run_refit_the_rewire_once(demo, monkeypatch):
     assert len(calls) == 1 and [r.rewire_status for r in runs] == ["computed", "reused", "reused"]
     assert runs[0].rewired.recovered == runs[2].rewired.recovered
     assert Path(demo / cached.FOLDER).is_dir()
+
+
+def test_the_candidates_reuse_the_diagnosis_curves_and_they_equal_a_fresh_simulation(demo):
+    """Notebook 03's candidates take the wirings the diagnosis measured in full (the same rows and chain) instead of
+    simulating them again; the reference: the same wirings simulated afresh give the same numbers."""
+    import workbench as wb
+    from workbench.report.candidates_view import reusable
+    from workbench.simulate.acceptance import simulate
+
+    run = wb.diagnose(demo / "target", demo / "draft-mismatched", demo / "val.jsonl", K=3, limit=8, rewire=False)
+    c = run.candidates(limit=8, ratio=0.1)
+    known = reusable(run, c.specs, 8)
+    assert known, "the diagnosis measured none of the candidates in full"
+    fresh = simulate(run.target, run.draft, run.data, list(known), K=3, limit=8, engine=run.engine, progress=False)
+    for spec in known:
+        a, b = c.results[spec], fresh[spec]
+        assert (a.accept_length, a.decode_path["accept_length"], a.n_chains) == \
+               (b.accept_length, b.decode_path["accept_length"], b.n_chains), spec
+        assert list(a.conditional) == list(b.conditional) and a.cost_model is c.cost_model
+    assert run.diagnosis.results[next(iter(known))].cost_model is not c.cost_model     # the diagnosis' own untouched
+    assert reusable(run, c.specs, 4) == {}                  # other rows: nothing reused

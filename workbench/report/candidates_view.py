@@ -7,11 +7,13 @@
 
 The candidates are the engine presets, the trained wiring and the given ones
 (:func:`workbench.engines.candidates.serving_candidates`); the cost model is the run's
-(:meth:`workbench.report.run.Run.cost_model`: measured once per target and draft, cached beside the draft).
+(:meth:`workbench.report.run.Run.cost_model`: measured once per target and draft, cached beside the draft). The
+wirings the diagnosis already measured in full (same rows, same chain) are taken from it, not simulated again.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 
 from workbench.engines.candidates import serving_candidates
@@ -21,6 +23,16 @@ from workbench.report import evidence, plots, widgets
 from workbench.report.export import agreement_table
 from workbench.simulate.acceptance import simulate
 from workbench.stats import cost
+
+
+def reusable(run, specs, limit) -> dict:
+    """The diagnosis' full-curve results of ``specs`` that are exactly what :class:`Candidates` would simulate (the
+    same rows, limit and chain at greedy), each a copy: the candidates attach their own cost model to it."""
+    dx = run.diagnosis
+    if limit != run.limit or dx.setting.shape != "chain" or not dx.setting.greedy:
+        return {}
+    return {s: copy.copy(dx.results[s]) for s in specs if s in dx.results
+            and dx.results[s].setting.steps == dx.setting.steps}
 
 
 class Candidates:
@@ -35,8 +47,14 @@ class Candidates:
         self.specs = [c.spec for c in self.found if not given or "given" in c.engines]
         self.cost_model = (cost.CostModel.fixed(ratio, source="the ratio parameter") if ratio
                            else run.cost_model())
-        self.results = simulate(tgt, drf, run.data, self.specs, K=self.K, limit=limit, cost_model=self.cost_model,
-                                engine=run.engine, progress=False)
+        known = reusable(run, self.specs, limit)
+        rest = [s for s in self.specs if s not in known]
+        fresh = simulate(tgt, drf, run.data, rest, K=self.K, limit=limit, cost_model=self.cost_model,
+                         engine=run.engine, progress=False) if rest else {}
+        for r in known.values():
+            r.cost_model, r.cost_ratio = self.cost_model, (self.cost_model.ratio if self.cost_model.kind == "fixed"
+                                                          else r.cost_ratio)
+        self.results = {s: known[s] if s in known else fresh[s] for s in self.specs}
         self.order = None
 
     @property

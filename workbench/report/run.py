@@ -42,6 +42,7 @@ class Run:
     rewired: object = field(default=None, repr=False)
     answer: Answer | None = None
     rewire_status: str = ""              # "reused" (from the cache beside the draft), "computed", or ""
+    limit: int | None = None             # the rows the diagnosis read (None: all)
     _cost: object = field(default=None, repr=False)
 
     @property
@@ -159,7 +160,7 @@ def diagnose(target, draft=None, data=None, *, engine: str = "sglang", K: int = 
         rw, status = cached.rewire(tgt, drf, dx.paths.get("draft"), train, ds, engine=engine, K=K,
                                    limit=rewire_limit, eval_limit=limit, progress=progress)
     dx.advise(rw)
-    return Run(tgt, drf, ds, dx, rw, answer_for(dx, rw, evidence=evidence), status)
+    return Run(tgt, drf, ds, dx, rw, answer_for(dx, rw, evidence=evidence), status, limit)
 
 
 __all__ = ["Run", "diagnose"]
