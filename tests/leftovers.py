@@ -12,7 +12,7 @@ import re
 
 PATTERNS = {
     "a Python repr": r"PosixPath\('|WindowsPath\('|\bTarget\(\w+, path=|<workbench\.[\w.]+ object at 0x|"
-                     r"\{'\w+': |\(\d+, \d+, \d+\)",
+                     r"\{'\w+': |(?<![a-z])\(\d+, \d+, \d+\)",
     "a temporary path": r"wb-regen-|wb-vllm-|/tmp/tmp\w{6}",
     "a progress bar": r"\d+%\|[#█▏▎▍▌▋▊▉ ]*\|",
     "a hint to run code": r"see \.?to_frame\(\)|see \.table\b",

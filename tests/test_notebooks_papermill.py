@@ -59,7 +59,7 @@ def test_notebook_runs_under_papermill_from_the_notebooks_folder(name, smoke_dem
     MEASURED[name] = {"seconds": round(seconds, 1),
                       "slowest cell s": round(slowest.metadata.get("papermill", {}).get("duration") or 0, 1)}
     if name.startswith("03"):
-        widget = next(c for c in code if "acceptance_explorer(" in c.source)
+        widget = next(c for c in code if "cands.explore(" in c.source)      # the candidates' token explorer
         MEASURED[name]["explorer cell s"] = round(widget.metadata["papermill"]["duration"], 2)
         assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in widget.outputs)
     with capsys.disabled():

@@ -130,7 +130,7 @@ def test_lengths_by_source():
     rows = [{"source": s, "n_prompt_tokens": 4 + i, "n_response_tokens": 10 + i} for i, s in enumerate("aabb")]
     fig = plots.lengths_by_source(rows)
     _labelled(fig)
-    assert sum(b.get_height() for b in fig.axes[0].patches) == 4
+    assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == 4          # one dot a row
     with pytest.raises(WorkbenchError, match="no rows"):
         plots.lengths_by_source([])
 
