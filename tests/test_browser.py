@@ -17,7 +17,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 # character by character; a line break (the next character lower than the previous one) is fine only after a
 # space or a separator (, ; / · = |) the table wraps at; inside an output block (pre), also after a '-': a long
 # command or path there wraps where the browser may break it (after '/' or '-') instead of running off the right
-# edge (issue 48), and a table cell never breaks there.
+# edge (issue 48), and after a range's dash ('2.02–2.60'); a table cell never breaks there.
 BROKEN_WORDS = r"""(sel) => { const bad = [];
   for (const cell of document.querySelectorAll(sel)) { const inPre = !!cell.closest('pre');
     const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT); let prev = null, n;
@@ -27,7 +27,7 @@ BROKEN_WORDS = r"""(sel) => { const bad = [];
         const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
         const rects = r.getClientRects(); if (!rects.length) continue;
         const top = rects[0].top;
-        if (prev && top > prev.top + 2 && !(inPre ? /[\s,;\/·=|\-]/ : /[\s,;\/·=|]/).test(prev.ch))
+        if (prev && top > prev.top + 2 && !(inPre ? /[\s,;\/·=|\-–]/ : /[\s,;\/·=|]/).test(prev.ch))
           bad.push(cell.innerText.replace(/\s+/g, ' ').slice(0, 80));
         prev = {ch, top}; } } }
   return [...new Set(bad)]; }"""

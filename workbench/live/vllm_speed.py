@@ -496,9 +496,10 @@ def calibration_noise(passes) -> float:
     return round((max(per) - min(per)) / 2 / mid, 4) if mid > 0 else 0.0
 
 
-def _range(spread: dict) -> str:
-    """``12.37 [12.18–12.60]``: a spread as a reader reads it (median and range, no dict)."""
-    return f"{spread['median']:.2f} [{spread['min']:.2f}–{spread['max']:.2f}]"
+def _range(row: dict) -> str:
+    """``12.37 [12.18–12.60]``: a row's measured tokens/s and the range of its passes, as a reader reads them."""
+    spread = row["measured_spread"]
+    return f"{row['measured_tokens_per_s']:.2f} [{spread['min']:.2f}–{spread['max']:.2f}]"
 
 
 def best_k(rows: list[dict]) -> dict:
@@ -510,8 +511,7 @@ def best_k(rows: list[dict]) -> dict:
     ranked = len(by) == 1 or by[0]["measured_spread"]["min"] > by[1]["measured_spread"]["max"]
     return {"measured": by[0]["k"] if ranked else None,
             "measured_note": "" if ranked else (f"too noisy to rank: K={by[0]['k']} and K={by[1]['k']} overlap "
-                                                f"({_range(by[0]['measured_spread'])} vs "
-                                                f"{_range(by[1]['measured_spread'])} tokens/s)"),
+                                                f"({_range(by[0])} vs {_range(by[1])} tokens/s)"),
             "predicted_served": max(rows, key=lambda r: r["predicted_tokens_per_s"])["k"],
             "predicted_trained": max(rows, key=lambda r: r["predicted_tokens_per_s_trained"])["k"]}
 

@@ -36,6 +36,9 @@ class Preview:
     def __str__(self) -> str:
         return self.text
 
+    def _repr_pretty_(self, p, cycle) -> None:     # IPython's plain-text view: the decoded text, never the fields
+        p.text(self.text)
+
     def _repr_html_(self) -> str:
         return self.html
 
