@@ -39,6 +39,7 @@ _WHERE = {
     'run_report': 'export',
     'ESTIMATOR_WORDS': 'export',
     'write_index': 'export',
+    'keep_lists_together': 'export',
     'SCHEMA': 'benchmark',
     'SECTIONS': 'benchmark',
     'OPT_IN': 'benchmark',

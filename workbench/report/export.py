@@ -64,6 +64,7 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 overflow-wrap:break-word !important}
 .jp-RenderedMarkdown pre{white-space:pre-wrap !important;overflow-wrap:break-word !important}
 .jp-RenderedMarkdown code{white-space:nowrap}
+.wb-nw{white-space:nowrap}
 .jp-RenderedMarkdown pre code{white-space:pre-wrap}
 </style>{% endblock extra_css %}
 """
@@ -498,8 +499,25 @@ def export_html(nb, html_path, *, title: str, no_code: bool = False) -> Path:
                             exclude_input_prompt=no_code, exclude_output_prompt=no_code)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     with atomic_write(html_path) as f:
-        f.write(body)
+        f.write(keep_lists_together(body))
     return Path(html_path)
+
+
+_ID_LIST = re.compile(r"\[\d+(?:, \d+)+\]")
+_TEXT_NODE = re.compile(r">([^<]+)<")
+
+
+def keep_lists_together(page: str) -> str:
+    """``page`` with every list of ids in its text (``[2, 8, 13]``) kept on one line: a wrapped output block may
+    break at its spaces otherwise (issue 48). Only text between tags is touched; copied text is unchanged.
+
+        >>> keep_lists_together("<pre>set the ids to [2, 8, 13] now</pre>")
+        '<pre>set the ids to <span class="wb-nw">[2, 8, 13]</span> now</pre>'
+    """
+    def text(m):
+        return ">" + _ID_LIST.sub(lambda x: f'<span class="wb-nw">{x.group(0)}</span>', m.group(1)) + "<"
+
+    return _TEXT_NODE.sub(text, page)
 
 
 def _read_headline(path: Path) -> dict:
