@@ -159,3 +159,17 @@ def test_an_ids_fix_names_a_wiring_the_engine_can_be_given(smoke_demo):
         pytest.skip(f"the diagnosis chose {run.diagnosis.fix!r} on these weights")
     a = run.answer
     assert "feeds `L1,L2,L3`" in a.fix and "[1, 2, 3]" in a.command and "eagle_aux_hidden_state_layer_ids" in a.command
+
+
+def test_a_name_that_left_the_face_still_answers_for_one_release_with_a_warning_naming_its_new_path():
+    import workbench as wb
+
+    with pytest.warns(FutureWarning, match=r"workbench\.plots left the face.*use workbench\.report\.plots"):
+        plots = wb.plots
+    from workbench.report import plots as new
+
+    assert plots is new and "plots" not in dir(wb) and "plots" not in wb.FACE
+    with pytest.warns(FutureWarning, match=r"use workbench\.engines\.records\.get"):
+        assert wb.engine("sglang").name == "sglang"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        wb.nope

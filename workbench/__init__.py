@@ -39,12 +39,50 @@ FACE = {
 }
 
 
+# names the face offered before issue 48 -> where they live now: they still answer for one release, with a
+# FutureWarning naming the new path (docs/migration.md); they are not in the face, ``dir()`` or the notebooks.
+# (``wb.rows`` is the subpackage itself, as it always was.)
+LEFT_THE_FACE = {
+    "plots": "workbench.report.plots:", "evidence": "workbench.report.evidence:",
+    "data_page": "workbench.report.data_page:", "foreign": "workbench.report.foreign:",
+    "widgets": "workbench.report.widgets:", "agreement_table": "workbench.report.export",
+    "by_temperature": "workbench.report.temperature", "demo_files": "workbench.report.temperature",
+    "TEMPERATURES": "workbench.report.temperature", "dataset": "workbench.load.inputs",
+    "same_path": "workbench.load.inputs", "resolve": "workbench.load.inputs", "agreement": "workbench.load.agreement:",
+    "chat": "workbench.load.chat:", "cost": "workbench.stats.cost:",
+    "tap_statistics": "workbench.stats.tap_stats", "extract": "workbench.model.capture",
+    "describe_draft": "workbench.model.draft", "best_by_accept_length": "workbench.analysis.tune",
+    "rank_tied": "workbench.analysis.diagnose", "regenerate_rows": "workbench.live.regenerate:regenerate",
+    "engine": "workbench.engines.records:get", "auto_flags": "workbench.engines.records",
+    "serving_candidates": "workbench.engines.candidates", "target_architecture": "workbench.engines.flags",
+    "trained_wiring": "workbench.engines.trainers:trained_wiring_from_config",
+    "wiring_table": "workbench.engines.wiring:table", "sglang_live": "workbench.live.sglang_live:",
+    "vllm_live": "workbench.live.vllm_live:", "vllm_server": "workbench.live.vllm_server:",
+    "fidelity": "workbench.live.engine_fidelity:", "speed": "workbench.live.vllm_speed:",
+    "live_answer": "workbench.report.live_check",
+}
+
+
+def _import(where: str, name: str):
+    module, _, attr = where.partition(":")
+    mod = _importlib.import_module(module)
+    return mod if where.endswith(":") else getattr(mod, attr or name)
+
+
 def __getattr__(name):
     """``workbench.<name>`` of :data:`FACE`, imported on first use (``import workbench`` stays free of torch)."""
-    if name not in FACE:
-        raise AttributeError(f"module 'workbench' has no attribute {name!r}")
-    module, _, attr = FACE[name].partition(":")
-    return getattr(_importlib.import_module(module), attr or name)
+    if name in FACE:
+        return _import(FACE[name], name)
+    if name in LEFT_THE_FACE:
+        import warnings
+
+        module, _, attr = LEFT_THE_FACE[name].partition(":")
+        path = module if LEFT_THE_FACE[name].endswith(":") else f"{module}.{attr or name}"
+        where = LEFT_THE_FACE[name]
+        warnings.warn(f"workbench.{name} left the face (issue 48): use {path}, or the run's parts "
+                      f"(docs/migration.md)", FutureWarning, stacklevel=2)
+        return _import(where, name)
+    raise AttributeError(f"module 'workbench' has no attribute {name!r}")
 
 
 def __dir__():

@@ -109,7 +109,8 @@ def setting_words(engine: str, setting) -> str:
                  f"--speculative-num-draft-tokens {setting.steps + 1}")
     else:
         shape = f"tree drafting {setting.steps}×{setting.eagle_topk}, {setting.num_draft_tokens} tokens"
-        flags = (f"--speculative-num-steps {setting.steps} --speculative-eagle-topk {setting.eagle_topk} "
+        flags = ("vLLM drafts chains only: no flag serves this tree" if str(engine).startswith("vllm") else
+                 f"--speculative-num-steps {setting.steps} --speculative-eagle-topk {setting.eagle_topk} "
                  f"--speculative-num-draft-tokens {setting.num_draft_tokens}")
     return f"{E}, {shape} ({flags})"
 

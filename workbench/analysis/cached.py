@@ -4,15 +4,17 @@
     >>> str(cache_dir("data/demo/draft-mismatched"))
     'data/demo/.workbench-cache'
 
-Every report page that answers "what does the fix recover?" needs the same rewire, and notebook 03 and
-``workbench diagnose`` the same cost model. Each is computed once per (target, draft, data, engine, settings):
+Every report page that answers "what does the fix recover?" needs the same rewire (``wb.diagnose`` on pages 01,
+02 and 03), and notebook 03's parts the same cost model. Each is computed once per (target, draft, data, engine,
+settings):
 the key hashes the target's and the draft's weights (each tensor's name, shape, dtype and first 1024 values:
 :func:`module_fingerprint`) and configs, the rows read
 (:func:`rows_fingerprint`), the engine and every setting. A changed input changes the key and recomputes; an
 unreadable or stale file is recomputed, never trusted. Files are written atomically, in
 ``<draft's folder>/../.workbench-cache/``: a rewire as JSON (what it measured), safetensors (the refitted ``fc``)
 and npz (the before / after / reference acceptance, no pickle); a cost model as its JSON. The cost model's key
-names the machine (CPU and thread count): timings are never reused on another machine.
+names the machine (CPU model, cores, torch threads and version; the GPU's name and capability on CUDA): timings
+are not reused on another kind of machine.
 """
 
 from __future__ import annotations
@@ -71,14 +73,14 @@ def _load_rewire(stem: Path, key: dict, old):
             return None
         fc = load_file(str(stem.with_suffix(".safetensors")))
         results, _ = decode_results(stem.with_suffix(".npz").read_bytes())
-    except (OSError, ValueError, KeyError):
+        m = meta["result"]
+        ridge = rw.RidgeFit(weight=fc["weight"], bias=fc.get("bias"), **m["ridge"])
+        new = rw.with_fc(old, ridge.weight, ridge.bias, meta["config"])
+        out = rw.RewireResult(from_taps=tuple(m["from_taps"]), to_taps=tuple(m["to_taps"]), engine=m["engine"],
+                              resolution=m["resolution"], out=None, ridge=ridge, refit_info=m["refit"], K=m["K"],
+                              setting=Setting.from_dict(m["setting"]), seconds=m["seconds"], draft=new)
+    except Exception:        # a damaged or foreign file (any kind of damage) is recomputed, never trusted
         return None
-    m = meta["result"]
-    ridge = rw.RidgeFit(weight=fc["weight"], bias=fc.get("bias"), **m["ridge"])
-    new = rw.with_fc(old, ridge.weight, ridge.bias, meta["config"])
-    out = rw.RewireResult(from_taps=tuple(m["from_taps"]), to_taps=tuple(m["to_taps"]), engine=m["engine"],
-                          resolution=m["resolution"], out=None, ridge=ridge, refit_info=m["refit"], K=m["K"],
-                          setting=Setting.from_dict(m["setting"]), seconds=m["seconds"], draft=new)
     out.before, out.after, out.reference = (results.get(k) for k in ("before", "after", "reference"))
     return out
 
@@ -128,10 +130,22 @@ def rewire(tgt, drf, draft_path, train, eval_ds, *, engine: str, K: int, limit=N
     return res, "computed"
 
 
-def machine() -> str:
+def machine(device: str = "cpu") -> str:
+    """The machine a timing belongs to: CPU model, cores, torch threads and version, and the GPU for CUDA."""
     import torch
 
-    return f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, {torch.get_num_threads()} threads"
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    out = (f"{platform.machine()} {cpu}, {os.cpu_count()} cpus, {torch.get_num_threads()} threads, "
+           f"torch {torch.__version__}")
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        d = torch.device(device)
+        out += f", {torch.cuda.get_device_name(d)} (capability {torch.cuda.get_device_capability(d)})"
+    return out
 
 
 def cost_model(tgt, drf, draft_path, *, verify_probes, lane_probes, repeats: int):
@@ -144,14 +158,14 @@ def cost_model(tgt, drf, draft_path, *, verify_probes, lane_probes, repeats: int
     if not draft_path:
         return compute(), "computed"
     key = {"what": "cost model", "version": VERSION, **_models(tgt, drf), "device": str(drf.fc.weight.device),
-           "machine": machine(), "verify_probes": list(verify_probes), "lane_probes": list(lane_probes),
+           "machine": machine(str(drf.fc.weight.device)), "verify_probes": list(verify_probes), "lane_probes": list(lane_probes),
            "repeats": int(repeats)}
     path = cache_dir(draft_path) / f"cost-{digest(key)}.json"
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
         if meta.get("key") == json.loads(json.dumps(key, default=str)):
             return cost.CostModel.from_dict(meta["cost_model"], where=str(path)), "reused"
-    except (OSError, ValueError, KeyError):
+    except Exception:        # missing, damaged or foreign: measured again
         pass
     cm = compute()
     try:

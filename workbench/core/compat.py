@@ -40,7 +40,7 @@ OLD_PATHS = {
     "verify_walk": "simulate.verify_walk", "thresholds": "simulate.thresholds", "rejection": "simulate.rejection",
     "distributed": "simulate.distributed",
     "diagnose": "analysis.diagnose", "rewire": "analysis.rewire", "tune": "analysis.tune",
-    "sglang_live": "live.sglang_live", "fingerprint": "live.fingerprint", "fake_sglang": "testing.fake_sglang",
+    "sglang_live": "live.sglang_live", "fingerprint": "live.fingerprint",
     "regenerate": "live.regenerate",
     "plots": "report.plots", "widgets": "report.widgets", "temperature": "report.temperature",
     "benchmark": "report.benchmark",

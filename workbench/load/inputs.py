@@ -9,7 +9,7 @@
 
 The one place that answers "a dataset or rows?" (:func:`rows`); "is this a path?" is
 :func:`workbench.files.is_path` (here as ``inputs.is_path``). The CLI, the notebooks' headers and the library entry points (``acceptance.accept``,
-``diagnose.diagnose_files``, ``rewire.rewire``, ``sglang_live.compare``, ``fake_sglang.serve``) load
+``diagnose.diagnose_files``, ``rewire.rewire``, ``sglang_live.compare``, and the tests' stand-in servers) load
 through :func:`load`. The target goes to ``device`` (``device_map`` spreads a large one over GPUs;
 dtype fp32 on CPU, bf16 on CUDA by default), the draft to the device and dtype of the target's
 embedding, data paths are read with the target's tokenizer and vocab size (ids are checked).

@@ -79,7 +79,7 @@ class AfterFix:
         self.tree_setting = Setting(steps=shape[0], eagle_topk=shape[1], num_draft_tokens=shape[2], engine=engine)
         tgt, ds = run.target, run.data
         self.tree = simulate(tgt, self.draft, ds, [self.wiring], setting=self.tree_setting, limit=limit,
-                             progress=False, cost_model=self.cost_model)[self.wiring]
+                             progress=False, cost_model=self.cost_model, engine=engine)[self.wiring]
         self.chain = simulate(tgt, self.draft, ds, [self.wiring], K=shape[0], limit=limit, progress=False,
                               cost_model=self.cost_model, engine=engine)[self.wiring]
         self.sweep_view = self.temperature_view = None

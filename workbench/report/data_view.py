@@ -17,6 +17,7 @@ import re
 from functools import cached_property
 
 from workbench import rows as rows_mod
+from workbench.core.errors import WorkbenchError
 from workbench.load import agreement as agreement_mod, inputs
 from workbench.report import data_page, plots, widgets
 from workbench.report.export import agreement_table, show, table
@@ -50,6 +51,9 @@ class DataView:
     """The rows of ``data`` seen through the run's target (``run.data_view(...)`` makes one)."""
 
     def __init__(self, run, data, tokenizer, demo: str = ""):
+        if not data:
+            raise WorkbenchError("data_view: the run's data was given as loaded rows, not a file: pass data= (the "
+                                 "file to inspect, e.g. data/demo/val.jsonl)")
         self.run, self.data, self.tokenizer = run, str(data), tokenizer
         self.demo_dir = str(inputs.resolve(demo)) if demo else ""
         self.ds = rows_mod.load(self.data, tokenizer=tokenizer, on_error="skip")

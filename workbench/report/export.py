@@ -178,6 +178,7 @@ def plain_progress_bars() -> None:
 
 _WRAP_AFTER = re.compile(r"([;/·=|])")      # a long cell may wrap after these separators, never inside a word
 _LIST = re.compile(r"\[[^\[\]]{0,60}\]")    # a list of ids ([2, 8, 13]) is never broken across lines
+_PIECE = re.compile(r"\[[^\[\]]{0,60}\]|\s+|[^\s\[]+|\[")
 _TABLE_CSS = (".wb-table{max-width:100%;overflow-x:auto}"      # a wide table scrolls in its own box (issue 35)
               ".wb-table table{table-layout:auto;width:auto;border-collapse:collapse}"
               ".wb-table td,.wb-table th{white-space:normal;overflow-wrap:normal;word-break:normal;hyphens:none;"
@@ -189,16 +190,25 @@ _TABLE_CSS = (".wb-table{max-width:100%;overflow-x:auto}"      # a wide table sc
 def wrap_html(text) -> str:
     """``text`` escaped, breakable only at spaces and after the separators ``; / · = |`` (never inside a word,
     a number, a wiring such as ``L0,L6,L11``, a list such as ``[2, 8, 13]``, or at a '-'): each piece a ``span.w``
-    (``white-space:nowrap``), ``<wbr>`` after each separator.
+    (``white-space:nowrap``), ``<wbr>`` after each separator. A list keeps its plain spaces (copied, it pastes as
+    JSON or Python), inside one ``span.w``.
 
         >>> wrap_html("a/b c")
         '<span class="w">a/</span><wbr><span class="w">b</span> <span class="w">c</span>'
-        >>> wrap_html("to [2, 8]")
-        '<span class="w">to</span> <span class="w">[2,\xa08]</span>'
+        >>> wrap_html("to [2, 8].")
+        '<span class="w">to</span> <span class="w">[2, 8]</span><span class="w">.</span>'
     """
-    text = _LIST.sub(lambda m: m.group(0).replace(" ", "\xa0"), str(text))
-    return " ".join("<wbr>".join(f'<span class="w">{html.escape(p)}</span>' for p in _WRAP_AFTER.sub("\\1\0", w)
-                                 .split("\0") if p) for w in re.split(r"[ \t\n]+", text) if w)
+    out = []
+    for m in _PIECE.finditer(str(text)):
+        piece = m.group(0)
+        if piece.isspace():
+            out.append(" ")
+        elif _LIST.fullmatch(piece):
+            out.append(f'<span class="w">{html.escape(piece)}</span>')
+        else:
+            out.append("<wbr>".join(f'<span class="w">{html.escape(p)}</span>'
+                                    for p in _WRAP_AFTER.sub("\\1\0", piece).split("\0") if p))
+    return "".join(out).strip()
 
 
 def integral(column) -> bool:
@@ -505,6 +515,7 @@ def export_html(nb, html_path, *, title: str, no_code: bool = False) -> Path:
 
 _ID_LIST = re.compile(r"\[\d+(?:, \d+)+\]")
 _TEXT_NODE = re.compile(r">([^<]+)<")
+_RAW_BLOCK = re.compile(r"(<(?:script|style|textarea)\b.*?</(?:script|style|textarea)>)", re.S | re.I)
 
 
 def keep_lists_together(page: str) -> str:
@@ -517,7 +528,8 @@ def keep_lists_together(page: str) -> str:
     def text(m):
         return ">" + _ID_LIST.sub(lambda x: f'<span class="wb-nw">{x.group(0)}</span>', m.group(1)) + "<"
 
-    return _TEXT_NODE.sub(text, page)
+    parts = _RAW_BLOCK.split(page)       # script, style and textarea contents are never touched
+    return "".join(p if i % 2 else _TEXT_NODE.sub(text, p) for i, p in enumerate(parts))
 
 
 def _read_headline(path: Path) -> dict:
@@ -672,8 +684,6 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None, cards
         if p.html is not None:
             heading = f'<a href="{e(p.html.name)}">{heading}</a>'
         label = {"ok": "ok", "failed": "failed", "missing": "not in this report"}[p.status]
-        if p.status == "ok" and "stand-in" in str((p.headline.get("answer") or {}).get("note", "")):
-            label = "ok: a demonstration against a stand-in server, not a measurement"
         parts.append(f'<div class="card" id="{e(p.name)}"><h2>{heading}'
                      f'<span class="status {e(p.status)}">{e(label)}</span></h2>')
         if p.description:

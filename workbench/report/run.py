@@ -55,7 +55,8 @@ class Run:
         return diagnose(self.target, draft, self.data, engine=engine or self.engine, **kw)
 
     def cost_model(self, *, repeats: int = 9):
-        """The cost model of this target and draft on this machine: measured once, cached beside the draft."""
+        """The cost model of this target and draft on this machine: measured once (``repeats`` applies to that
+        first measurement), cached beside the draft."""
         if self._cost is None:
             K = self.diagnosis.setting.steps
             self._cost, _ = cached.cost_model(self.target, self.draft, self.paths.get("draft"),
@@ -154,7 +155,8 @@ def diagnose(target, draft=None, data=None, *, engine: str = "sglang", K: int = 
     ``evidence``: where the page that shows the answer keeps its evidence (the answer's last line)."""
     tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=progress)
     dx = dxm.diagnose(tgt, drf, ds, engine=engine, K=K, limit=limit, progress=progress)
-    dx.paths = {k: str(v) for k, v in (("target", target), ("draft", draft), ("data", data)) if inputs.is_path(v)}
+    dx.paths = {k: str(inputs.resolve(v)) for k, v in (("target", target), ("draft", draft), ("data", data))
+                if inputs.is_path(v)}       # as found (relative: from here, else the project root), for every part
     rw, status, train = None, "", _training_data(train_data, draft)
     if rewire and dx.fix == "rewire" and train:
         rw, status = cached.rewire(tgt, drf, dx.paths.get("draft"), train, ds, engine=engine, K=K,
