@@ -12,7 +12,7 @@ import torch
 @pytest.fixture()
 def demo(smoke_demo, tmp_path):
     d = tmp_path / "demo"
-    shutil.copytree(smoke_demo, d)
+    shutil.copytree(smoke_demo, d, ignore=shutil.ignore_patterns(".workbench-cache"))   # other tests' results
     return d
 
 

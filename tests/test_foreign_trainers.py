@@ -188,11 +188,10 @@ def test_the_reports_show_the_foreign_drafts(root, trained, capsys):
     md = markdown(result)
     assert "| `draft-modelopt` (NVIDIA ModelOpt 0.47.0) | vLLM V1 (current) | `L1,L3,L4` | `L0,L2,L3` |" in md, md
 
-    # the notebooks' own cells, with the variables the pages define before them
-    tgt, drf, ds = wb.load_inputs(root / "target", root / "draft-modelopt", root / "val.jsonl", progress=False)
-    shown = []
-    env = {"wb": wb, "tgt": tgt, "ds": ds, "draft": str(root / "draft-modelopt"), "engine": "sglang", "steps": 4,
-           "limit": 4, "device": "cpu", "display": shown.append}
+    # the notebooks' own cells, with the variables the pages define before them (the page's run: any draft of the
+    # folder; its foreign drafts are the exports beside it)
+    run = wb.diagnose(root / "target", root / "draft-modelopt", root / "val.jsonl", K=4, limit=4, rewire=False)
+    env = {"wb": wb, "run": run, "engine": "sglang", "steps": 4, "limit": 4, "device": "cpu"}
     capsys.readouterr()
     for page in ("02_wiring", "03_acceptance"):
         exec(compile(_cell_after(page, "## Drafts that real trainers made"), page, "exec"), env)
@@ -200,9 +199,9 @@ def test_the_reports_show_the_foreign_drafts(root, trained, capsys):
     assert "draft-modelopt: trained by NVIDIA ModelOpt 0.47.0" in out
     assert "draft-speculators: trained by vllm-project/speculators 0.9.0" in out
     assert "judged under vLLM V1 (current)" in out and "judged under SGLang (current)" in out   # ModelOpt mis-fed by vLLM
-    text = "".join(repr(t) for t in shown)
-    assert "set eagle_aux_hidden_state_layer_ids (top level) to [2, 4, 5]" in text and "[1, 3, 4]" in text
-    assert {f.name: f.misfed() for f in env["foreign"]} == {"draft-modelopt": ["vllm"], "draft-speculators": []}
+    assert "set eagle_aux_hidden_state_layer_ids (top level) to [2, 4, 5]" in out and "[1, 3, 4]" in out
+    assert {f.name: f.misfed() for f in env["foreign"].drafts} == {"draft-modelopt": ["vllm"],
+                                                                  "draft-speculators": []}
 
     # the index: one card, escaped, with the mis-fed row marked
     (root / "foreign-drafts.json").write_text(json.dumps(result))
