@@ -34,6 +34,7 @@ _WHERE = {
     'count_forwards': 'capture',
     'draft_architecture': 'checkpoint',
     'load_draft': 'checkpoint',
+    'mixed_conventions': 'checkpoint',
     'save_draft': 'checkpoint',
     'FREE_SHARE': 'chunks',
     'DEFAULT_CAP': 'chunks',

@@ -99,6 +99,30 @@ def _load_weights(folder: Path) -> tuple[dict, str]:
                          "*.index.json)")
 
 
+def mixed_conventions(cfg: dict, where: str) -> None:
+    """Refuse, in one line naming both keys, a draft config that mixes two families' conventions (issue 49): the
+    engines would each read a different one, so any answer would be a guess.
+
+        >>> mixed_conventions({"eagle_config": {}, "dflash_config": {}}, "d/config.json")
+        Traceback (most recent call last):
+        ...
+        workbench.core.errors.WorkbenchError: d/config.json: both eagle_config and dflash_config: an EAGLE-3 draft (eagle_config, its ids read with EAGLE's +1 capture rule) or a DFlash/DSpark block drafter (dflash_config.target_layer_ids, 0-based, shifted differently by vLLM), not both (expected one of them)
+    """
+    if isinstance(cfg.get("eagle_config"), dict) and isinstance(cfg.get("dflash_config"), dict):
+        raise WorkbenchError(f"{where}: both eagle_config and dflash_config: an EAGLE-3 draft (eagle_config, its ids read "
+                             f"with EAGLE's +1 capture rule) or a DFlash/DSpark block drafter "
+                             f"(dflash_config.target_layer_ids, 0-based, shifted differently by vLLM), not both "
+                             f"(expected one of them)")
+    eagle = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    per_tap = next((k for k in ("fc_norm", "use_aux_norm") if cfg.get(k)), None)
+    concat = ("eagle_config.norm_before_fc" if eagle.get("norm_before_fc") else
+              "norm_before_fc" if cfg.get("norm_before_fc") and "norm_before_fc" not in eagle else None)
+    if per_tap and concat:
+        raise WorkbenchError(f"{where}: {per_tap} and {concat} are both true: EAGLE-3.1's per-tap norm and its norm of "
+                             f"the concatenated taps are two conventions (SGLang reads {per_tap}, vLLM reads "
+                             f"norm_before_fc; speculators refuses both at once): expected at most one of them")
+
+
 def _speculators_to_llama(cfg: dict, where: str) -> dict:
     """A vLLM ``speculators`` Eagle3 config → the SpecForge/SGLang (Llama) draft config."""
     if cfg.get("speculators_model_type") != "eagle3":
@@ -185,6 +209,7 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
     if "speculators_model_type" in raw:
         cfg, fmt = _speculators_to_llama(raw, str(cfg_path)), "speculators"
     else:
+        mixed_conventions(raw, str(cfg_path))
         arch = raw.get("architectures") or []
         if not any(a in _ARCH_ALIASES for a in arch):
             hint = (" (an EAGLE-1/2 draft: no fc over three taps)" if any("Eagle" in str(a) for a in arch)
