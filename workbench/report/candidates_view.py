@@ -21,7 +21,7 @@ from workbench.engines.trainers import trained_wiring_from_config
 from workbench.load import inputs
 from workbench.report import evidence, plots, widgets
 from workbench.report.export import agreement_table
-from workbench.simulate.acceptance import simulate
+from workbench.simulate.acceptance import attach_cost_model, simulate
 from workbench.stats import cost
 
 
@@ -51,9 +51,7 @@ class Candidates:
         rest = [s for s in self.specs if s not in known]
         fresh = simulate(tgt, drf, run.data, rest, K=self.K, limit=limit, cost_model=self.cost_model,
                          engine=run.engine, progress=False) if rest else {}
-        for r in known.values():
-            r.cost_model, r.cost_ratio = self.cost_model, (self.cost_model.ratio if self.cost_model.kind == "fixed"
-                                                          else r.cost_ratio)
+        attach_cost_model(known.values(), self.cost_model)
         self.results = {s: known[s] if s in known else fresh[s] for s in self.specs}
         self.order = None
 

@@ -14,6 +14,7 @@ MODULES = ('acceptance', 'distributed', 'exact', 'loop', 'rejection', 'sampled',
 # public name -> the module of this package that defines it
 _WHERE = {
     'simulate': 'acceptance',
+    'attach_cost_model': 'acceptance',
     'draft_counts': 'acceptance',
     'accept': 'acceptance',
     'accept_served': 'acceptance',

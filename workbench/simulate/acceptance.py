@@ -121,10 +121,16 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
 
     out = distributed.sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
                               max_positions=target.max_positions, everywhere=everywhere)
-    for r in (out or {}).values() if cm is not None else ():
+    if cm is not None:
+        attach_cost_model((out or {}).values(), cm)
+    return out
+
+
+def attach_cost_model(results, cm) -> None:
+    """Give each result the one cost model its speed-ups are projected with (a fixed model's ratio too)."""
+    for r in results:
         r.cost_model = cm
         r.cost_ratio = cm.ratio if cm.kind == "fixed" else r.cost_ratio
-    return out
 
 
 def draft_counts(draft, feats, ids, att, next_token, loss_mask, lengths, setting: Setting, *, acc_topk: int = 0,
