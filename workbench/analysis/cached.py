@@ -26,6 +26,7 @@ import platform
 from pathlib import Path
 
 from workbench.analysis import rewire as rw
+from workbench.core.devices import cpu_model
 from workbench.core.files import atomic_write, write_json
 from workbench.core.setting import Setting
 from workbench.load import inputs
@@ -134,13 +135,7 @@ def machine(device: str = "cpu") -> str:
     """The machine a timing belongs to: CPU model, cores, torch threads and version, and the GPU for CUDA."""
     import torch
 
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    out = (f"{platform.machine()} {cpu}, {os.cpu_count()} cpus, {torch.get_num_threads()} threads, "
+    out = (f"{platform.machine()} {cpu_model()}, {os.cpu_count()} cpus, {torch.get_num_threads()} threads, "
            f"torch {torch.__version__}")
     if str(device).startswith("cuda") and torch.cuda.is_available():
         d = torch.device(device)

@@ -20,6 +20,7 @@ _WHERE = {
     'OldPathFinder': 'compat',
     'install': 'compat',
     'resolve_device': 'devices',
+    'cpu_model': 'devices',
     'default_dtype': 'devices',
     'parse_dtype': 'devices',
     'WorkbenchError': 'errors',

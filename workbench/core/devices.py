@@ -7,7 +7,19 @@
 
 from __future__ import annotations
 
+import platform
+
 from workbench.core.errors import WorkbenchError
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``), else ``platform.processor()``, else the machine type."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        name = ""
+    return name or platform.processor() or platform.machine()
 
 
 def resolve_device(device: str | None = None) -> str:

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workbench import __version__
+from workbench.core.devices import cpu_model
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 
@@ -143,14 +144,7 @@ def machine(device: str) -> dict:
     import torch
     import transformers
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    out = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    out = {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
            "platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
            "transformers": transformers.__version__, "workbench": __version__, "device": device}
     if str(device).startswith("cuda"):
