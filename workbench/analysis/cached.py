@@ -47,6 +47,11 @@ def digest(key: dict) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+def _same_key(meta: dict, key: dict) -> bool:
+    """Whether a cached file's stored key is ``key`` (compared as JSON, the form it was stored in)."""
+    return meta.get("key") == json.loads(json.dumps(key, default=str))
+
+
 def _rows(ds, limit) -> str:
     return rows_fingerprint(ds.rows(limit))
 
@@ -70,7 +75,7 @@ def _load_rewire(stem: Path, key: dict, old):
 
     try:
         meta = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
-        if meta.get("key") != json.loads(json.dumps(key, default=str)):
+        if not _same_key(meta, key):
             return None
         fc = load_file(str(stem.with_suffix(".safetensors")))
         results, _ = decode_results(stem.with_suffix(".npz").read_bytes())
@@ -158,7 +163,7 @@ def cost_model(tgt, drf, draft_path, *, verify_probes, lane_probes, repeats: int
     path = cache_dir(draft_path) / f"cost-{digest(key)}.json"
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
-        if meta.get("key") == json.loads(json.dumps(key, default=str)):
+        if _same_key(meta, key):
             return cost.CostModel.from_dict(meta["cost_model"], where=str(path)), "reused"
     except Exception:        # missing, damaged or foreign: measured again
         pass

@@ -83,6 +83,7 @@ _WHERE = {
     'per_depth_compare': 'plots',
     'new_figure': 'figure',
     'wrap': 'figure',
+    'BRACKETED': 'figure',
     'engine_fidelity': 'serving_figures',
     'speed_sweep': 'serving_figures',
     'TEMPERATURES': 'temperature',

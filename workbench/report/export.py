@@ -38,6 +38,7 @@ from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, jsonable, write_json
+from workbench.report.figure import BRACKETED
 from workbench.report.layout import ENV_CHECK, record_layout
 
 ENV_MODE = "WORKBENCH_REPORT"
@@ -177,8 +178,7 @@ def plain_progress_bars() -> None:
 
 
 _WRAP_AFTER = re.compile(r"([;/·=|])")      # a long cell may wrap after these separators, never inside a word
-_LIST = re.compile(r"\[[^\[\]]{0,60}\]")    # a list of ids ([2, 8, 13]) is never broken across lines
-_PIECE = re.compile(r"\[[^\[\]]{0,60}\]|\s+|[^\s\[]+|\[")
+_PIECE = re.compile(rf"{BRACKETED.pattern}|\s+|[^\s\[]+|\[")   # a bracketed list is one piece: never broken
 _TABLE_CSS = (".wb-table{max-width:100%;overflow-x:auto}"      # a wide table scrolls in its own box (issue 35)
               ".wb-table table{table-layout:auto;width:auto;border-collapse:collapse}"
               ".wb-table td,.wb-table th{white-space:normal;overflow-wrap:normal;word-break:normal;hyphens:none;"
@@ -203,7 +203,7 @@ def wrap_html(text) -> str:
         piece = m.group(0)
         if piece.isspace():
             out.append(" ")
-        elif _LIST.fullmatch(piece):
+        elif BRACKETED.fullmatch(piece):
             out.append(f'<span class="w">{html.escape(piece)}</span>')
         else:
             out.append("<wbr>".join(f'<span class="w">{html.escape(p)}</span>'

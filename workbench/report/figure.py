@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 import textwrap
 
+#: a bracketed list such as ``[2, 8, 13]``: never broken across lines (figure titles here, table cells in export)
+BRACKETED = re.compile(r"\[[^\[\]]{0,60}\]")
+
 WIDTH = 10.0  # inches: readable at report width (about 1000 px at 100 dpi)
 
 
@@ -33,8 +36,8 @@ def wrap(text: str, width: int = 110) -> str:
         >>> wrap("set the ids to [2, 8, 13] now", width=18)
         'set the ids to\n[2,\xa08,\xa013] now'
     """
-    text = re.sub(r"\[[^\[\]]{0,60}\]", lambda m: m.group(0).replace(" ", "\xa0"), str(text))
+    text = BRACKETED.sub(lambda m: m.group(0).replace(" ", "\xa0"), str(text))
     return "\n".join(textwrap.fill(part, width, break_on_hyphens=False) for part in text.split("\n"))
 
 
-__all__ = ["WIDTH", "new_figure", "wrap"]
+__all__ = ["WIDTH", "BRACKETED", "new_figure", "wrap"]

@@ -27,14 +27,12 @@ from __future__ import annotations
 
 from workbench.core.errors import WorkbenchError
 from workbench.report import plots
-from workbench.report.export import in_report
+from workbench.report.export import in_report, show
 
 
 def _display(*objs) -> None:
-    from IPython.display import display
-
     for o in objs:
-        display(o)
+        show(o)
 
 
 def _png(fig) -> bytes:
