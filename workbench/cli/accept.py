@@ -37,6 +37,9 @@ def add_arguments(parser):
     add_engine_arguments(parser, what="evaluate what this engine feeds and computes (taps, Eagle-3.1 options, "
                                       "rotary offset, embedding and lm_head source)")
     add_shape_arguments(parser)
+    parser.add_argument("--drafting", choices=["parallel", "sequential"], default=None,
+                        help="parallel: P-EAGLE's one-pass drafting (vLLM \"parallel_drafting\": true); sequential: a "
+                             "chain (default: the draft's own: parallel for a P-EAGLE checkpoint; docs/families.md)")
     add_sampling_arguments(parser)
     add_served_mode_arguments(parser)
     parser.add_argument("--acc-topk", type=int, default=5, metavar="n",
@@ -94,6 +97,8 @@ def run(args) -> int:
         raise WorkbenchError(f"--by-position {args.by_position}: expected a positive number of tokens per bin")
     engine, shape = engine_and_shape(args)
     setting = with_sampling(shape.setting, args)
+    if args.drafting is not None:
+        setting = setting.replace(drafting=args.drafting)
     ts, ta = args.speculative_accept_threshold_single, args.speculative_accept_threshold_acc
     modes = ts < 1 or ta < 1 or args.speculative_use_rejection_sampling
     if ts < 1 or ta < 1:

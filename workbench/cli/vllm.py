@@ -105,6 +105,10 @@ def _add_compare(sub):
     p.add_argument("--engine", default="vllm", choices=["vllm", "vllm-v2", "vllm-legacy"],
                    help="the engine record the offline side computes as (default vllm: the V1 runner of 0.32, as "
                         "the CPU build runs; vllm-v2: 0.32's V2 runner, the GPU default)")
+    p.add_argument("--drafting", choices=["parallel", "sequential"], default=None,
+                   help="the server's drafting: parallel when its --speculative-config sets \"parallel_drafting\": "
+                        "true (P-EAGLE), else sequential (default: the draft's own: parallel for a P-EAGLE "
+                        "checkpoint; docs/families.md)")
     s = p.add_argument_group("sampling sent with every request (always explicit; default: greedy)")
     s.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (default)")
     s.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus cut, (0, 1] (default 1 = off)")
@@ -225,6 +229,7 @@ def _run_compare(args) -> int:
                   timeout=args.timeout, retries=args.retries, served_dtype=args.served_dtype,
                   temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
                   metrics_only=args.metrics_only, probe=args.probe, engine=args.engine, device=args.device,
+                  drafting=args.drafting,
                   progress=sys.stderr.isatty())
     print(res.summary())
     if args.json:

@@ -23,7 +23,10 @@ A result answers "accept length under WHICH setting?". The fields:
 - ``estimator``: "every-position" (every counted chain) or "decode-path" (the verify steps a server
   makes on a target-greedy sample). Results that hold per-chain tables report both; this names the
   headline one;
-- ``bonus``: whether the accept length counts the bonus token (E[A]+1, SGLang/vLLM) or not (E[A]).
+- ``bonus``: whether the accept length counts the bonus token (E[A]+1, SGLang/vLLM) or not (E[A]);
+- ``drafting``: None (the draft's own: parallel for a P-EAGLE checkpoint, else sequential), "sequential"
+  (a chain: each step feeds the previous one's token and hidden) or "parallel" (P-EAGLE: K tokens in one
+  draft pass, vLLM ``parallel_drafting``; docs/families.md).
 
 The coming features (engine versions, sampling) add fields here instead of keyword
 arguments scattered over the simulation and the results. :meth:`Setting.check_simulable` says
@@ -42,6 +45,7 @@ from workbench.core.errors import WorkbenchError
 
 SCHEMA_VERSION = 1
 SHAPES = ("chain", "tree")
+DRAFTINGS = ("sequential", "parallel")
 ESTIMATORS = ("every-position", "decode-path")
 
 
@@ -60,6 +64,7 @@ class Setting:
     top_k: int | None = None
     estimator: str = "every-position"
     bonus: bool = True
+    drafting: str | None = None           # None: the draft's own; "parallel": P-EAGLE's one-pass K tokens (vLLM)
 
     def __post_init__(self):
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
@@ -84,6 +89,11 @@ class Setting:
             elif isinstance(N, bool) or not isinstance(N, int) or not 2 <= N <= top + 1:
                 raise WorkbenchError(f"setting num_draft_tokens={N!r}: expected 2..{top + 1} for steps "
                                      f"{self.steps}, eagle_topk {k} (N-1 <= k + (S-1)*k^2 = {top})")
+        if self.drafting is not None and self.drafting not in DRAFTINGS:
+            raise WorkbenchError(f"setting drafting={self.drafting!r}: expected one of {', '.join(DRAFTINGS)}")
+        if self.drafting == "parallel" and self.shape != "chain":
+            raise WorkbenchError("parallel drafting (P-EAGLE) drafts a chain of K tokens in one pass: no engine "
+                                 "serves it as a tree (SGLang does not serve P-EAGLE; vLLM drafts chains)")
         if self.estimator not in ESTIMATORS:
             raise WorkbenchError(f"setting estimator={self.estimator!r}: expected one of {', '.join(ESTIMATORS)}")
         if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
@@ -118,7 +128,7 @@ class Setting:
     def label(self) -> str:
         """A short name of the drafting shape for legends and tables: ``chain K=4``, ``tree 5×4 N=8``."""
         if self.shape == "chain":
-            return f"chain K={self.steps}"
+            return f"{'parallel ' if self.drafting == 'parallel' else ''}chain K={self.steps}"
         return f"tree {self.steps}×{self.eagle_topk} N={self.num_draft_tokens}"
 
     def accept_label(self, estimator: str | None = None, *, what: str = "accept length") -> str:
@@ -142,7 +152,9 @@ class Setting:
 
     def describe(self) -> str:
         """One line for summaries."""
-        if self.shape == "chain":
+        if self.shape == "chain" and self.drafting == "parallel":
+            shape = f"parallel drafting (P-EAGLE: K={self.steps} tokens in one draft pass)"
+        elif self.shape == "chain":
             shape = f"chain drafting (eagle_topk 1), K={self.steps}"
         else:
             shape = (f"tree drafting, steps {self.steps}, eagle_topk {self.eagle_topk}, "
@@ -158,7 +170,10 @@ class Setting:
         return f"{shape}; {sampling}; {engine}; estimator {self.estimator}; {bonus}"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["drafting"] is None:          # results and cache keys written before P-EAGLE stay as they were
+            del d["drafting"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Setting":

@@ -86,6 +86,7 @@ class Engine:
     auto_flags: dict | None = None     # arch -> (steps, topk, draft tokens); key "*" for the rest
     sources: tuple[str, ...] = ()      # engine files the record was checked against
     ids_arg: str | None = None         # the ids come from this server argument, never from the draft config
+    parallel_drafting: bool = False    # serves P-EAGLE's one-pass drafting when asked (docs/families.md)
 
     @property
     def feeds_embed(self) -> bool:
@@ -161,7 +162,12 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
         # llama_eagle3.py load_weights + models/utils.py process_eagle_weight set has_own_embed_tokens /
         # has_own_lm_head from the tensor names; v1/spec_decode (EagleProposer.load_model) shares the
         # target's embedding / lm_head only when the checkpoint has none (or an identical copy).
-        embed="checkpoint", lm_head="checkpoint", options=_VLLM_OPTIONS, sources=_VLLM_SRC),
+        embed="checkpoint", lm_head="checkpoint", options=_VLLM_OPTIONS, sources=_VLLM_SRC,
+        # config/speculative.py parallel_drafting (PR #32887, v0.16); llm_base_proposer.propose: with it, one draft
+        # pass over [bonus token, mask x (K-1)] (mask_hidden through combine_hidden_states); only when the server's
+        # speculative config sets it: a P-EAGLE draft without it is drafted as a chain (llama_eagle3.load_weights
+        # warns "mask_hidden found in weights but model is not configured for parallel drafting")
+        parallel_drafting=True),
     Engine(
         "vllm-v2", "vLLM V2 runner (GPU default)", "0.32's V2 model runner: never reads nested ids", True,
         # v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config (0.32): the top-level

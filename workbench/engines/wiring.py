@@ -160,6 +160,32 @@ def apply_engine(target, draft, engine: str, wiring=None):
     return Wiring.parse(res.taps, target.n_layers), note
 
 
+def apply_drafting(draft, setting, engine: str | None = None):
+    """Make ``draft`` draft as ``setting`` says (``setting.drafting``; None: the draft's own: parallel for a
+    P-EAGLE checkpoint) under ``engine``; return (setting with the drafting it ran, note or None).
+
+        >>> # setting, note = apply_drafting(draft, Setting(steps=4), "sglang")   # P-EAGLE on SGLang: a chain
+
+    A tree, or an engine without parallel drafting (SGLang: none; vLLM's V2 runner refuses it), drafts a
+    P-EAGLE draft as a chain, and the note says so; asking for parallel drafting there is an error.
+    """
+    own = getattr(draft, "own_drafting", "sequential")
+    mode, note = setting.drafting or own, None
+    rec = engines.get(engine) if engine is not None else None
+    if mode == "parallel" and rec is not None and not rec.parallel_drafting:
+        if setting.drafting == "parallel":
+            raise WorkbenchError(f"engine {rec.name} does not serve parallel drafting (docs/families.md): drop "
+                                 "--drafting parallel, or name an engine that serves it (vllm)")
+        mode, note = "sequential", (f"{rec.name} does not serve parallel drafting: this P-EAGLE draft is drafted as "
+                                    "a chain there (each step feeds the previous token and hidden, never trained)")
+    if mode == "parallel" and setting.shape != "chain":
+        mode, note = "sequential", "a tree drafts step by step: the P-EAGLE draft is drafted as a chain of trees"
+    draft.set_drafting(mode)
+    if mode == "parallel" or own == "parallel":
+        setting = setting.replace(drafting=mode)
+    return setting, note
+
+
 def choose_wiring(target, draft, wiring=None, engine: str | None = None):
     """The wiring to evaluate and a one-line note on where it came from.
 
@@ -189,6 +215,6 @@ def choose_wiring(target, draft, wiring=None, engine: str | None = None):
     return Wiring.parse(r.taps, target.n_layers), f"no --wiring/--engine: {r.explanation}"
 
 
-__all__ = ["ENGINES", "Resolution", "Wiring", "WiringTable", "apply_engine", "as_wirings", "choose_wiring",
+__all__ = ["ENGINES", "Resolution", "Wiring", "WiringTable", "apply_drafting", "apply_engine", "as_wirings", "choose_wiring",
            "draft_layer_ids", "hf_to_tap", "hinted_wiring", "id_list", "ids_for", "load_config", "num_layers", "parse_tap",
            "resolve", "table", "tap_sort_key", "tap_to_hf", "trained_wiring_from_config"]

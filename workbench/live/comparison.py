@@ -707,13 +707,14 @@ def assemble(url: str, target, draft, samples: list[LiveSample], *, K: int, serv
              notes: list[str], sampling, sent: dict | None, trained=None, wirings=None, topk: int = 1,
              num_draft_tokens=None, served_dtype: str | None = None, dtype_source: str = "--served-dtype",
              batch_size: int = 8, progress: bool = False,
-             tolerance: float = 0.25, counting: str = "auto", **extra) -> Comparison:
+             tolerance: float = 0.25, counting: str = "auto", drafting: str | None = None, **extra) -> Comparison:
     """The engine-neutral half of every client's ``compare``: the trained taps, the candidates (every
     engine record's reading), the server's decode of each request offline per candidate
     (:func:`fingerprint.offline_requests`), the :class:`Comparison`, the last-step counting ("auto":
     the one more requests agree with), open last steps at temperature > 0. ``extra``: further
     :class:`Comparison` fields (``aggregate``, ``metrics_only``, ``greedy_check``). ``served_dtype``: the
-    server's dtype for near-ties, from ``dtype_source`` (None: inferred from the requests, :attr:`Comparison.precision`)."""
+    server's dtype for near-ties, from ``dtype_source`` (None: inferred from the requests, :attr:`Comparison.precision`).
+    ``drafting``: the server's drafting (None: the draft's own; "parallel": vLLM ``parallel_drafting``)."""
     served_dtype = prec.served_dtype(served_dtype)
     short = [s.where for s in samples if len(s.output_ids) < s.max_new_tokens]
     if short:
@@ -743,7 +744,10 @@ def assemble(url: str, target, draft, samples: list[LiveSample], *, K: int, serv
         setting = Setting(steps=K, shape="tree", eagle_topk=topk, num_draft_tokens=num_draft_tokens, engine=eng,
                           estimator="decode-path", **temp)
     else:
-        setting = Setting(steps=K, engine=eng, estimator="decode-path", **temp)
+        setting = Setting(steps=K, engine=eng, estimator="decode-path", drafting=drafting, **temp)
+    setting, why = wmod.apply_drafting(draft, setting, eng)
+    if why:
+        notes.append(why)
     reqs = fp.offline_requests(target, draft, [(s.prompt_ids, s.output_ids) for s in samples],
                                [c.spec for c in cands], steps=K, topk=topk, num_draft_tokens=num_draft_tokens,
                                served_dtype=served_dtype, batch_size=batch_size, sampled=sampled, progress=progress)

@@ -248,7 +248,8 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
             trust_remote_code: bool = False, progress: bool = True, served_dtype: str | None = None,
             temperature: float = 0.0, top_p: float = 1.0, top_k: int = -1, seed: int | None = None,
             metrics_only: bool = False, probe: int = 8, engine: str = "vllm",
-            dtype_source: str = "--served-dtype", client: Client | None = None) -> Comparison:
+            dtype_source: str = "--served-dtype", client: Client | None = None,
+            drafting: str | None = None) -> Comparison:
     """Run the live comparison against a vLLM server (module docstring).
 
     ``K``: ``num_speculative_tokens`` (default: detected, see :func:`detect_k`). ``metrics_only``: ignore the
@@ -261,7 +262,9 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     request (with ``seed``: each row's ``seed``). ``engine``: the engine record the offline side computes
     as (``vllm``: V1 runner, 0.32; ``vllm-v2``: its V2 runner; ``vllm-legacy``). ``client``: where the requests
     go instead of a new :class:`Client` for ``url`` (the seam where replies enter: e.g. a recorded real server,
-    :class:`workbench.live.recorded.Replay`; everything after the HTTP layer is the same).
+    :class:`workbench.live.recorded.Replay`; everything after the HTTP layer is the same). ``drafting``: the
+    server's drafting, "parallel" when its speculative config sets ``parallel_drafting`` (None: the draft's
+    own, parallel for a P-EAGLE checkpoint; docs/families.md).
     """
     sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
@@ -333,4 +336,4 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
                     wirings=wirings, served_dtype=served_dtype, dtype_source=dtype_source, batch_size=batch_size,
                     progress=progress,
                     tolerance=tolerance, counting="v2", aggregate=agg, metrics_only=metrics_only,
-                    greedy_check=check or None)
+                    greedy_check=check or None, drafting=drafting)

@@ -24,6 +24,7 @@ import torch
 from workbench.core.devices import default_dtype, resolve_device
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, write_json
+from workbench.engines.families import mixed_conventions  # noqa: F401  (re-exported: the loader's check)
 from workbench.engines.taps import draft_layer_ids
 from workbench.model.draft import ARCHITECTURE, Eagle3Draft
 
@@ -99,35 +100,12 @@ def _load_weights(folder: Path) -> tuple[dict, str]:
                          "*.index.json)")
 
 
-def mixed_conventions(cfg: dict, where: str) -> None:
-    """Refuse, in one line naming both keys, a draft config that mixes two families' conventions (issue 49): the
-    engines would each read a different one, so any answer would be a guess.
-
-        >>> mixed_conventions({"eagle_config": {}, "dflash_config": {}}, "d/config.json")
-        Traceback (most recent call last):
-        ...
-        workbench.core.errors.WorkbenchError: d/config.json: both eagle_config and dflash_config: an EAGLE-3 draft (eagle_config, its ids read with EAGLE's +1 capture rule) or a DFlash/DSpark block drafter (dflash_config.target_layer_ids, 0-based, shifted differently by vLLM), not both (expected one of them)
-    """
-    if isinstance(cfg.get("eagle_config"), dict) and isinstance(cfg.get("dflash_config"), dict):
-        raise WorkbenchError(f"{where}: both eagle_config and dflash_config: an EAGLE-3 draft (eagle_config, its ids read "
-                             f"with EAGLE's +1 capture rule) or a DFlash/DSpark block drafter "
-                             f"(dflash_config.target_layer_ids, 0-based, shifted differently by vLLM), not both "
-                             f"(expected one of them)")
-    eagle = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    per_tap = next((k for k in ("fc_norm", "use_aux_norm") if cfg.get(k)), None)
-    concat = ("eagle_config.norm_before_fc" if eagle.get("norm_before_fc") else
-              "norm_before_fc" if cfg.get("norm_before_fc") and "norm_before_fc" not in eagle else None)
-    if per_tap and concat:
-        raise WorkbenchError(f"{where}: {per_tap} and {concat} are both true: EAGLE-3.1's per-tap norm and its norm of "
-                             f"the concatenated taps are two conventions (SGLang reads {per_tap}, vLLM reads "
-                             f"norm_before_fc; speculators refuses both at once): expected at most one of them")
-
-
 def _speculators_to_llama(cfg: dict, where: str) -> dict:
     """A vLLM ``speculators`` Eagle3 config → the SpecForge/SGLang (Llama) draft config."""
-    if cfg.get("speculators_model_type") != "eagle3":
+    if cfg.get("speculators_model_type") not in ("eagle3", "peagle"):
         raise WorkbenchError(f"{where}: speculators_model_type is {cfg.get('speculators_model_type')!r}; "
-                             "only 'eagle3' speculators are EAGLE-3 drafts")
+                             "only 'eagle3' and 'peagle' (P-EAGLE) speculators are EAGLE-3 drafts "
+                             "(docs/families.md: what the workbench reads of the others)")
     layer = cfg.get("transformer_layer_config")
     if not isinstance(layer, dict):
         raise WorkbenchError(f"{where}: missing key 'transformer_layer_config' (the draft layer's Llama config)")
@@ -142,7 +120,7 @@ def _speculators_to_llama(cfg: dict, where: str) -> dict:
     out["norm_before_residual"] = bool(cfg.get("norm_before_residual", True))
     for key in ("norm_before_fc", "fc_norm", "norm_output"):
         out[key] = bool(cfg.get(key, False))
-    for key in ("draft_vocab_size", "target_hidden_size", "tie_word_embeddings"):
+    for key in ("draft_vocab_size", "target_hidden_size", "tie_word_embeddings", "mask_token_id"):
         if cfg.get(key) is not None:
             out[key] = cfg[key]
     ids = cfg.get("eagle_aux_hidden_state_layer_ids")
@@ -232,6 +210,7 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
         if fmt == "speculators" and k in ("verifier_norm.weight", "verifier_lm_head.weight"):
             continue      # speculators core.py: the verifier's own norm/head, kept for training only
         sd[_rename(k)] = v
+    mask_hidden = sd.pop("mask_hidden", None)     # P-EAGLE (vLLM llama_eagle3.py load_weights: a buffer)
     wfile = folder / wname
     # fc bias: speculators checkpoints carry one without a config flag; in the EAGLE-3 format an
     # unflagged fc.bias is an unknown key (SGLang would silently drop it), reported by the strict check
@@ -283,6 +262,17 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
                              f"{target.vocab_size}")
     params = {k: v for k, v in sd.items() if k not in ("d2t", "t2d", "embed_tokens.weight")}
     draft.load_state_dict(params, strict=False)
+    if mask_hidden is not None:
+        draft.set_mask_hidden(mask_hidden, where=f"{wfile}: mask_hidden")
+        if draft.spec.mask_token_id is not None:
+            draft.set_drafting("parallel")       # what a P-EAGLE draft was trained for (vLLM parallel_drafting)
+            draft.own_drafting = "parallel"
+        else:
+            draft.notes.append("the checkpoint has mask_hidden (P-EAGLE) but the config names no mask token: "
+                               "it can only draft a chain")
+    elif raw.get("speculators_model_type") == "peagle" or raw.get("parallel_drafting"):
+        raise WorkbenchError(f"{wfile}: a P-EAGLE draft config but no mask_hidden in the weights (vLLM refuses: "
+                             "'mask_hidden not found in weights'); expected the learned mask_hidden tensor")
     if "d2t" in sd:
         draft.set_vocab_map(sd["d2t"], sd.get("t2d"), where=str(wfile))
     if "embed_tokens.weight" in sd:

@@ -76,6 +76,32 @@ class _Spec:
     norm_before_residual: bool
     layer_ids: tuple | None
     has_draft_vocab_key: bool
+    mask_token_id: int | None = None      # P-EAGLE's token for the masked slots (vLLM's read order)
+
+
+# vLLM 0.32 llm_base_proposer._init_parallel_drafting_params: the first of these keys names the mask token
+MASK_TOKEN_KEYS = ("dflash_config.mask_token_id", "mask_token_id", "dspark_noise_token_id", "pard_token",
+                   "ptd_token_id")
+
+
+def mask_token(cfg: dict, where: str = "config.json", vocab: int | None = None) -> tuple[int | None, str | None]:
+    """(id, key): the parallel-drafting mask token a draft config names, in vLLM's read order, or (None, None).
+
+        >>> mask_token({"pard_token": 7, "ptd_token_id": 9})
+        (7, 'pard_token')
+    """
+    for key in MASK_TOKEN_KEYS:
+        if key.startswith("dflash_config."):
+            sub = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
+            v = sub.get(key.split(".", 1)[1])
+        else:
+            v = cfg.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (vocab is not None and v >= vocab):
+            raise WorkbenchError(f"{where}: {key} is {v!r} (expected a token id in [0, {vocab or 'vocab_size'}))")
+        return v, key
+    return None, None
 
 
 def _cfg_int(cfg: dict, key: str, where: str, default=None) -> int:
@@ -158,7 +184,7 @@ def _spec(cfg: dict, where: str = "config.json") -> _Spec:
         norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
         norm_output=bool(cfg.get("norm_output", False)),
         norm_before_residual=bool(cfg.get("norm_before_residual", False)), layer_ids=ids,
-        has_draft_vocab_key=has_dv)
+        has_draft_vocab_key=has_dv, mask_token_id=mask_token(cfg, where, vocab)[0])
 
 
 def _as_dict(config) -> dict:
@@ -335,6 +361,10 @@ class Eagle3Draft(nn.Module):
                         "norm_before_residual": s.norm_before_residual}
         self.rotary_offset = 0
         self.lm_head_source = "checkpoint"
+        # P-EAGLE: "sequential" (a chain: step k feeds step k-1's token and hidden) or "parallel" (every step
+        # k >= 1 feeds the mask token and fc(mask_hidden): all K tokens in one pass, vLLM parallel_drafting)
+        self.drafting = self.own_drafting = "sequential"      # own: what the checkpoint was trained for
+        self.register_buffer("mask_hidden", None)   # [.., 3 x target hidden] once set_mask_hidden is called
 
     # attributes of the agreed API
     hidden_size = property(lambda self: self.spec.hidden_size)
@@ -406,6 +436,47 @@ class Eagle3Draft(nn.Module):
                 raise WorkbenchError(f"rotary_offset must be an integer, got {rotary_offset!r}")
             self.rotary_offset = rotary_offset
         return self
+
+    def set_mask_hidden(self, weight: torch.Tensor, *, where: str = "mask_hidden"):
+        """Install P-EAGLE's learned ``mask_hidden`` (the pre-fc taps of every masked slot; any shape with
+        3 x target hidden values, as vLLM's ``load_weights`` views it)."""
+        want = 3 * self.target_hidden_size
+        if weight.numel() != want:
+            raise WorkbenchError(f"{where}: mask_hidden has shape {list(weight.shape)} ({weight.numel()} values), "
+                                 f"expected 3 x target hidden = {want} values")
+        self.mask_hidden = weight.detach().clone().to(self.fc.weight.device, self.fc.weight.dtype)
+        return self
+
+    def set_drafting(self, mode: str) -> "Eagle3Draft":
+        """``"parallel"`` (P-EAGLE: steps k >= 1 feed the mask token and fc(mask_hidden), one pass) or
+        ``"sequential"`` (a chain). Parallel needs ``mask_hidden`` and a mask token in the config.
+
+            >>> import torch
+            >>> cfg = new_draft_config({"vocab_size": 50, "hidden_size": 32, "num_attention_heads": 4,
+            ...                         "intermediate_size": 64})
+            >>> d = Eagle3Draft.from_config(dict(cfg, mask_token_id=3), torch.zeros(50, 32))
+            >>> d.set_mask_hidden(torch.zeros(96)).set_drafting("parallel").drafting
+            'parallel'
+        """
+        if mode not in ("parallel", "sequential"):
+            raise WorkbenchError(f"drafting {mode!r}: expected parallel or sequential")
+        if mode == "parallel":
+            if self.mask_hidden is None:
+                raise WorkbenchError("parallel drafting needs the draft's mask_hidden weights (a P-EAGLE draft); "
+                                     "this draft has none")
+            if self.spec.mask_token_id is None:
+                raise WorkbenchError("parallel drafting needs a mask token in the draft config (one of "
+                                     + ", ".join(MASK_TOKEN_KEYS) + ")")
+        self.drafting = mode
+        return self
+
+    def masked_slot(self, shape) -> tuple[torch.Tensor, torch.Tensor]:
+        """(token ids, hidden) of P-EAGLE's masked slots for a [B, T] grid: the mask token and fc(mask_hidden)
+        (through input_norm / fc_norm as the taps are: vLLM ``combine_hidden_states`` on mask_hidden)."""
+        dev = self.fc.weight.device
+        h = self.project(self.mask_hidden.reshape(-1).to(dev))
+        return (torch.full(tuple(shape), self.spec.mask_token_id, dtype=torch.long, device=dev),
+                h.expand(*tuple(shape), h.shape[-1]))
 
     def set_lm_head(self, weight: torch.Tensor, source: str = "target"):
         """Use ``weight`` [draft_vocab_size, hidden_size] as lm_head (SGLang takes the target's when
@@ -540,7 +611,10 @@ def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teac
     Step k at position p: rotary position p+k; attends to step-0 keys at positions <= p plus its own
     keys from steps 1..k (``attention.prefix_attention``; batches are right-padded, so real positions
     never see padding). Step-k input token: ``teacher[:, :, k]`` (training) or the draft's own greedy
-    token of step k-1 (a real chain); hidden: its own output.
+    token of step k-1 (a real chain); hidden: its own output. With ``draft.drafting == "parallel"``
+    (P-EAGLE) every step k >= 1 feeds the mask token and fc(mask_hidden) instead: the K tokens no longer
+    depend on each other, as in vLLM's one-pass parallel drafting (speculators' P-EAGLE attention mask:
+    a slot sees the context and the earlier slots of its own start).
     """
     B, T = input_ids.shape
     dev = draft.fc.weight.device
@@ -570,7 +644,9 @@ def unroll(draft: Eagle3Draft, features, input_ids, attention_mask, K: int, teac
         hk = draft.finish(residual, out)
         step = draft.logits(hk) if head is None else head(hk)
         yield step
-        if k + 1 < K:
+        if k + 1 < K and draft.drafting == "parallel":       # P-EAGLE: every later slot is a masked one
+            tok, h = draft.masked_slot(ids.shape)
+        elif k + 1 < K:
             h = draft.next_hidden(hk)
             tok = teacher[:, :, k + 1].to(dev) if teacher is not None else \
                 draft.to_target(step.argmax(-1) if head is None else step.ids)
@@ -674,7 +750,8 @@ def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch
 
     The draft reads features h_0..h_t paired with tokens x_1..x_{t+1} one position at a time (its
     KV cache), then drafts: step k feeds its own greedy token (target id) and its own hidden at
-    rotary position t+k. Returns LongTensor [K] (target ids), with ``return_logits`` also [K, Vd].
+    rotary position t+k (P-EAGLE parallel drafting: the mask token and fc(mask_hidden) instead). Returns
+    LongTensor [K] (target ids), with ``return_logits`` also [K, Vd].
     """
     check_one_sequence(features, input_ids, t, "chain_reference", "chain start", "bonus token")
     if K < 1:
@@ -704,7 +781,10 @@ def chain_reference(draft: Eagle3Draft, features: torch.Tensor, input_ids: torch
             tok = draft.to_target(logits.argmax())
             tokens.append(tok)
             logits_out.append(logits.float())
-            if k + 1 < K:
+            if k + 1 < K and draft.drafting == "parallel":    # P-EAGLE: the mask token and fc(mask_hidden)
+                mtok, mh = draft.masked_slot((1, 1))
+                out = attend(mh, mtok[0, 0], t + k + 1 + draft.rotary_offset)
+            elif k + 1 < K:
                 out = attend(draft.next_hidden(out), tok, t + k + 1 + draft.rotary_offset)
     tokens = torch.stack(tokens)
     return (tokens, torch.stack(logits_out)) if return_logits else tokens

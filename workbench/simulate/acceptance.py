@@ -22,7 +22,7 @@ from workbench.core.devices import resolve_device
 from workbench.core.errors import WorkbenchError
 from workbench.core.sampling import as_sampling
 from workbench.core.setting import Setting, resolve_setting
-from workbench.engines.wiring import apply_engine, as_wirings, choose_wiring
+from workbench.engines.wiring import apply_drafting, apply_engine, as_wirings, choose_wiring
 from workbench.load import inputs
 from workbench.load.agreement import Agreement, warn_once
 from workbench.model import capture
@@ -97,6 +97,7 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
         w0, _ = apply_engine(target, draft, engine, None if wirings is None else as_wirings(wirings, target.n_layers)[0])
         wirings = [w0] if wirings is None else wirings
         setting = setting.replace(engine=engines.get(engine).name)
+    setting, _ = apply_drafting(draft, setting, engine or setting.engine)
     wl = as_wirings(wirings, target.n_layers)
     ctx = ctx or distributed.Context()
     rows = distributed.global_rows(dataset, limit)
@@ -285,6 +286,8 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     w, note = choose_wiring(tgt, d, wiring, engine)
     setting = resolve_setting(K, setting, eagle_topk=eagle_topk, num_draft_tokens=num_draft_tokens).replace(
         engine=None if engine is None else engines.get(engine).name)
+    setting, why = apply_drafting(d, setting, engine)
+    note = note if why is None else f"{note}; {why}"
     res = simulate(tgt, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting, ctx=ctx,
                    out_dir=shard_dir, max_memory=max_memory, acc_topk=acc_topk, cost_model=cm)
     if res is None:                              # not rank 0: rank 0 reports for everyone

@@ -530,8 +530,10 @@ class AcceptanceResult(Rendered):
                 lines.append(f"  source {name or '(none)'}: chains {st['n_chains']} accept length "
                              f"{_f(st['accept_length'])} decode-path {_f(st['decode_path']['accept_length'])}")
         cm = self.projection_model()
-        if cm is not None:
-
+        if cm is not None and getattr(self.setting, "drafting", None) == "parallel":
+            lines.append("projected speed-up: not modelled for parallel drafting (one draft pass drafts all K tokens; "
+                         "the cost model counts K sequential draft steps)")
+        elif cm is not None:
             p = projection(self, cm, n_boot=200)
             lines.append("projected speed-up: " + ", ".join(
                 f"K={d['k']}: {d['speedup']:.2f} [{d['speedup_low']:.2f}–{d['speedup_high']:.2f}]"
