@@ -93,8 +93,13 @@ def _is_draft(path) -> bool:
     from workbench.engines.taps import load_config
     from workbench.model.checkpoint import draft_architecture
 
+    from workbench.engines.families import family_of
+
     cfg = Path(path) / "config.json"
-    return cfg.is_file() and draft_architecture(load_config(str(cfg), "draft config")) is not None
+    if not cfg.is_file():
+        return False
+    raw = load_config(str(cfg), "draft config")
+    return draft_architecture(raw) is not None or family_of(raw, str(cfg)) is not None
 
 
 def _draft(args) -> int:
@@ -104,7 +109,18 @@ def _draft(args) -> int:
     from workbench.engines.taps import load_config
     from workbench.engines.trainers import provenance
 
+    from workbench.engines import families
+
     cfg = load_config(str(Path(args.path) / "config.json"), "draft config")
+    fam = families.family_of(cfg)
+    if fam is not None and fam.name not in ("eagle3", "eagle3.1", "p-eagle"):
+        # a block drafter or MTP heads: what each engine feeds it (no EAGLE-3 trainer conventions apply)
+        doc = {"path": str(args.path), "family": fam.name, "evidence": fam.evidence,
+               "feeds": [f.to_dict() for f in families.feeds(cfg, args.target)]}
+        pos, lines = _positions(args.path, args.target)
+        doc["positions"] = pos
+        print(json.dumps(doc, indent=2) if args.json else f"{args.path}\n{families.describe(cfg, args.target)}\n{lines}")
+        return 0
     if args.target:
         n, where = args.target, f"target {args.target}"
     else:
@@ -123,6 +139,11 @@ def _draft(args) -> int:
         p = provenance(cfg, n)
         doc, text = p.to_dict(), p.summary() + f"\n({where})"
     doc["positions"], lines = _positions(args.path, args.target)
+    if fam is not None and fam.name != "eagle3":            # EAGLE-3.1 options / P-EAGLE drafting, per engine
+        doc["family"] = {"name": fam.name, "evidence": fam.evidence, "feeds": [f.to_dict() for f in families.feeds(
+            cfg, args.target)] if args.target else None}
+        text += "\n" + (families.describe(cfg, args.target) if args.target else
+                        f"family: {fam.label} ({fam.evidence}); give --target for what each engine feeds")
     print(json.dumps({"path": str(args.path), **doc}, indent=2) if args.json else f"{args.path}\n{text}\n{lines}")
     return 0
 

@@ -39,6 +39,9 @@ def _add_lint(sub):
     p.add_argument("--server-info", action="store_true", help="read SOURCE as /get_server_info JSON")
     p.add_argument("--draft", metavar="DIR", help="the EAGLE-3 draft directory (config.json, weights for d2t)")
     p.add_argument("--target", metavar="DIR", help="the target model directory (config.json is enough)")
+    p.add_argument("--trained-state", choices=["pre-norm", "post-norm"], default=None,
+                   help="MTP heads: the target's last hidden state they were trained on (the engines feed post-norm; "
+                        "docs/families/mtp.md)")
     p.add_argument("--trained-wiring", metavar="SPEC",
                    help="taps the draft was trained on, e.g. embed,L3,L31 or hf:0,4,32")
     add_engine_arguments(p, default="sglang", what="the server's engine and version (sglang = current, "
@@ -121,7 +124,7 @@ def _run_lint(args) -> int:
     else:
         server_args, source = parse_command(text), "command"
     res = lint(server_args, draft=args.draft, target=args.target, trained_wiring=args.trained_wiring,
-               engine=engine_of(args), source=source)
+               engine=engine_of(args), source=source, trained_state=args.trained_state)
     print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else res.summary())
     return 0 if res.ok else 1
 

@@ -37,6 +37,9 @@ def _add_lint(sub):
                                                   "input_norm, mask_hidden); default: the config's \"model\" if here")
     p.add_argument("--target", metavar="DIR", help="the target model directory (config.json is enough); "
                                                    "default: the command's model if here")
+    p.add_argument("--trained-state", choices=["pre-norm", "post-norm"], default=None,
+                   help="MTP heads: the target's last hidden state they were trained on (the engines feed post-norm; "
+                        "docs/families/mtp.md)")
     p.add_argument("--trained-wiring", metavar="SPEC",
                    help="taps the draft was trained on, e.g. embed,L3,L31 or hf:0,4,32 "
                         "(default: workbench.trained_taps, else the SpecForge reading of eagle_config ids)")
@@ -163,7 +166,7 @@ def _run_lint(args) -> int:
 
     text = sys.stdin.read() if args.source == "-" else args.source
     res = lint_command(text, draft=args.draft, target=args.target, trained_wiring=args.trained_wiring,
-                       device=args.device)
+                       device=args.device, trained_state=args.trained_state)
     print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else res.summary())
     return 0 if res.ok else 1
 

@@ -16,7 +16,8 @@ HELP = "Show the target taps each engine and version (sglang, vllm, specforge, .
 def add_arguments(parser):
     parser.add_argument("--target", metavar="PATH",
                         help="target model directory (config.json is enough) or its config.json")
-    parser.add_argument("--draft", metavar="PATH", help="EAGLE-3 draft directory (its config.json is read)")
+    parser.add_argument("--draft", metavar="PATH", help="draft directory (its config.json is read): EAGLE-3, EAGLE-3.1, "
+                                                         "P-EAGLE, DFlash, DSpark or MTP (docs/families.md)")
     parser.add_argument("--trained", metavar="SPEC",
                         help="taps the draft was trained on, e.g. embed,L3,L31 or hf:0,4,32 (adds warnings)")
     parser.add_argument("--engines", action="store_true",
@@ -37,6 +38,19 @@ def run(args) -> int:
         else:
             print(engines.format_engine_table())
         return 0
+    if args.draft is not None:
+        from workbench.engines import families
+        from workbench.engines.taps import load_config
+
+        fam = families.family_of(load_config(args.draft, "draft config"))
+        if fam is not None and fam.name not in ("eagle3", "eagle3.1"):   # its own rules: docs/families.md
+            if args.json:
+                print(json.dumps({"family": fam.name, "evidence": fam.evidence,
+                                  "feeds": [f.to_dict() for f in families.feeds(args.draft, args.target)]},
+                                 indent=2, ensure_ascii=False))
+            else:
+                print(families.describe(args.draft, args.target))
+            return 0
     rows = table(args.target, args.draft, trained=args.trained)
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2, ensure_ascii=False))

@@ -329,5 +329,189 @@ def _mtp(eng: str, cfg: dict, fam: Family, target) -> Feed:
     return Feed(eng, "mtp", "yes", states, how, src, warnings)
 
 
-__all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "block_ids", "family_of", "feeds",
-           "mixed_conventions", "mtp_layers"]
+def describe(draft_config, target=None) -> str:
+    """Plain text: the family (and what said so), then one block per engine: serves, states fed, how, sources.
+
+        >>> print(describe({"architectures": ["DFlashDraftModel"], "dflash_config": {"target_layer_ids": [1, 9]}},
+        ...                36).splitlines()[0])
+        family: DFlash (block drafter) (architectures 'DFlashDraftModel')
+    """
+    cfg = load_config(draft_config, "draft config")
+    fam = family_of(cfg)
+    if fam is None:
+        return "family: none of " + ", ".join(FAMILIES) + " (docs/families.md)"
+    lines = [f"family: {fam.label} ({fam.evidence})"]
+    for f in feeds(cfg, target):
+        lines.append(f"  {f.engine:<8} serves {f.serves:<8} feeds {f.states}")
+        lines.append(f"  {'':<8} how: {f.how}")
+        if f.sources:
+            lines.append(f"  {'':<8} read from: {'; '.join(f.sources)}")
+        lines += [f"  {'':<8} ! {w}" for w in f.warnings]
+    if fam.name in ("dflash", "dspark", "mtp"):
+        lines.append(f"acceptance: not simulated for {fam.label} (the workbench simulates EAGLE-3, EAGLE-3.1 and "
+                     "P-EAGLE drafts only; docs/families.md)")
+    return "\n".join(lines)
+
+
+# ─────────────────────────────── lint rules: the silent fallbacks ───────────────────────────────
+
+STATES = ("pre-norm", "post-norm")
+
+
+def _served_family(dcfg, tcfg, add):
+    """(family, config it came from) of the served draft (the target's own MTP heads when there is no draft)."""
+    for cfg in (dcfg, tcfg):
+        if cfg is None:
+            continue
+        try:
+            fam = family_of(cfg)
+        except WorkbenchError as e:
+            add("mixed-conventions", "error", str(e).split(": ", 1)[-1],
+                "vLLM 0.32's V1 runner lets an eagle_config dict override the dflash ids (with None when it has no "
+                "ids: the default taps, silently); SGLang reads another key: the engines wire it differently",
+                "keep one family's keys")
+            return None, None
+        if fam is not None and (cfg is dcfg or fam.name == "mtp"):
+            return fam, cfg
+    return None, None
+
+
+def lint_vllm(add, dcfg, tcfg, spec: dict, *, method: str | None, runner: str, k, n, trained_state=None):
+    """The family rules of ``workbench vllm lint`` (vLLM 0.32; docs/families.md): every silent fallback an error."""
+    fam, cfg = _served_family(dcfg, tcfg, add)
+    if fam is None:
+        return None
+    parallel = bool(spec.get("parallel_drafting"))
+    if fam.name == "p-eagle":
+        if not parallel:
+            add("p-eagle-drafted-sequentially", "error", "a P-EAGLE draft without \"parallel_drafting\": true: vLLM "
+                "drafts it as a chain", "llama_eagle3.load_weights only warns 'mask_hidden found in weights but model is "
+                "not configured for parallel drafting' and skips it: steps k >= 1 then feed the previous step's token "
+                "and hidden, which the draft never trained on (measured on the smoke demo: accept length 1.60 instead "
+                "of 1.70, docs/families/p-eagle.md)", 'add "parallel_drafting": true to --speculative-config')
+        elif runner == "V2":
+            add("p-eagle-v2", "error", "parallel drafting on the V2 model runner",
+                "vLLM 0.32's V2 runner does not support EAGLE parallel drafting (config/vllm.py): forced with "
+                "VLLM_USE_V2_MODEL_RUNNER=1 it refuses to start", "unset VLLM_USE_V2_MODEL_RUNNER (auto picks V1)")
+    if fam.name == "eagle3.1":
+        if cfg.get("use_aux_norm") and not cfg.get("fc_norm"):
+            add("use-aux-norm-ignored", "error", "use_aux_norm is set but fc_norm is not: vLLM computes without the "
+                "per-tap norms", "vLLM 0.32 reads config.fc_norm only (llama_eagle3.py); use_aux_norm is SGLang's "
+                "alias, read nowhere in vLLM", 'write "fc_norm": true beside it')
+        for key in ("fc_norm", "norm_output"):
+            if _get(cfg, f"eagle_config.{key}") and not cfg.get(key):
+                add(f"{key.replace('_', '-')}-nested-ignored", "error", f"eagle_config.{key} is set but the "
+                    f"top-level {key} is not: vLLM ignores it", f"llama_eagle3.py reads {key} from the top level only",
+                    f'write "{key}": true at the top level')
+    if fam.name in ("dflash", "dspark"):
+        _lint_block(add, fam.name, cfg, n, k, "vllm", method=method, runner=runner)
+    if fam.name == "mtp":
+        _lint_mtp(add, cfg, k, "vllm", runner=runner, trained_state=trained_state)
+    return fam
+
+
+def lint_sglang(add, dcfg, tcfg, *, algorithm: str | None, k, n, trained_state=None):
+    """The family rules of ``workbench sglang lint`` (docs/families.md)."""
+    fam, cfg = _served_family(dcfg, tcfg, add)
+    if fam is None:
+        return None
+    if fam.name == "p-eagle":
+        add("p-eagle-not-served", "error", "a P-EAGLE draft on SGLang: SGLang does not serve parallel drafting",
+            "no SGLang code reads parallel_drafting or mask_hidden (issue #23171, PR #27498 open): the draft runs as "
+            "a sequential EAGLE-3 chain, its steps k >= 1 fed inputs it never trained on",
+            "serve it on vLLM with \"parallel_drafting\": true, or use an EAGLE-3 draft")
+    if fam.name == "eagle3.1":
+        for key in ("fc_norm", "norm_output"):
+            if _get(cfg, f"eagle_config.{key}") and not cfg.get(key):
+                add(f"{key.replace('_', '-')}-nested-ignored", "error", f"eagle_config.{key} is set but the "
+                    f"top-level {key} is not: SGLang ignores it", f"llama_eagle3.py reads {key} with getattr(config) "
+                    "at the top level only", f'write "{key}": true at the top level')
+    if fam.name in ("dflash", "dspark"):
+        _lint_block(add, fam.name, cfg, n, k, "sglang", method=algorithm)
+    if fam.name == "mtp":
+        _lint_mtp(add, cfg, k, "sglang", trained_state=trained_state)
+    return fam
+
+
+def _lint_block(add, fam: str, cfg: dict, n, k, engine: str, *, method=None, runner: str = "V1"):
+    ids, key = block_ids(cfg)
+    top = cfg.get("eagle_aux_hidden_state_layer_ids")
+    want = "dspark" if fam == "dspark" else "dflash"
+    if engine == "vllm" and method not in (None, want):
+        add(f"method-not-{want}", "error", f"method {method!r} with a {LABELS[fam]} draft",
+            f"only method {want!r} runs the block drafter (one pass over [token, mask x K], the context as keys and "
+            "values); EAGLE methods feed it as a chain", f'set "method": "{want}"')
+    if engine == "sglang" and method not in (None, "DFLASH"):
+        add("algorithm-not-dflash", "error", f"--speculative-algorithm {method} with a {LABELS[fam]} draft",
+            "only DFLASH runs a block drafter in SGLang (speculative/dflash_worker.py)",
+            "use --speculative-algorithm DFLASH")
+    if fam == "dspark" and engine == "vllm" and runner == "V1":
+        add("dspark-v1", "error", "DSpark on vLLM's V1 model runner (the CPU build's)", "vLLM 0.32 refuses: 'Model "
+            "Runner V1 does not support: dspark speculative decoding' (config/vllm.py); its V2 runner needs Triton",
+            "serve it on a GPU (the V2 runner)")
+    if fam == "dspark" and engine == "sglang":
+        add("dspark-unknown", "warning", "no DSpark drafter was found in the SGLang source read for "
+            "docs/families/dflash.md", "", "check your SGLang version serves DSpark before trusting this lint")
+    if ids is None and not top:
+        add("block-default-ids", "warning", f"no {('dflash_config.' if fam == 'dflash' else '')}target_layer_ids: "
+            "each engine takes its own default taps", "vLLM: (2, N//2, N-3) as EAGLE ids; SGLang: N//2 for one "
+            "layer, else spread over 1..N-3: not what the drafter was trained on unless by chance",
+            "write dflash_config.target_layer_ids (0-based layer outputs) as trained")
+    if engine == "vllm" and top:
+        served = [i - 1 for i in top]
+        if ids is not None and list(top) != [i + 1 for i in ids]:
+            add("block-ids-eagle-convention", "error", f"top-level eagle_aux_hidden_state_layer_ids {top} and "
+                f"{key} {ids} disagree: vLLM feeds {_taps(served, n)}, the drafter was trained on {_taps(ids, n)}",
+                "vLLM reads the top-level EAGLE key first, as vLLM ids (id k = input of layer k = L{k-1}), and adds "
+                "+1 only to dflash ids: DFlash ids written in the EAGLE convention are each one layer early (vLLM "
+                "#40727: +2 instead of +1 took mt-bench acceptance from 4.11 to 3.95)",
+                f"drop the top-level key (vLLM then reads {key} +1) or write {[i + 1 for i in ids]} there")
+        elif ids is None:
+            add("block-ids-top-level", "warning", f"only top-level eagle_aux_hidden_state_layer_ids {top}: vLLM reads "
+                f"them as vLLM ids ({_taps(served, n)}); SGLang reads dflash_config.target_layer_ids only",
+                "a DFlash drafter's ids are 0-based layer outputs (id t = L{t}); written in the EAGLE key they are "
+                "read one layer early unless they were written +1", "write dflash_config.target_layer_ids instead")
+    if ids is not None and n is not None:
+        bad = [i for i in ids if not 0 <= i < n]
+        if bad:
+            add("block-ids-range", "error", f"{key} {ids}: id {bad[0]} is outside 0..{n - 1} for N={n}",
+                "SGLang refuses ids >= N (dflash_utils.py); vLLM captures nothing there", "fix the ids")
+        elif engine == "sglang" and max(ids) == n - 1:
+            add("block-last-layer", "warning", f"{key} includes {n - 1}, the last layer",
+                "SGLang captures inside the layer loop (before layer id+1): the last layer's output is never captured",
+                "check the served acceptance, or pick an earlier layer")
+    bs = cfg.get("block_size")
+    if isinstance(k, int) and isinstance(bs, int) and engine == "vllm" and k > bs:
+        add("beyond-block-size", "warning", f"num_speculative_tokens {k} > the drafter's block_size {bs}",
+            "vLLM's V1 DFlash ignores block_size (K mask slots whatever the trained block): slots past the block "
+            "were never trained", f"set num_speculative_tokens <= {bs}")
+
+
+def _lint_mtp(add, cfg: dict, k, engine: str, *, runner: str = "V1", trained_state=None):
+    layers = mtp_layers(cfg)
+    if engine == "vllm" and layers and isinstance(k, int) and k > layers and k % layers:
+        add("mtp-k-multiple", "error", f"num_speculative_tokens {k} with {layers} MTP layers",
+            "vLLM refuses K > n_predict unless it is a multiple of it (SpeculativeConfig.__post_init__)",
+            f"set num_speculative_tokens to {layers} or a multiple")
+    if engine == "vllm" and runner == "V1" and layers and layers > 1 and isinstance(k, int) and k > 1:
+        add("mtp-first-layer-only", "error", f"{layers} MTP layers on vLLM's V1 runner (the CPU build's): every step "
+            "runs the first layer", "V1's proposer never passes spec_step_idx (llm_base_proposer.propose), so "
+            f"deepseek_mtp.py picks layer 0 for all {k} steps, fed its own output: layers 1..{layers - 1} are never "
+            "used (V2 runs module k at step k)", "serve on the V2 runner (GPU), or set num_speculative_tokens 1")
+    if trained_state is not None:
+        if trained_state not in STATES:
+            raise WorkbenchError(f"--trained-state {trained_state!r}: expected one of {', '.join(STATES)}")
+        if trained_state != "post-norm":
+            add("mtp-state-mismatch", "error", f"the MTP head was trained on the target's {trained_state} last hidden "
+                f"state; {'vLLM' if engine == 'vllm' else 'SGLang'} feeds it post-norm",
+                "vLLM feeds the target's returned (post-norm) hidden_states; SGLang's LogitsProcessor the post-norm "
+                "hidden unless the model passes hidden_states_before_norm (llama.cpp #24025 fixed the same mismatch "
+                "for Qwen3.6 MTP)", "retrain on the post-norm state, or serve where the state matches")
+    elif layers:
+        add("mtp-state", "info", f"{'vLLM' if engine == 'vllm' else 'SGLang'} feeds the MTP head the target's last "
+            "hidden state after the final norm", "", "pass --trained-state pre-norm|post-norm to check it against "
+            "what the head was trained on")
+
+
+__all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "STATES", "block_ids", "describe", "family_of", "feeds",
+           "lint_sglang", "lint_vllm", "mixed_conventions", "mtp_layers"]

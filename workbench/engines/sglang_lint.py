@@ -26,7 +26,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import is_path
 from workbench.core.render import Rendered
 from workbench.core.setting import SCHEMA_VERSION
-from workbench.engines import positions
+from workbench.engines import families, positions
 from workbench.engines.wiring import (
     Resolution,
     Wiring,
@@ -274,7 +274,7 @@ def check_target_hidden_size(add, dcfg: dict, tcfg) -> None:
 # ─────────────────────────────── lint ───────────────────────────────
 
 def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, engine: str = "sglang",
-         source: str = "command") -> LintResult:
+         source: str = "command", trained_state: str | None = None) -> LintResult:
     """Lint parsed server args. ``draft``/``target``: directories (config.json; draft weights for ``d2t``).
     ``trained_wiring``: the taps the draft was trained on (spec or Wiring; default: the draft's hint).
     ``engine``: the server's record in :mod:`workbench.engines.records` (``sglang`` = current, ``sglang-2026.04``
@@ -309,9 +309,16 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
         add("no-speculation", "error", "no --speculative-algorithm: the server runs without speculative decoding",
             "the draft is never used; every token costs one full target forward",
             "add --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT")
-    elif algo not in ("EAGLE", "EAGLE3", "STANDALONE", "NGRAM"):
+    elif algo not in ("EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "DFLASH"):
         add("unknown-algorithm", "warning", f"--speculative-algorithm {algo_raw}: not one this lint knows "
-            "(EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM)", "", "check the value against your SGLang version")
+            "(EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH)", "", "check the value against your SGLang version")
+    # draft families beyond EAGLE-3 (P-EAGLE, EAGLE-3.1, DFlash/DSpark, the target's own MTP heads): docs/families.md
+    fam = families.lint_sglang(add, dcfg, tcfg if (dcfg is None and algo == "EAGLE") else None, algorithm=algo,
+                               k=steps, n=n, trained_state=trained_state) if algo is not None else None
+    if fam is not None and fam.name != "eagle3":
+        settings["draft family"] = f"{fam.label} ({fam.evidence})"
+    if fam is not None and fam.name in ("dflash", "dspark"):
+        return LintResult(settings, P, "server info" if live else source)
 
     eagle3_draft = is_eagle3_draft(dcfg) if dcfg is not None else None
     if eagle3_draft is None and algo == "EAGLE" and "eagle3" in str(a.get("speculative_draft_model_path", "")).lower():

@@ -47,7 +47,7 @@ import shlex
 from workbench import engines
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import is_path
-from workbench.engines import positions
+from workbench.engines import families, positions
 from workbench.engines.sglang_lint import (
     LintResult,
     Problem,
@@ -287,12 +287,14 @@ def _device(args: dict, device: str) -> tuple[str, str]:
 # ─────────────────────────────── lint ───────────────────────────────
 
 def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, device: str = "auto",
-         source: str = "command") -> LintResult:
+         source: str = "command", trained_state: str | None = None) -> LintResult:
     """Lint parsed server args (:func:`parse_command`, or ``{"speculative_config": {...}}``).
     ``draft``/``target``: directories (config.json; draft weights for ``d2t``, ``input_norm``,
     ``mask_hidden``); default: the command's own paths when they exist here. ``trained_wiring``: the taps
     the draft was trained on (default: ``workbench.trained_taps``, else what its format's trainer feeds).
-    ``device``: ``auto`` (CPU unless the command has a GPU hint), ``cpu`` or ``gpu``."""
+    ``device``: ``auto`` (CPU unless the command has a GPU hint), ``cpu`` or ``gpu``. ``trained_state``: the
+    target state an MTP head was trained on (``pre-norm`` / ``post-norm``). Draft families beyond EAGLE-3
+    (P-EAGLE, EAGLE-3.1, DFlash, DSpark, MTP): :func:`workbench.engines.families.lint_vllm`."""
     if device not in ("auto", "cpu", "gpu"):
         raise WorkbenchError(f"device {device!r}: expected auto, cpu or gpu")
     a = dict(server_args)
@@ -371,10 +373,11 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
     method = str(method_raw).lower() if isinstance(method_raw, str) else None
     dpath = str(spec.get("model") or "")
     if method is None and spec.get("model"):
-        method = ("eagle" if "eagle-" in dpath.lower() else "eagle3" if "eagle3" in dpath.lower()
-                  else "draft_model")
+        low = dpath.lower()
+        method = ("eagle" if "eagle-" in low else "eagle3" if "eagle3" in low else "dflash" if "dflash" in low
+                  else "dspark" if "dspark" in low else "draft_model")
         settings["method"] = f"{method} (inferred from the draft path)"
-        add("method-inferred", "error" if method != "eagle3" else "warning",
+        add("method-inferred", "error" if method not in ("eagle3", "dflash", "dspark") else "warning",
             f"no \"method\": vLLM infers {method!r} from the draft path {dpath!r}",
             "__post_init__ looks for 'eagle-' or 'eagle3' in the path name, else runs the draft as a plain "
             "draft model (no target hidden states: the EAGLE-3 fc never runs)", 'set "method": "eagle3"')
@@ -488,8 +491,21 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
         if method in ("eagle", "eagle3"):
             add("draft-unchecked", "info", "no --draft: layer ids, d2t and the wiring were not checked", "",
                 "pass --draft DRAFT_DIR (and --target TARGET_DIR for the wiring)")
+        if method == "mtp" and tcfg is not None:       # the target's own MTP heads
+            runner, why_runner = _runner(a, dev, spec)
+            settings["model runner"] = f"{runner} ({why_runner})"
+            fam = families.lint_vllm(add, None, tcfg, spec, method=method, runner=runner,
+                                     k=k if isinstance(k, int) else None, n=n, trained_state=trained_state)
+            if fam is not None and fam.name != "eagle3":
+                settings["draft family"] = f"{fam.label} ({fam.evidence})"
         return LintResult(settings, P, source)
-    if method not in (None, "eagle3") or eagle3_draft is False:
+    runner, why_runner = _runner(a, dev, spec)
+    settings["model runner"] = f"{runner} ({why_runner})"
+    fam = families.lint_vllm(add, dcfg, tcfg, spec, method=method, runner=runner, k=k if isinstance(k, int) else None,
+                             n=n, trained_state=trained_state)
+    if fam is not None and fam.name != "eagle3":
+        settings["draft family"] = f"{fam.label} ({fam.evidence})"
+    if method not in (None, "eagle3") or eagle3_draft is False or (fam is not None and fam.name in ("dflash", "dspark")):
         return LintResult(settings, P, source)
     sml = spec.get("max_model_len")
     settings.update(positions.check(
@@ -497,8 +513,6 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
         draft_file=positions.config_file(draft, "draft config"), target_file=positions.config_file(target, "target config"),
         k=k if isinstance(k, int) else None,
         spec_max_model_len=positions.served_context({"max_model_len": sml}, ENGINE) if sml is not None else None))
-    runner, why_runner = _runner(a, dev, spec)
-    settings["model runner"] = f"{runner} ({why_runner})"
     wiring, trained = _lint_draft(add, dcfg, tcfg, n, names, trained_wiring, v2=runner == "V2")
     return LintResult(settings, P, source, wiring, trained)
 
