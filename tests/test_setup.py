@@ -59,7 +59,7 @@ def test_every_docs_link_resolves_and_every_command_has_a_linked_page():
     readme = ROOT / "README.md"
     linked = [t for t in _links(readme) if t.startswith("docs/")]
     assert linked, "the README links no docs/ page"
-    for page in [readme, *sorted((ROOT / "docs").glob("*.md"))]:
+    for page in [readme, *sorted((ROOT / "docs").rglob("*.md"))]:
         for target in _links(page):
             assert (page.parent / target).is_file(), f"{page.relative_to(ROOT)}: link {target!r} names no file"
     commands = {p.stem for p in (ROOT / "workbench" / "cli").glob("*.py") if not p.stem.startswith("_")} - {"demo"}
