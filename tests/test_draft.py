@@ -318,8 +318,10 @@ def test_more_than_one_layer_and_unknown_rope_are_refused(saved):
     cfg = json.loads((folder / "config.json").read_text())
     _rewrite(folder, cfg=dict(cfg, num_hidden_layers=2))
     _one_line_error(lambda: load_draft(folder), r"num_hidden_layers is 2.*refusing")
-    _rewrite(folder, cfg=dict(cfg, rope_scaling={"rope_type": "yarn", "factor": 4.0}))
-    _one_line_error(lambda: load_draft(folder), r"rope_scaling type 'yarn' is not supported")
+    _rewrite(folder, cfg=dict(cfg, rope_scaling={"rope_type": "longrope", "factor": 4.0}))
+    _one_line_error(lambda: load_draft(folder), r"rope_scaling type 'longrope' is not supported")
+    _rewrite(folder, cfg=dict(cfg, rope_scaling={"rope_type": "yarn", "factor": 4.0}))     # YaRN needs its base length
+    _one_line_error(lambda: load_draft(folder), r"rope_scaling yarn needs a positive original_max_position_embeddings")
 
 
 def test_target_that_does_not_fit(saved):

@@ -171,10 +171,31 @@ def _num(x: float) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:g}"
 
 
+def yarn_attention_factor(sc) -> float:
+    """The factor a YaRN rotary multiplies cos and sin by (1.0 for any other rotary), as transformers
+    (``_compute_yarn_parameters``), vLLM (``YaRNScalingRotaryEmbedding``) and SGLang compute it: ``attention_factor``,
+    else get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) when both are given, else
+    get_mscale(factor) = 0.1·ln(factor) + 1 (1 for factor <= 1).
+
+        >>> round(yarn_attention_factor(MODELOPT_YARN), 4), yarn_attention_factor({"rope_type": "linear", "factor": 4.0})
+        (1.3466, 1.0)
+    """
+    if not sc or sc.get("rope_type", sc.get("type")) != "yarn":
+        return 1.0
+    f = float(sc["factor"])
+
+    def mscale(m):
+        return 1.0 if f <= 1 else 0.1 * float(m) * math.log(f) + 1.0
+
+    if sc.get("attention_factor") is not None:
+        return float(sc["attention_factor"])
+    if sc.get("mscale") and sc.get("mscale_all_dim"):
+        return mscale(sc["mscale"]) / mscale(sc["mscale_all_dim"])
+    return mscale(1.0)
+
+
 def _yarn_scale(sc) -> float | None:
-    """q·k scale of a YaRN rotary, as transformers (``_compute_yarn_parameters``) computes it: the square of
-    ``attention_factor``, else of get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) when both are
-    given, else of 0.1·ln(factor) + 1.
+    """q·k scale of a YaRN rotary (the square of :func:`yarn_attention_factor`), None for no YaRN or factor <= 1.
 
         >>> round(_yarn_scale(MODELOPT_YARN), 2), _yarn_scale({"rope_type": "yarn", "factor": 4.0, "mscale": 1.0,
         ...                                                     "mscale_all_dim": 1.0})
@@ -182,18 +203,7 @@ def _yarn_scale(sc) -> float | None:
     """
     if not sc or sc["rope_type"] != "yarn" or float(sc.get("factor", 1.0)) <= 1:
         return None
-    f = float(sc["factor"])
-
-    def mscale(m):
-        return 0.1 * float(m) * math.log(f) + 1.0
-
-    if sc.get("attention_factor"):
-        m = float(sc["attention_factor"])
-    elif sc.get("mscale") and sc.get("mscale_all_dim"):
-        m = mscale(sc["mscale"]) / mscale(sc["mscale_all_dim"])
-    else:
-        m = mscale(1.0)
-    return m * m
+    return yarn_attention_factor(sc) ** 2
 
 
 def check(add, dcfg: dict, tcfg: dict | None, *, engine: str | None = None, served: int | None = None,

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.render import Rendered
+from workbench.engines.positions import yarn_attention_factor
 from workbench.model.attention import prefix_attention
 from workbench.model.chunks import head_chunks
 
@@ -123,9 +124,14 @@ def _rope(cfg: dict, where: str) -> tuple[float, dict | None]:
         if not isinstance(scaling, dict):
             raise WorkbenchError(f"{where}: rope_scaling is {scaling!r} (expected an object or null)")
         kind = scaling.get("rope_type", scaling.get("type", "default"))
-        if kind not in ("default", "llama3", "linear"):
+        if kind not in ("default", "llama3", "linear", "yarn"):
             raise WorkbenchError(f"{where}: rope_scaling type {kind!r} is not supported "
-                                 "(supported: default, linear, llama3)")
+                                 "(supported: default, linear, llama3, yarn)")
+        if kind == "yarn":
+            for key in ("factor", "original_max_position_embeddings"):
+                v = scaling.get(key)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                    raise WorkbenchError(f"{where}: rope_scaling yarn needs a positive {key} (got {v!r})")
         scaling = None if kind == "default" else dict(scaling, rope_type=kind)
     if float(cfg.get("partial_rotary_factor", 1.0)) != 1.0:
         raise WorkbenchError(f"{where}: partial_rotary_factor {cfg['partial_rotary_factor']} is not supported")
@@ -286,11 +292,33 @@ class _MidLayer(nn.Module):
         self.mlp = _MLP(s)
 
 
+def rope_attention_factor(s: _Spec) -> float:
+    """The factor the draft's rotary multiplies cos and sin by: YaRN's attention factor, else 1
+    (:func:`workbench.engines.positions.yarn_attention_factor`)."""
+    return yarn_attention_factor(s.rope_scaling)
+
+
 def _inv_freq(s: _Spec) -> torch.Tensor:
     d = s.head_dim
     inv = 1.0 / (s.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     sc = s.rope_scaling
-    if sc and sc["rope_type"] == "linear":
+    if sc and sc["rope_type"] == "yarn":      # NTK-by-parts: interpolate the low frequencies, keep the high ones
+        factor, old = float(sc["factor"]), float(sc["original_max_position_embeddings"])
+        fast, slow = float(sc.get("beta_fast") or 32), float(sc.get("beta_slow") or 1)
+
+        def dim_of(rotations):
+            return d * math.log(old / (rotations * 2 * math.pi)) / (2 * math.log(s.rope_theta))
+
+        low, high = dim_of(fast), dim_of(slow)
+        if sc.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, d - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        keep = 1 - ramp                       # 1: extrapolate (the original frequency), 0: interpolate (/ factor)
+        inv = inv / factor * (1 - keep) + inv * keep
+    elif sc and sc["rope_type"] == "linear":
         inv = inv / float(sc["factor"])
     elif sc and sc["rope_type"] == "llama3":   # as transformers / SGLang / SpecForge (newer) compute it
         factor, lo, hi = float(sc["factor"]), float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
@@ -302,11 +330,12 @@ def _inv_freq(s: _Spec) -> torch.Tensor:
     return inv.float()
 
 
-def _rotate(x, pos, inv_freq):
-    """Rotary embedding of ``x`` [B, heads, T, d] at positions ``pos`` [T] (or [B, T])."""
+def _rotate(x, pos, inv_freq, scale: float = 1.0):
+    """Rotary embedding of ``x`` [B, heads, T, d] at positions ``pos`` [T] (or [B, T]); ``scale`` multiplies cos
+    and sin (YaRN's attention factor)."""
     ang = pos.to(torch.float32)[..., None] * inv_freq.to(device=pos.device, dtype=torch.float32)
     emb = torch.cat((ang, ang), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
+    cos, sin = emb.cos() * scale, emb.sin() * scale
     if cos.dim() == 3:            # [B, T, d] -> [B, 1, T, d]
         cos, sin = cos[:, None], sin[:, None]
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
@@ -349,6 +378,7 @@ class Eagle3Draft(nn.Module):
         t2d[: s.draft_vocab_size] = True
         self.register_buffer("t2d", t2d)
         self._inv_freq = _inv_freq(s)    # fp32, kept off the module so .to(bf16) cannot round it
+        self._rope_scale = rope_attention_factor(s)
         self.has_embed = False            # True once the embedding came from a checkpoint or a target
         self.embed_source = "missing"
         self.source_format = "eagle3"
@@ -562,7 +592,7 @@ class Eagle3Draft(nn.Module):
         q = m.self_attn.q_proj(x).view(B, T, s.num_heads, s.head_dim).transpose(1, 2)
         k = m.self_attn.k_proj(x).view(B, T, s.num_kv_heads, s.head_dim).transpose(1, 2)
         v = m.self_attn.v_proj(x).view(B, T, s.num_kv_heads, s.head_dim).transpose(1, 2)
-        q, k = _rotate(q, pos, self._inv_freq), _rotate(k, pos, self._inv_freq)
+        q, k = _rotate(q, pos, self._inv_freq, self._rope_scale), _rotate(k, pos, self._inv_freq, self._rope_scale)
         rep = s.num_heads // s.num_kv_heads
         if rep > 1:
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
