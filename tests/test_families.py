@@ -300,7 +300,9 @@ def test_a_real_vllm_serves_p_eagle_as_simulated(tmp_path):
     with running_server(SMOKE_TARGET, PEAGLE, log=tmp_path / "seq.log", **kw) as srv:
         seq = compare(srv.url, SMOKE_TARGET, PEAGLE, data, probe=0, progress=False, served_dtype="float32",
                       drafting="sequential")
-        wrong = compare(srv.url, SMOKE_TARGET, PEAGLE, data, probe=0, progress=False, served_dtype="float32")
+        wrong = compare(srv.url, SMOKE_TARGET, PEAGLE, data, probe=0, progress=False, served_dtype="float32",
+                        drafting="parallel")
+        auto = compare(srv.url, SMOKE_TARGET, PEAGLE, data, probe=0, progress=False, served_dtype="float32")
     assert "mask_hidden found in weights but model is not configured" in (tmp_path / "seq.log").read_text()
     counts = {name: (c.matched, sum(st.accepts == s.meta.per_step_accepted for s, st in
                                      zip(c.samples, c.requests[c.trained])), len(c.samples))
@@ -311,6 +313,9 @@ def test_a_real_vllm_serves_p_eagle_as_simulated(tmp_path):
     assert counts["parallel"][1] >= 15 and counts["sequential"][1] >= 15, counts
     assert seq.matched == "L1,L3,L4" and par.setting.drafting == "parallel" and seq.setting.drafting == "sequential"
     assert counts["parallel offline, chain served"][1] < 12, counts
+    # not told: both drafting rules simulated, the server's named (its flag is invisible to a client)
+    assert auto.setting.drafting == "sequential" and auto.matched == "L1,L3,L4", auto.summary()
+    assert any('does not set "parallel_drafting"' in n for n in auto.notes), auto.notes
 
 
 @pytest.mark.slow
@@ -343,3 +348,15 @@ def test_a_real_vllm_computes_the_eagle31_norms_as_simulated(tmp_path):
         if legacy is not None:
             assert same(legacy) <= 8, out
     _record("eagle-3.1", out)
+
+
+def test_a_family_that_is_not_simulated_says_so_in_one_line(tmp_path):
+    from workbench.model.checkpoint import load_draft
+
+    for rel in ("dflash/specforge--qwen3-8b-dflash.json", "dspark/specforge--qwen3-8b-dspark.json"):
+        d = _folder(tmp_path, Path(rel).stem, _cfg(rel))
+        with pytest.raises(WorkbenchError, match=r"draft: its acceptance is not simulated") as e:
+            load_draft(str(d))
+        assert "\n" not in str(e.value)
+    text = families.describe(_cfg("mtp/deepseek-ai--DeepSeek-V3.json"), _cfg("mtp/deepseek-ai--DeepSeek-V3.json"))
+    assert text.splitlines()[-1].startswith("acceptance: not simulated for MTP / NextN")

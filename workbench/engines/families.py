@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench.core.errors import WorkbenchError
+from workbench.engines import records as engines
 from workbench.engines.taps import load_config, num_layers
 
 FAMILIES = ("eagle3", "eagle3.1", "p-eagle", "dflash", "dspark", "mtp")
@@ -217,8 +218,6 @@ def feeds(draft_config, target=None) -> list[Feed]:
     EAGLE-3 and EAGLE-3.1 drafts: their taps and options through :mod:`workbench.engines.records` (``workbench
     wiring`` has every record); the families beyond: the rules of the family pages.
     """
-    from workbench import engines
-
     cfg = load_config(draft_config, "draft config")
     fam = family_of(cfg)
     n = num_layers(target) if target is not None else None

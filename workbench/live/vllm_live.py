@@ -264,7 +264,8 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     go instead of a new :class:`Client` for ``url`` (the seam where replies enter: e.g. a recorded real server,
     :class:`workbench.live.recorded.Replay`; everything after the HTTP layer is the same). ``drafting``: the
     server's drafting, "parallel" when its speculative config sets ``parallel_drafting`` (None: the draft's
-    own, parallel for a P-EAGLE checkpoint; docs/families.md).
+    own, parallel for a P-EAGLE checkpoint; docs/families.md). For a P-EAGLE draft without ``drafting`` both rules are
+    simulated and the one that reproduces more requests is named (the client cannot see the server's flag).
     """
     sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     if not (isinstance(tolerance, (int, float)) and tolerance > 0):
@@ -331,9 +332,27 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
                                  served_dtype or prec.LENIENT),
             temperature=PROBE_TEMPERATURE, accept_length=pooled_accept(probe_zero) if use else None,
             greedy_accept_length=pooled_accept(same) if use else None)
-    return assemble(client.url, target, draft, samples, K=K, server=ServerKind(**{**VLLM.__dict__, "engine": engine}),
-                    settings=settings, notes=notes, sampling=sampling, sent=request_params(sampling), trained=trained,
-                    wirings=wirings, served_dtype=served_dtype, dtype_source=dtype_source, batch_size=batch_size,
-                    progress=progress,
-                    tolerance=tolerance, counting="v2", aggregate=agg, metrics_only=metrics_only,
-                    greedy_check=check or None, drafting=drafting)
+    def run(mode, notes):
+        return assemble(client.url, target, draft, samples, K=K,
+                        server=ServerKind(**{**VLLM.__dict__, "engine": engine}), settings=dict(settings), notes=notes,
+                        sampling=sampling, sent=request_params(sampling), trained=trained, wirings=wirings,
+                        served_dtype=served_dtype, dtype_source=dtype_source, batch_size=batch_size, progress=progress,
+                        tolerance=tolerance, counting="v2", aggregate=agg, metrics_only=metrics_only,
+                        greedy_check=check or None, drafting=mode)
+
+    if drafting is not None or getattr(draft, "own_drafting", "sequential") != "parallel" or metrics_only:
+        return run(drafting, notes)
+    # a P-EAGLE draft: the client cannot see the server's "parallel_drafting"; both drafting rules are simulated and
+    # the one that reproduces more requests is the server's (docs/families/p-eagle.md)
+    both = {mode: run(mode, list(notes)) for mode in ("parallel", "sequential")}
+    score = {m: max(((d["identical"] + d["tie"], d["identical"]) for d in c.ranking()), default=(0, 0))
+             for m, c in both.items()}
+    best = max(both, key=lambda m: score[m])                      # ties: parallel (listed first), the draft's own
+    other = "sequential" if best == "parallel" else "parallel"
+    said = {"parallel": 'drafts in parallel ("parallel_drafting": true)',
+            "sequential": 'drafts a chain: its --speculative-config does not set "parallel_drafting"'}
+    both[best].notes.append(f"P-EAGLE draft: the server {said[best]}: {score[best][1]}/{len(samples)} requests identical "
+                            f"under the best wiring simulated that way, {score[other][1]}/{len(samples)} simulated "
+                            f"{'as a chain' if other == 'sequential' else 'in parallel'}" + (" (run `workbench vllm lint`: p-eagle-drafted-sequentially)"
+                                           if best == "sequential" else ""))
+    return both[best]

@@ -24,11 +24,12 @@ import torch
 from workbench.core.devices import default_dtype, resolve_device
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, write_json
-from workbench.engines.families import mixed_conventions  # noqa: F401  (re-exported: the loader's check)
+from workbench.engines.families import family_of, mixed_conventions
 from workbench.engines.taps import draft_layer_ids
 from workbench.model.draft import ARCHITECTURE, Eagle3Draft
 
-_ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")   # the second is vLLM's registry name
+# vLLM's registry maps all of these to llama_eagle3.Eagle3LlamaForCausalLM (the P-EAGLE names since vLLM #41826)
+_ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM", "PEagleDraftModel", "PeagleLlamaForCausalLM")
 
 
 def draft_architecture(raw) -> str | None:
@@ -100,12 +101,27 @@ def _load_weights(folder: Path) -> tuple[dict, str]:
                          "*.index.json)")
 
 
+def _not_simulated(raw: dict) -> str:
+    """Why a config of another kind is no draft the simulator runs, in a few words (never a guess)."""
+    try:
+        fam = family_of(raw)
+    except WorkbenchError:
+        fam = None
+    if fam is not None and fam.name in ("dflash", "dspark", "mtp"):
+        return (f" (a {fam.label} draft: its acceptance is not simulated; `workbench wiring --draft` says what each "
+                f"engine feeds it, docs/families.md)")
+    arch = raw.get("architectures") or []
+    if any("Eagle" in str(a) for a in arch):
+        return " (an EAGLE-1/2 draft: no fc over three taps)"
+    return " (a plain model, not a draft)" if arch else ""
+
+
 def _speculators_to_llama(cfg: dict, where: str) -> dict:
     """A vLLM ``speculators`` Eagle3 config → the SpecForge/SGLang (Llama) draft config."""
     if cfg.get("speculators_model_type") not in ("eagle3", "peagle"):
-        raise WorkbenchError(f"{where}: speculators_model_type is {cfg.get('speculators_model_type')!r}; "
-                             "only 'eagle3' and 'peagle' (P-EAGLE) speculators are EAGLE-3 drafts "
-                             "(docs/families.md: what the workbench reads of the others)")
+        raise WorkbenchError(f"{where}: speculators_model_type is {cfg.get('speculators_model_type')!r}"
+                             f"{_not_simulated(cfg)}; only 'eagle3' and 'peagle' (P-EAGLE) speculators are EAGLE-3 "
+                             "drafts")
     layer = cfg.get("transformer_layer_config")
     if not isinstance(layer, dict):
         raise WorkbenchError(f"{where}: missing key 'transformer_layer_config' (the draft layer's Llama config)")
@@ -190,9 +206,8 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
         mixed_conventions(raw, str(cfg_path))
         arch = raw.get("architectures") or []
         if not any(a in _ARCH_ALIASES for a in arch):
-            hint = (" (an EAGLE-1/2 draft: no fc over three taps)" if any("Eagle" in str(a) for a in arch)
-                    else " (a plain model, not a draft)" if arch else "")
-            raise WorkbenchError(f"{cfg_path}: architectures is {arch!r}{hint}; expected ['{ARCHITECTURE}']")
+            raise WorkbenchError(f"{cfg_path}: architectures is {arch!r}{_not_simulated(raw)}; "
+                                 f"expected ['{ARCHITECTURE}']")
         cfg = raw
     draft = Eagle3Draft(cfg, where=str(cfg_path))
     draft.source_format, draft.path = fmt, str(folder)
