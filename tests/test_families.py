@@ -360,3 +360,15 @@ def test_a_family_that_is_not_simulated_says_so_in_one_line(tmp_path):
         assert "\n" not in str(e.value)
     text = families.describe(_cfg("mtp/deepseek-ai--DeepSeek-V3.json"), _cfg("mtp/deepseek-ai--DeepSeek-V3.json"))
     assert text.splitlines()[-1].startswith("acceptance: not simulated for MTP / NextN")
+
+
+def test_a_saved_p_eagle_draft_stays_one(peagle, tmp_path):
+    """save_draft writes the EAGLE-3 format: mask_token_id and mask_hidden survive, and the copy is read as P-EAGLE."""
+    from workbench.model.checkpoint import load_draft, save_draft
+
+    target, d = peagle
+    save_draft(d, str(tmp_path / "copy"))
+    cfg = json.loads((tmp_path / "copy" / "config.json").read_text())
+    assert families.family_of(cfg).name == "p-eagle" and cfg["mask_token_id"] == 319
+    again = load_draft(str(tmp_path / "copy"), target)
+    assert again.drafting == "parallel" and torch.equal(again.mask_hidden, d.mask_hidden)

@@ -166,13 +166,13 @@ def family_of(config, where: str = "config.json") -> Family | None:
         return Family("dspark", f"architectures {arch!r}" if "dspark" in low else "DSpark keys")
     if "dflash" in low or isinstance(cfg.get("dflash_config"), dict):
         return Family("dflash", f"architectures {arch!r}" if "dflash" in low else "dflash_config")
+    eagle = any(a in arch for a in EAGLE_ARCHS) or smt == "eagle3"
     if "peagle" in low or cfg.get("parallel_drafting") is True or any(k in cfg for k in ("pard_token", "ptd_token_id")) \
-            or (smt == "eagle3" and cfg.get("mask_token_id") is not None):
+            or (eagle and cfg.get("mask_token_id") is not None):
         return Family("p-eagle", f"architectures {arch!r}" if "peagle" in low else
                       "parallel_drafting" if cfg.get("parallel_drafting") is True else "a mask token key")
     if model_type.endswith("_mtp") or "mtp" in low or "nextn" in low:
         return Family("mtp", f"model_type {model_type!r}" if model_type.endswith("_mtp") else f"architectures {arch!r}")
-    eagle = any(a in arch for a in EAGLE_ARCHS) or smt == "eagle3"
     if eagle:
         set_keys = [k for k in NORM_KEYS if cfg.get(k) or _get(cfg, f"eagle_config.{k}")]
         if set_keys:
