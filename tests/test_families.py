@@ -372,3 +372,14 @@ def test_a_saved_p_eagle_draft_stays_one(peagle, tmp_path):
     assert families.family_of(cfg).name == "p-eagle" and cfg["mask_token_id"] == 319
     again = load_draft(str(tmp_path / "copy"), target)
     assert again.drafting == "parallel" and torch.equal(again.mask_hidden, d.mask_hidden)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import workbench.engines.families
+    import workbench.model.rotary
+
+    for mod in (workbench.engines.families, workbench.model.rotary):
+        res = doctest.testmod(mod)
+        assert res.attempted > 0 and res.failed == 0, mod.__name__

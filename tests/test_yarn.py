@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from workbench.core.errors import WorkbenchError
-from workbench.model.draft import Eagle3Draft, _inv_freq, _spec, chain_reference, new_draft_config, rope_attention_factor, run_chains
+from workbench.engines.positions import yarn_attention_factor
+from workbench.model.draft import Eagle3Draft, _spec, chain_reference, new_draft_config, run_chains
+from workbench.model.rotary import inv_freq
 
 DATA = Path(__file__).parent / "data"
 BASE = {"vocab_size": 100, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 64,
@@ -36,8 +38,8 @@ def test_yarn_equals_transformers(case):
     sc = CASES[case]
     s = _spec(dict(BASE, rope_scaling=dict(sc)))
     inv, factor = ROPE_INIT_FUNCTIONS["yarn"](LlamaConfig(**BASE, rope_scaling=dict(sc)), "cpu")
-    torch.testing.assert_close(_inv_freq(s), inv.float(), atol=1e-7, rtol=1e-6)
-    assert rope_attention_factor(s) == pytest.approx(factor, abs=1e-12)
+    torch.testing.assert_close(inv_freq(s.head_dim, s.rope_theta, s.rope_scaling), inv.float(), atol=1e-7, rtol=1e-6)
+    assert yarn_attention_factor(s.rope_scaling) == pytest.approx(factor, abs=1e-12)
 
 
 def test_a_yarn_draft_runs_and_differs_from_the_plain_one():

@@ -76,8 +76,7 @@ METHODS = ("ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom
 DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
 REJECTION_SAMPLE_METHODS = ("standard", "synthetic", "block")
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-MASK_TOKEN_KEYS = ("dflash_config.mask_token_id", "mask_token_id", "dspark_noise_token_id", "pard_token",
-                   "ptd_token_id")
+MASK_TOKEN_KEYS = families.MASK_TOKEN_KEYS
 _FLAGS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
 _CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU")
 _GPU_FLAGS = ("gpu_memory_utilization", "device_memory_utilization")

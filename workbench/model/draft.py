@@ -40,9 +40,11 @@ import torch.nn.functional as F
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.render import Rendered
+from workbench.engines.families import MASK_TOKEN_KEYS
 from workbench.engines.positions import yarn_attention_factor
 from workbench.model.attention import prefix_attention
 from workbench.model.chunks import head_chunks
+from workbench.model.rotary import inv_freq, read_rope, rotate
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 _ACTS = {"silu": F.silu, "swish": F.silu, "gelu": F.gelu, "relu": F.relu,
@@ -80,11 +82,6 @@ class _Spec:
     mask_token_id: int | None = None      # P-EAGLE's token for the masked slots (vLLM's read order)
 
 
-# vLLM 0.32 llm_base_proposer._init_parallel_drafting_params: the first of these keys names the mask token
-MASK_TOKEN_KEYS = ("dflash_config.mask_token_id", "mask_token_id", "dspark_noise_token_id", "pard_token",
-                   "ptd_token_id")
-
-
 def mask_token(cfg: dict, where: str = "config.json", vocab: int | None = None) -> tuple[int | None, str | None]:
     """(id, key): the parallel-drafting mask token a draft config names, in vLLM's read order, or (None, None).
 
@@ -112,30 +109,6 @@ def _cfg_int(cfg: dict, key: str, where: str, default=None) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
         raise WorkbenchError(f"{where}: key {key!r} is {v!r} (expected a positive integer)")
     return v
-
-
-def _rope(cfg: dict, where: str) -> tuple[float, dict | None]:
-    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
-    theta = cfg.get("rope_theta", (params or {}).get("rope_theta", 10000.0))
-    scaling = cfg.get("rope_scaling")
-    if scaling is None and params is not None and params.get("rope_type", "default") != "default":
-        scaling = params
-    if scaling is not None:
-        if not isinstance(scaling, dict):
-            raise WorkbenchError(f"{where}: rope_scaling is {scaling!r} (expected an object or null)")
-        kind = scaling.get("rope_type", scaling.get("type", "default"))
-        if kind not in ("default", "llama3", "linear", "yarn"):
-            raise WorkbenchError(f"{where}: rope_scaling type {kind!r} is not supported "
-                                 "(supported: default, linear, llama3, yarn)")
-        if kind == "yarn":
-            for key in ("factor", "original_max_position_embeddings"):
-                v = scaling.get(key)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-                    raise WorkbenchError(f"{where}: rope_scaling yarn needs a positive {key} (got {v!r})")
-        scaling = None if kind == "default" else dict(scaling, rope_type=kind)
-    if float(cfg.get("partial_rotary_factor", 1.0)) != 1.0:
-        raise WorkbenchError(f"{where}: partial_rotary_factor {cfg['partial_rotary_factor']} is not supported")
-    return float(theta), scaling
 
 
 def _spec(cfg: dict, where: str = "config.json") -> _Spec:
@@ -170,7 +143,7 @@ def _spec(cfg: dict, where: str = "config.json") -> _Spec:
     act = cfg.get("hidden_act", "silu")
     if act not in _ACTS:
         raise WorkbenchError(f"{where}: hidden_act {act!r} is not supported (expected one of {', '.join(_ACTS)})")
-    theta, scaling = _rope(cfg, where)
+    theta, scaling = read_rope(cfg, where)
     eagle = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
     ids = eagle.get("eagle_aux_hidden_state_layer_ids", cfg.get("eagle_aux_hidden_state_layer_ids"))
     if ids is not None:
@@ -223,7 +196,7 @@ def new_draft_config(target_config, *, hidden_size: int | None = None, draft_voc
         kv = heads
     else:
         kv = t.get("num_key_value_heads") or heads
-    theta, scaling = _rope(t, where)
+    theta, scaling = read_rope(t, where)
     cfg = {
         "architectures": [ARCHITECTURE], "model_type": "llama", "num_hidden_layers": 1,
         "vocab_size": vocab, "draft_vocab_size": draft_vocab_size or vocab, "hidden_size": hidden,
@@ -292,58 +265,6 @@ class _MidLayer(nn.Module):
         self.mlp = _MLP(s)
 
 
-def rope_attention_factor(s: _Spec) -> float:
-    """The factor the draft's rotary multiplies cos and sin by: YaRN's attention factor, else 1
-    (:func:`workbench.engines.positions.yarn_attention_factor`)."""
-    return yarn_attention_factor(s.rope_scaling)
-
-
-def _inv_freq(s: _Spec) -> torch.Tensor:
-    d = s.head_dim
-    inv = 1.0 / (s.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    sc = s.rope_scaling
-    if sc and sc["rope_type"] == "yarn":      # NTK-by-parts: interpolate the low frequencies, keep the high ones
-        factor, old = float(sc["factor"]), float(sc["original_max_position_embeddings"])
-        fast, slow = float(sc.get("beta_fast") or 32), float(sc.get("beta_slow") or 1)
-
-        def dim_of(rotations):
-            return d * math.log(old / (rotations * 2 * math.pi)) / (2 * math.log(s.rope_theta))
-
-        low, high = dim_of(fast), dim_of(slow)
-        if sc.get("truncate", True):
-            low, high = math.floor(low), math.ceil(high)
-        low, high = max(low, 0), min(high, d - 1)
-        if low == high:
-            high += 0.001
-        ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
-        keep = 1 - ramp                       # 1: extrapolate (the original frequency), 0: interpolate (/ factor)
-        inv = inv / factor * (1 - keep) + inv * keep
-    elif sc and sc["rope_type"] == "linear":
-        inv = inv / float(sc["factor"])
-    elif sc and sc["rope_type"] == "llama3":   # as transformers / SGLang / SpecForge (newer) compute it
-        factor, lo, hi = float(sc["factor"]), float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
-        old = float(sc["original_max_position_embeddings"])
-        wavelen = 2 * math.pi / inv
-        smooth = (old / wavelen - lo) / (hi - lo) if hi != lo else torch.zeros_like(inv)
-        mid = (1 - smooth) * inv / factor + smooth * inv
-        inv = torch.where(wavelen < old / hi, inv, torch.where(wavelen > old / lo, inv / factor, mid))
-    return inv.float()
-
-
-def _rotate(x, pos, inv_freq, scale: float = 1.0):
-    """Rotary embedding of ``x`` [B, heads, T, d] at positions ``pos`` [T] (or [B, T]); ``scale`` multiplies cos
-    and sin (YaRN's attention factor)."""
-    ang = pos.to(torch.float32)[..., None] * inv_freq.to(device=pos.device, dtype=torch.float32)
-    emb = torch.cat((ang, ang), dim=-1)
-    cos, sin = emb.cos() * scale, emb.sin() * scale
-    if cos.dim() == 3:            # [B, T, d] -> [B, 1, T, d]
-        cos, sin = cos[:, None], sin[:, None]
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    half = x.shape[-1] // 2
-    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rot * sin
-
-
 class Eagle3Draft(nn.Module):
     """An EAGLE-3 draft (one decoder layer on [embed; hidden], fc over three target taps).
 
@@ -377,8 +298,9 @@ class Eagle3Draft(nn.Module):
         t2d = torch.zeros(s.vocab_size, dtype=torch.bool)
         t2d[: s.draft_vocab_size] = True
         self.register_buffer("t2d", t2d)
-        self._inv_freq = _inv_freq(s)    # fp32, kept off the module so .to(bf16) cannot round it
-        self._rope_scale = rope_attention_factor(s)
+        # fp32, kept off the module so .to(bf16) cannot round it
+        self._inv_freq = inv_freq(s.head_dim, s.rope_theta, s.rope_scaling)
+        self._rope_scale = yarn_attention_factor(s.rope_scaling)
         self.has_embed = False            # True once the embedding came from a checkpoint or a target
         self.embed_source = "missing"
         self.source_format = "eagle3"
@@ -592,7 +514,7 @@ class Eagle3Draft(nn.Module):
         q = m.self_attn.q_proj(x).view(B, T, s.num_heads, s.head_dim).transpose(1, 2)
         k = m.self_attn.k_proj(x).view(B, T, s.num_kv_heads, s.head_dim).transpose(1, 2)
         v = m.self_attn.v_proj(x).view(B, T, s.num_kv_heads, s.head_dim).transpose(1, 2)
-        q, k = _rotate(q, pos, self._inv_freq, self._rope_scale), _rotate(k, pos, self._inv_freq, self._rope_scale)
+        q, k = rotate(q, pos, self._inv_freq, self._rope_scale), rotate(k, pos, self._inv_freq, self._rope_scale)
         rep = s.num_heads // s.num_kv_heads
         if rep > 1:
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
