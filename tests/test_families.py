@@ -383,3 +383,46 @@ def test_docstring_examples_run():
     for mod in (workbench.engines.families, workbench.model.rotary):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__
+
+
+def test_a_rewired_p_eagle_draft_keeps_its_mask_slots(peagle):
+    """rewire's new fc (analysis.rewire.with_fc) builds a new draft: mask_hidden and the drafting come along, and the
+    masked slots go through the new fc."""
+    from workbench.analysis.rewire import with_fc
+
+    _, d = peagle
+    w = torch.randn_like(d.fc.weight)
+    new = with_fc(d, w, None, dict(d.config))
+    assert new.drafting == new.own_drafting == "parallel" and torch.equal(new.mask_hidden, d.mask_hidden)
+    torch.testing.assert_close(new.masked_slot((1, 1))[1][0, 0], new.project(d.mask_hidden.reshape(-1)))
+    assert not torch.allclose(new.masked_slot((1, 1))[1], d.masked_slot((1, 1))[1])
+
+
+def test_a_stray_mask_token_does_not_stop_a_plain_draft(tmp_path):
+    """Only a draft with mask_hidden needs a valid mask token; a plain EAGLE-3 draft with an out-of-range one loads."""
+    from workbench.model.checkpoint import load_draft
+
+    src = DATA / "smoke-demo" / "draft-aligned"
+    d = tmp_path / "plain"
+    shutil.copytree(src, d)
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps(dict(cfg, pard_token=10 ** 6)))
+    assert load_draft(str(d)).drafting == "sequential"
+
+
+def test_method_inference_and_other_engines_never_contradict(tmp_path, qwen36):
+    """vLLM infers dspark from a *DSparkModel architecture even in a folder without 'dspark' in its name; the lint's
+    fix names the method the family needs; an EAGLE-3 draft of another vLLM architecture name is not read as the
+    target's MTP heads."""
+    ds = _folder(tmp_path, "drafter", _cfg("dspark/nvidia--nemotron-nvfp4-dspark.partial.json"))
+    res = vllm_lint(f"vllm serve {qwen36} --speculative-config '{{\"model\": \"{ds}\", \"num_speculative_tokens\": 7}}'",
+                    device="gpu")
+    inferred = next(p for p in res.problems if p.code == "method-inferred")
+    assert inferred.severity == "warning" and '"dspark"' in inferred.fix and "method-not-dspark" not in _codes(res)
+    tgt = _folder(tmp_path, "dsv3", dict(_cfg("mtp/deepseek-ai--DeepSeek-V3.json"), num_nextn_predict_layers=3))
+    e3 = _folder(tmp_path, "eagle3-ds", {"architectures": ["Eagle3DeepseekV3ForCausalLM"], "hidden_size": 7168,
+                                          "num_attention_heads": 56, "vocab_size": 129280, "num_hidden_layers": 1,
+                                          "draft_vocab_size": 32000})
+    res = vllm_lint(f"vllm serve {tgt} --speculative-config '{{\"method\": \"eagle3\", \"model\": \"{e3}\", "
+                    "\"num_speculative_tokens\": 3}'", trained_state="pre-norm")
+    assert not [c for c in _codes(res) if c.startswith("mtp-")] and "draft family" not in res.settings

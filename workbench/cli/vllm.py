@@ -110,8 +110,8 @@ def _add_compare(sub):
                         "the CPU build runs; vllm-v2: 0.32's V2 runner, the GPU default)")
     p.add_argument("--drafting", choices=["parallel", "sequential"], default=None,
                    help="the server's drafting: parallel when its --speculative-config sets \"parallel_drafting\": "
-                        "true (P-EAGLE), else sequential (default: the draft's own: parallel for a P-EAGLE "
-                        "checkpoint; docs/families.md)")
+                        "true (P-EAGLE), else sequential (default: for a P-EAGLE draft both are simulated and the one "
+                        "that reproduces more requests is named; docs/families/p-eagle.md)")
     s = p.add_argument_group("sampling sent with every request (always explicit; default: greedy)")
     s.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (default)")
     s.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus cut, (0, 1] (default 1 = off)")

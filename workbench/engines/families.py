@@ -166,7 +166,7 @@ def family_of(config, where: str = "config.json") -> Family | None:
         return Family("dspark", f"architectures {arch!r}" if "dspark" in low else "DSpark keys")
     if "dflash" in low or isinstance(cfg.get("dflash_config"), dict):
         return Family("dflash", f"architectures {arch!r}" if "dflash" in low else "dflash_config")
-    eagle = any(a in arch for a in EAGLE_ARCHS) or smt == "eagle3"
+    eagle = "eagle3" in low or smt == "eagle3"            # vLLM registers Eagle3{Llama,Qwen3,DeepseekV3,...}
     if "peagle" in low or cfg.get("parallel_drafting") is True or any(k in cfg for k in ("pard_token", "ptd_token_id")) \
             or (eagle and cfg.get("mask_token_id") is not None):
         return Family("p-eagle", f"architectures {arch!r}" if "peagle" in low else
@@ -358,8 +358,8 @@ STATES = ("pre-norm", "post-norm")
 
 
 def _served_family(dcfg, tcfg, add):
-    """(family, config it came from) of the served draft (the target's own MTP heads when there is no draft)."""
-    for cfg in (dcfg, tcfg):
+    """(family, config it came from) of the served draft (the target's own MTP heads only when there is no draft)."""
+    for cfg in (dcfg, tcfg if dcfg is None else None):
         if cfg is None:
             continue
         try:
@@ -382,12 +382,15 @@ def lint_vllm(add, dcfg, tcfg, spec: dict, *, method: str | None, runner: str, k
         return None
     parallel = bool(spec.get("parallel_drafting"))
     if fam.name == "p-eagle":
-        if not parallel:
+        has_token = any(_get(cfg, key) is not None for key in MASK_TOKEN_KEYS)
+        if not parallel and k != 1:
             add("p-eagle-drafted-sequentially", "error", "a P-EAGLE draft without \"parallel_drafting\": true: vLLM "
                 "drafts it as a chain", "llama_eagle3.load_weights only warns 'mask_hidden found in weights but model is "
                 "not configured for parallel drafting' and skips it: steps k >= 1 then feed the previous step's token "
-                "and hidden, which the draft never trained on (measured on the smoke demo: accept length 1.60 instead "
-                "of 1.70, docs/families/p-eagle.md)", 'add "parallel_drafting": true to --speculative-config')
+                "and hidden, which the draft never trained on (one measurement, the smoke demo's draft: accept length "
+                "1.60 instead of 1.70; docs/families/p-eagle.md)", 'add "parallel_drafting": true to --speculative-config'
+                + ("" if has_token else ' and the mask token the draft was trained with ("mask_token_id": ID) to its '
+                   "config.json"))
         elif runner == "V2":
             add("p-eagle-v2", "error", "parallel drafting on the V2 model runner",
                 "vLLM 0.32's V2 runner does not support EAGLE parallel drafting (config/vllm.py): forced with "
@@ -397,16 +400,20 @@ def lint_vllm(add, dcfg, tcfg, spec: dict, *, method: str | None, runner: str, k
             add("use-aux-norm-ignored", "error", "use_aux_norm is set but fc_norm is not: vLLM computes without the "
                 "per-tap norms", "vLLM 0.32 reads config.fc_norm only (llama_eagle3.py); use_aux_norm is SGLang's "
                 "alias, read nowhere in vLLM", 'write "fc_norm": true beside it')
-        for key in ("fc_norm", "norm_output"):
-            if _get(cfg, f"eagle_config.{key}") and not cfg.get(key):
-                add(f"{key.replace('_', '-')}-nested-ignored", "error", f"eagle_config.{key} is set but the "
-                    f"top-level {key} is not: vLLM ignores it", f"llama_eagle3.py reads {key} from the top level only",
-                    f'write "{key}": true at the top level')
+        _nested_options(add, cfg, "vLLM", "llama_eagle3.py reads {key} from the top level only")
     if fam.name in ("dflash", "dspark"):
         _lint_block(add, fam.name, cfg, n, k, "vllm", method=method, runner=runner)
     if fam.name == "mtp":
         _lint_mtp(add, cfg, k, "vllm", runner=runner, trained_state=trained_state)
     return fam
+
+
+def _nested_options(add, cfg: dict, engine: str, why: str) -> None:
+    """``fc_norm`` / ``norm_output`` set only under ``eagle_config``: both engines read them at the top level only."""
+    for key in ("fc_norm", "norm_output"):
+        if _get(cfg, f"eagle_config.{key}") and not cfg.get(key):
+            add(f"{key.replace('_', '-')}-nested-ignored", "error", f"eagle_config.{key} is set but the top-level "
+                f"{key} is not: {engine} ignores it", why.format(key=key), f'write "{key}": true at the top level')
 
 
 def lint_sglang(add, dcfg, tcfg, *, algorithm: str | None, k, n, trained_state=None):
@@ -420,11 +427,7 @@ def lint_sglang(add, dcfg, tcfg, *, algorithm: str | None, k, n, trained_state=N
             "a sequential EAGLE-3 chain, its steps k >= 1 fed inputs it never trained on",
             "serve it on vLLM with \"parallel_drafting\": true, or use an EAGLE-3 draft")
     if fam.name == "eagle3.1":
-        for key in ("fc_norm", "norm_output"):
-            if _get(cfg, f"eagle_config.{key}") and not cfg.get(key):
-                add(f"{key.replace('_', '-')}-nested-ignored", "error", f"eagle_config.{key} is set but the "
-                    f"top-level {key} is not: SGLang ignores it", f"llama_eagle3.py reads {key} with getattr(config) "
-                    "at the top level only", f'write "{key}": true at the top level')
+        _nested_options(add, cfg, "SGLang", "llama_eagle3.py reads {key} with getattr(config) at the top level only")
     if fam.name in ("dflash", "dspark"):
         _lint_block(add, fam.name, cfg, n, k, "sglang", method=algorithm)
     if fam.name == "mtp":
@@ -492,7 +495,8 @@ def _lint_mtp(add, cfg: dict, k, engine: str, *, runner: str = "V1", trained_sta
         add("mtp-k-multiple", "error", f"num_speculative_tokens {k} with {layers} MTP layers",
             "vLLM refuses K > n_predict unless it is a multiple of it (SpeculativeConfig.__post_init__)",
             f"set num_speculative_tokens to {layers} or a multiple")
-    if engine == "vllm" and runner == "V1" and layers and layers > 1 and isinstance(k, int) and k > 1:
+    step35 = "step3p5" in str(_text(cfg).get("model_type") or "") + " ".join(map(str, cfg.get("architectures") or [])).lower()
+    if engine == "vllm" and runner == "V1" and layers and layers > 1 and isinstance(k, int) and k > 1 and not step35:
         add("mtp-first-layer-only", "error", f"{layers} MTP layers on vLLM's V1 runner (the CPU build's): every step "
             "runs the first layer", "V1's proposer never passes spec_step_idx (llm_base_proposer.propose), so "
             f"deepseek_mtp.py picks layer 0 for all {k} steps, fed its own output: layers 1..{layers - 1} are never "

@@ -48,7 +48,9 @@ from workbench.engines.taps import (
 from workbench.engines.taps import id_list as wiring_ids
 
 _KEY = "eagle_aux_hidden_state_layer_ids"
-EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
+# EAGLE-3 checkpoint architectures of the SpecForge/EAGLE format (the P-EAGLE names: SpecForge's and vLLM's, both
+# mapped to llama_eagle3 by vLLM's registry, #41826)
+EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "PEagleDraftModel", "PeagleLlamaForCausalLM")
 OPTION_NAMES = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual")
 
 

@@ -373,13 +373,19 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
     dpath = str(spec.get("model") or "")
     if method is None and spec.get("model"):
         low = dpath.lower()
-        method = ("eagle" if "eagle-" in low else "eagle3" if "eagle3" in low else "dflash" if "dflash" in low
-                  else "dspark" if "dspark" in low else "draft_model")
+        arch = " ".join(map(str, (dcfg or {}).get("architectures") or []))
+        # SpeculativeConfig.__post_init__: the path's name, then a few architectures (DFlash/DSpark only)
+        method = ("eagle" if "eagle-" in low else "eagle3" if "eagle3" in low
+                  else "dflash" if "dflash" in low or "MuseGlimmerAssistantModel" in arch
+                  else "dspark" if "dspark" in low or "DSparkModel" in arch else "draft_model")
+        fam = families.family_of(dcfg) if dcfg is not None else None
+        want = {"dflash": "dflash", "dspark": "dspark", "mtp": "mtp"}.get(fam.name if fam else "", "eagle3")
         settings["method"] = f"{method} (inferred from the draft path)"
-        add("method-inferred", "error" if method not in ("eagle3", "dflash", "dspark") else "warning",
+        add("method-inferred", "error" if method != want else "warning",
             f"no \"method\": vLLM infers {method!r} from the draft path {dpath!r}",
-            "__post_init__ looks for 'eagle-' or 'eagle3' in the path name, else runs the draft as a plain "
-            "draft model (no target hidden states: the EAGLE-3 fc never runs)", 'set "method": "eagle3"')
+            "__post_init__ looks for 'eagle-', 'eagle3', 'dflash' or 'dspark' in the path name (and a few DFlash/DSpark "
+            "architectures), else runs the draft as a plain draft model (no target hidden states: the draft's fc "
+            "never runs)", f'set "method": "{want}"')
     elif method is not None and method not in METHODS and not method.endswith("_mtp"):
         near = difflib.get_close_matches(method, METHODS, n=1)
         add("unknown-method", "error", f"method {method_raw!r} is not a vLLM 0.32 method"

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench import engines
 from workbench.core.errors import WorkbenchError
 from workbench.core.sampling import Sampling
 from workbench.live import fingerprint as fp
@@ -340,7 +341,8 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
                         tolerance=tolerance, counting="v2", aggregate=agg, metrics_only=metrics_only,
                         greedy_check=check or None, drafting=mode)
 
-    if drafting is not None or getattr(draft, "own_drafting", "sequential") != "parallel" or metrics_only:
+    if drafting is not None or getattr(draft, "own_drafting", "sequential") != "parallel" or metrics_only \
+            or not engines.get(engine).parallel_drafting:
         return run(drafting, notes)
     # a P-EAGLE draft: the client cannot see the server's "parallel_drafting"; both drafting rules are simulated and
     # the one that reproduces more requests is the server's (docs/families/p-eagle.md)
@@ -349,6 +351,11 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
              for m, c in both.items()}
     best = max(both, key=lambda m: score[m])                      # ties: parallel (listed first), the draft's own
     other = "sequential" if best == "parallel" else "parallel"
+    if score[best] == score[other]:
+        both[best].notes.append(f"P-EAGLE draft: both drafting rules reproduce {score[best][1]}/{len(samples)} requests "
+                                "(K=1, or steps that never reach a masked slot): undecided whether the server sets "
+                                '"parallel_drafting"; shown: parallel. Longer K or more requests would decide')
+        return both[best]
     said = {"parallel": 'drafts in parallel ("parallel_drafting": true)',
             "sequential": 'drafts a chain: its --speculative-config does not set "parallel_drafting"'}
     both[best].notes.append(f"P-EAGLE draft: the server {said[best]}: {score[best][1]}/{len(samples)} requests identical "

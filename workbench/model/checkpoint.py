@@ -26,7 +26,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, write_json
 from workbench.engines.families import family_of, mixed_conventions
 from workbench.engines.taps import draft_layer_ids
-from workbench.model.draft import ARCHITECTURE, Eagle3Draft
+from workbench.model.draft import ARCHITECTURE, Eagle3Draft, mask_token
 
 # vLLM's registry maps all of these to llama_eagle3.Eagle3LlamaForCausalLM (the P-EAGLE names since vLLM #41826)
 _ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM", "PEagleDraftModel", "PeagleLlamaForCausalLM")
@@ -278,6 +278,7 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
     params = {k: v for k, v in sd.items() if k not in ("d2t", "t2d", "embed_tokens.weight")}
     draft.load_state_dict(params, strict=False)
     if mask_hidden is not None:
+        mask_token(cfg, str(cfg_path), draft.vocab_size)         # a P-EAGLE draft needs a valid one: one line if not
         draft.set_mask_hidden(mask_hidden, where=f"{wfile}: mask_hidden")
         if draft.spec.mask_token_id is not None:
             draft.set_drafting("parallel")       # what a P-EAGLE draft was trained for (vLLM parallel_drafting)

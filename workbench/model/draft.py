@@ -163,7 +163,16 @@ def _spec(cfg: dict, where: str = "config.json") -> _Spec:
         norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
         norm_output=bool(cfg.get("norm_output", False)),
         norm_before_residual=bool(cfg.get("norm_before_residual", False)), layer_ids=ids,
-        has_draft_vocab_key=has_dv, mask_token_id=mask_token(cfg, where, vocab)[0])
+        has_draft_vocab_key=has_dv, mask_token_id=_mask_token_or_none(cfg, where, vocab))
+
+
+def _mask_token_or_none(cfg: dict, where: str, vocab: int) -> int | None:
+    """The mask token, or None when it is absent or unusable: only a draft with ``mask_hidden`` (P-EAGLE) needs it,
+    and the loader checks it there (:func:`mask_token`)."""
+    try:
+        return mask_token(cfg, where, vocab)[0]
+    except WorkbenchError:
+        return None
 
 
 def _as_dict(config) -> dict:

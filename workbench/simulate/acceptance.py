@@ -97,6 +97,7 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
         w0, _ = apply_engine(target, draft, engine, None if wirings is None else as_wirings(wirings, target.n_layers)[0])
         wirings = [w0] if wirings is None else wirings
         setting = setting.replace(engine=engines.get(engine).name)
+    before = draft.drafting                  # put back when the run ends: the draft object outlives this run
     setting, _ = apply_drafting(draft, setting, engine or setting.engine)
     wl = as_wirings(wirings, target.n_layers)
     ctx = ctx or distributed.Context()
@@ -120,8 +121,11 @@ def simulate(target, draft, dataset, wirings, *, K: int | None = None, limit: in
                               progress=progress and ctx.is_main, acc_topk=acc_topk, cache_dir=cache_dir, seed=seed,
                               max_memory=max_memory)
 
-    out = distributed.sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
-                              max_positions=target.max_positions, everywhere=everywhere)
+    try:
+        out = distributed.sharded(rows, fn, ctx=ctx, batch_size=batch_size, key=key, out_dir=out_dir, name=name,
+                                  max_positions=target.max_positions, everywhere=everywhere)
+    finally:
+        draft.drafting = before
     if cm is not None:
         attach_cost_model((out or {}).values(), cm)
     return out
