@@ -187,6 +187,22 @@ def family_of(config, where: str = "config.json") -> Family | None:
     return None
 
 
+def mask_token(cfg: dict, where: str = "config.json", vocab: int | None = None) -> tuple[int | None, str | None]:
+    """(id, key): the parallel-drafting mask token a draft config names, in vLLM's read order, or (None, None).
+
+        >>> mask_token({"pard_token": 7, "ptd_token_id": 9})
+        (7, 'pard_token')
+    """
+    for key in MASK_TOKEN_KEYS:
+        v = _get(cfg, key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (vocab is not None and v >= vocab):
+            raise WorkbenchError(f"{where}: {key} is {v!r} (expected a token id in [0, {vocab or 'vocab_size'}))")
+        return v, key
+    return None, None
+
+
 def mtp_layers(cfg: dict) -> int | None:
     """How many MTP layers a config declares (target or draft), or None."""
     text = _text(cfg)
@@ -517,4 +533,4 @@ def _lint_mtp(add, cfg: dict, k, engine: str, *, runner: str = "V1", trained_sta
 
 
 __all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "STATES", "block_ids", "describe", "family_of", "feeds",
-           "lint_sglang", "lint_vllm", "mixed_conventions", "mtp_layers"]
+           "lint_sglang", "lint_vllm", "mask_token", "mixed_conventions", "mtp_layers"]

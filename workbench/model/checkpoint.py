@@ -24,9 +24,9 @@ import torch
 from workbench.core.devices import default_dtype, resolve_device
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, write_json
-from workbench.engines.families import family_of, mixed_conventions
+from workbench.engines.families import family_of, mask_token, mixed_conventions
 from workbench.engines.taps import draft_layer_ids
-from workbench.model.draft import ARCHITECTURE, Eagle3Draft, mask_token
+from workbench.model.draft import ARCHITECTURE, Eagle3Draft
 
 # vLLM's registry maps all of these to llama_eagle3.Eagle3LlamaForCausalLM (the P-EAGLE names since vLLM #41826)
 _ARCH_ALIASES = (ARCHITECTURE, "Eagle3LlamaForCausalLM", "PEagleDraftModel", "PeagleLlamaForCausalLM")

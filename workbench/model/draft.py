@@ -40,7 +40,7 @@ import torch.nn.functional as F
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.render import Rendered
-from workbench.engines.families import MASK_TOKEN_KEYS
+from workbench.engines.families import MASK_TOKEN_KEYS, mask_token
 from workbench.engines.positions import yarn_attention_factor
 from workbench.model.attention import prefix_attention
 from workbench.model.chunks import head_chunks
@@ -80,26 +80,6 @@ class _Spec:
     layer_ids: tuple | None
     has_draft_vocab_key: bool
     mask_token_id: int | None = None      # P-EAGLE's token for the masked slots (vLLM's read order)
-
-
-def mask_token(cfg: dict, where: str = "config.json", vocab: int | None = None) -> tuple[int | None, str | None]:
-    """(id, key): the parallel-drafting mask token a draft config names, in vLLM's read order, or (None, None).
-
-        >>> mask_token({"pard_token": 7, "ptd_token_id": 9})
-        (7, 'pard_token')
-    """
-    for key in MASK_TOKEN_KEYS:
-        if key.startswith("dflash_config."):
-            sub = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
-            v = sub.get(key.split(".", 1)[1])
-        else:
-            v = cfg.get(key)
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (vocab is not None and v >= vocab):
-            raise WorkbenchError(f"{where}: {key} is {v!r} (expected a token id in [0, {vocab or 'vocab_size'}))")
-        return v, key
-    return None, None
 
 
 def _cfg_int(cfg: dict, key: str, where: str, default=None) -> int:
