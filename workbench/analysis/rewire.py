@@ -343,7 +343,7 @@ def with_fc(draft, weight: torch.Tensor, bias: torch.Tensor | None, config: dict
     if draft.mask_hidden is not None:            # P-EAGLE: the mask slots go through the new fc too
         new.set_mask_hidden(draft.mask_hidden)
     new.load_state_dict(draft.state_dict())
-    new.drafting, new.own_drafting = draft.drafting, draft.own_drafting
+    new.drafting = draft.drafting
     new.has_embed, new.embed_source = draft.has_embed, draft.embed_source
     new.notes = list(draft.notes)
     new.to(device=p.device, dtype=p.dtype)

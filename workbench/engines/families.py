@@ -203,6 +203,11 @@ def mask_token(cfg: dict, where: str = "config.json", vocab: int | None = None) 
     return None, None
 
 
+def has_mask_token(cfg: dict) -> bool:
+    """Whether a config names a parallel-drafting mask token under any key vLLM reads (valid or not)."""
+    return any(_get(cfg, key) is not None for key in MASK_TOKEN_KEYS)
+
+
 def mtp_layers(cfg: dict) -> int | None:
     """How many MTP layers a config declares (target or draft), or None."""
     text = _text(cfg)
@@ -398,7 +403,7 @@ def lint_vllm(add, dcfg, tcfg, spec: dict, *, method: str | None, runner: str, k
         return None
     parallel = bool(spec.get("parallel_drafting"))
     if fam.name == "p-eagle":
-        has_token = any(_get(cfg, key) is not None for key in MASK_TOKEN_KEYS)
+        has_token = has_mask_token(cfg)
         if not parallel and k != 1:
             add("p-eagle-drafted-sequentially", "error", "a P-EAGLE draft without \"parallel_drafting\": true: vLLM "
                 "drafts it as a chain", "llama_eagle3.load_weights only warns 'mask_hidden found in weights but model is "
@@ -533,4 +538,4 @@ def _lint_mtp(add, cfg: dict, k, engine: str, *, runner: str = "V1", trained_sta
 
 
 __all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "STATES", "block_ids", "describe", "family_of", "feeds",
-           "lint_sglang", "lint_vllm", "mask_token", "mixed_conventions", "mtp_layers"]
+           "has_mask_token", "lint_sglang", "lint_vllm", "mask_token", "mixed_conventions", "mtp_layers"]

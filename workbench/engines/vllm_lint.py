@@ -76,7 +76,6 @@ METHODS = ("ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom
 DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
 REJECTION_SAMPLE_METHODS = ("standard", "synthetic", "block")
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-MASK_TOKEN_KEYS = families.MASK_TOKEN_KEYS
 _FLAGS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
 _CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU")
 _GPU_FLAGS = ("gpu_memory_utilization", "device_memory_utilization")
@@ -470,10 +469,10 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
 
     # ---- parallel drafting ----
     if spec.get("parallel_drafting") and dcfg is not None:
-        if not any(_has(dcfg, key) for key in MASK_TOKEN_KEYS):
+        if not families.has_mask_token(dcfg):
             add("no-mask-token", "error", "parallel_drafting without a mask token in the draft config",
                 "llm_base_proposer._init_parallel_drafting_params raises: the draft config needs "
-                + ", ".join(MASK_TOKEN_KEYS), 'add "pard_token": ID (the token the draft was trained with for '
+                + ", ".join(families.MASK_TOKEN_KEYS), 'add "pard_token": ID (the token the draft was trained with for '
                 "masked slots), or drop parallel_drafting")
         if names is not None and not any(x.endswith("mask_hidden") for x in names):
             add("no-mask-hidden", "error", "parallel_drafting but the draft weights hold no mask_hidden",
@@ -492,24 +491,19 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
                     f"request fails with 'Unsupported CPU attention configuration: head_dim={hd}' ({why_dev})",
                     "serve on a GPU, or use a model whose hidden_size / num_attention_heads is a supported size")
 
+    fam = None
+    if dcfg is not None or (method == "mtp" and tcfg is not None):      # a draft, or the target's own MTP heads
+        runner, why_runner = _runner(a, dev, spec)
+        settings["model runner"] = f"{runner} ({why_runner})"
+        fam = families.lint_vllm(add, dcfg, tcfg, spec, method=method, runner=runner,
+                                 k=k if isinstance(k, int) else None, n=n, trained_state=trained_state)
+        if fam is not None and fam.name != "eagle3":
+            settings["draft family"] = f"{fam.label} ({fam.evidence})"
     if dcfg is None:
         if method in ("eagle", "eagle3"):
             add("draft-unchecked", "info", "no --draft: layer ids, d2t and the wiring were not checked", "",
                 "pass --draft DRAFT_DIR (and --target TARGET_DIR for the wiring)")
-        if method == "mtp" and tcfg is not None:       # the target's own MTP heads
-            runner, why_runner = _runner(a, dev, spec)
-            settings["model runner"] = f"{runner} ({why_runner})"
-            fam = families.lint_vllm(add, None, tcfg, spec, method=method, runner=runner,
-                                     k=k if isinstance(k, int) else None, n=n, trained_state=trained_state)
-            if fam is not None and fam.name != "eagle3":
-                settings["draft family"] = f"{fam.label} ({fam.evidence})"
         return LintResult(settings, P, source)
-    runner, why_runner = _runner(a, dev, spec)
-    settings["model runner"] = f"{runner} ({why_runner})"
-    fam = families.lint_vllm(add, dcfg, tcfg, spec, method=method, runner=runner, k=k if isinstance(k, int) else None,
-                             n=n, trained_state=trained_state)
-    if fam is not None and fam.name != "eagle3":
-        settings["draft family"] = f"{fam.label} ({fam.evidence})"
     if method not in (None, "eagle3") or eagle3_draft is False or (fam is not None and fam.name in ("dflash", "dspark")):
         return LintResult(settings, P, source)
     sml = spec.get("max_model_len")

@@ -169,7 +169,7 @@ def apply_drafting(draft, setting, engine: str | None = None):
     A tree, or an engine without parallel drafting (SGLang: none; vLLM's V2 runner refuses it), drafts a
     P-EAGLE draft as a chain, and the note says so; asking for parallel drafting there is an error.
     """
-    own = getattr(draft, "own_drafting", "sequential")
+    own = draft.own_drafting
     mode, note = setting.drafting or own, None
     rec = engines.get(engine) if engine is not None else None
     if mode == "parallel" and rec is not None and not rec.parallel_drafting:

@@ -341,14 +341,14 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
                         tolerance=tolerance, counting="v2", aggregate=agg, metrics_only=metrics_only,
                         greedy_check=check or None, drafting=mode)
 
-    if drafting is not None or getattr(draft, "own_drafting", "sequential") != "parallel" or metrics_only \
+    if drafting is not None or draft.own_drafting != "parallel" or metrics_only \
             or not engines.get(engine).parallel_drafting:
         return run(drafting, notes)
     # a P-EAGLE draft: the client cannot see the server's "parallel_drafting"; both drafting rules are simulated and
     # the one that reproduces more requests is the server's (docs/families/p-eagle.md)
     both = {mode: run(mode, list(notes)) for mode in ("parallel", "sequential")}
-    score = {m: max(((d["identical"] + d["tie"], d["identical"]) for d in c.ranking()), default=(0, 0))
-             for m, c in both.items()}
+    score = {m: (r["identical"] + r["tie"], r["identical"]) if (r := next(iter(c.ranking()), None)) else (0, 0)
+             for m, c in both.items()}                             # ranking() is sorted by this key, best first
     best = max(both, key=lambda m: score[m])                      # ties: parallel (listed first), the draft's own
     other = "sequential" if best == "parallel" else "parallel"
     if score[best] == score[other]:
@@ -358,8 +358,9 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
         return both[best]
     said = {"parallel": 'drafts in parallel ("parallel_drafting": true)',
             "sequential": 'drafts a chain: its --speculative-config does not set "parallel_drafting"'}
+    how = {"parallel": "in parallel", "sequential": "as a chain"}
+    lint = " (run `workbench vllm lint`: p-eagle-drafted-sequentially)" if best == "sequential" else ""
     both[best].notes.append(f"P-EAGLE draft: the server {said[best]}: {score[best][1]}/{len(samples)} requests identical "
                             f"under the best wiring simulated that way, {score[other][1]}/{len(samples)} simulated "
-                            f"{'as a chain' if other == 'sequential' else 'in parallel'}" + (" (run `workbench vllm lint`: p-eagle-drafted-sequentially)"
-                                           if best == "sequential" else ""))
+                            f"{how[other]}{lint}")
     return both[best]

@@ -280,10 +280,8 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
     if mask_hidden is not None:
         mask_token(cfg, str(cfg_path), draft.vocab_size)         # a P-EAGLE draft needs a valid one: one line if not
         draft.set_mask_hidden(mask_hidden, where=f"{wfile}: mask_hidden")
-        if draft.spec.mask_token_id is not None:
-            draft.set_drafting("parallel")       # what a P-EAGLE draft was trained for (vLLM parallel_drafting)
-            draft.own_drafting = "parallel"
-        else:
+        draft.set_drafting(draft.own_drafting)  # parallel: what a P-EAGLE draft was trained for (vLLM parallel_drafting)
+        if draft.own_drafting != "parallel":
             draft.notes.append("the checkpoint has mask_hidden (P-EAGLE) but the config names no mask token: "
                                "it can only draft a chain")
     elif raw.get("speculators_model_type") == "peagle" or raw.get("parallel_drafting"):

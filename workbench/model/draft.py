@@ -304,7 +304,7 @@ class Eagle3Draft(nn.Module):
         self.lm_head_source = "checkpoint"
         # P-EAGLE: "sequential" (a chain: step k feeds step k-1's token and hidden) or "parallel" (every step
         # k >= 1 feeds the mask token and fc(mask_hidden): all K tokens in one pass, vLLM parallel_drafting)
-        self.drafting = self.own_drafting = "sequential"      # own: what the checkpoint was trained for
+        self.drafting = "sequential"
         self.register_buffer("mask_hidden", None)   # [.., 3 x target hidden] once set_mask_hidden is called
 
     # attributes of the agreed API
@@ -377,6 +377,11 @@ class Eagle3Draft(nn.Module):
                 raise WorkbenchError(f"rotary_offset must be an integer, got {rotary_offset!r}")
             self.rotary_offset = rotary_offset
         return self
+
+    @property
+    def own_drafting(self) -> str:
+        """What the checkpoint was trained for: "parallel" with a ``mask_hidden`` and a mask token (P-EAGLE)."""
+        return "parallel" if self.mask_hidden is not None and self.spec.mask_token_id is not None else "sequential"
 
     def set_mask_hidden(self, weight: torch.Tensor, *, where: str = "mask_hidden"):
         """Install P-EAGLE's learned ``mask_hidden`` (the pre-fc taps of every masked slot; any shape with
