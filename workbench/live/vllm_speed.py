@@ -13,8 +13,8 @@
 What :func:`sweep` does (``workbench vllm speed``, docs/vllm.md "How fast"):
 
 1. One server without speculation (the baseline) stays up for the whole sweep. For each draft's shape twin and
-   K, then each draft and K, a server with it at K starts beside it; one warm-up request goes to each (excluded), then
-   ``repeats`` passes alternate between the two servers (baseline pass, speculative pass, ...), so both
+   K, then each draft and K, a server with it at K starts beside it; one warm-up request goes to it and one
+   warm-up pass to the baseline, which idled while the new server loaded (both excluded), then ``repeats`` passes alternate between the two servers (baseline pass, speculative pass, ...), so both
    see the same machine load. A pass sends the same prompts with the same ``max_tokens`` (``ignore_eos``,
    greedy), one request at a time, then with ``concurrency`` requests in flight. Medians and the spread
    (min..max over passes) are reported; the measured speed-up is the median of the per-pass ratios.
@@ -338,6 +338,8 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
                 srv = start(target, folder, k=k, say=say, log=log(f"{name}-k{k}"), **kw)
                 client = Client(srv.url)
                 one_pass(client, prompts[:1], n_tok)                 # warm-up, excluded
+                one_pass(base, prompts, n_tok)                       # the baseline again, excluded: it idled
+                # while this server loaded, and its first pass after that ran up to 2x slower (cold)
                 for _ in range(int(repeats)):                        # interleaved: both see the same load
                     passes["base1"].append(one_pass(base, prompts, n_tok))
                     passes["spec1"].append(one_pass(client, prompts, n_tok))
