@@ -16,6 +16,7 @@ import torch
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.setting import Setting
+from workbench import engines
 from workbench.engines import families
 from workbench.engines.sglang_lint import lint_command as sglang_lint
 from workbench.engines.vllm_lint import lint_command as vllm_lint
@@ -426,6 +427,80 @@ def test_method_inference_and_other_engines_never_contradict(tmp_path, qwen36):
     res = vllm_lint(f"vllm serve {tgt} --speculative-config '{{\"method\": \"eagle3\", \"model\": \"{e3}\", "
                     "\"num_speculative_tokens\": 3}'", trained_state="pre-norm")
     assert not [c for c in _codes(res) if c.startswith("mtp-")] and "draft family" not in res.settings
+
+
+def test_specforges_dspark_architecture_is_inferred_as_vllm_does(tmp_path, qwen36):
+    """SpecForge's DSpark exports say DSparkDraftModel with model_type qwen3: vLLM infers "dspark" from that pair
+    (exact architecture names, not a substring), so a folder without "dspark" in its name is no error; a plain Llama
+    draft there is run as a draft model, and an MTP model type as mtp."""
+    from workbench.engines.vllm_lint import inferred_method
+
+    ds = _folder(tmp_path, "drafter", _cfg("dspark/specforge--qwen3-8b-dspark.json"))
+    res = vllm_lint(f"vllm serve {qwen36} --speculative-config '{{\"model\": \"{ds}\", \"num_speculative_tokens\": 7}}'",
+                    device="gpu")
+    assert not {"method-not-dspark", "method-inferred"} & set(_codes(res)), res.problems
+    assert inferred_method("/m/x", {"architectures": ["DSparkDraftModel"], "model_type": "llama"}) == "draft_model"
+    assert inferred_method("/m/x", {"architectures": ["MyDSparkModelV9"]}) == "draft_model"     # exact names only
+    assert inferred_method("/m/x", {"model_type": "qwen3_5_mtp"}) == "mtp"
+
+
+def test_p_eagle_v2_only_when_parallel_drafting_is_asked_for():
+    """vLLM marks the V2 runner unsupported only when parallel_drafting is set (config/vllm.py): a P-EAGLE draft at
+    K = 1 without it starts on V2 and is no p-eagle-v2 error."""
+    one = {"method": "eagle3", "model": str(PEAGLE), "num_speculative_tokens": 1}
+    res = vllm_lint(f"vllm serve {SMOKE_TARGET} --speculative-config '{json.dumps(one)}'", device="gpu")
+    assert "p-eagle-v2" not in _codes(res) and "p-eagle-drafted-sequentially" not in _codes(res)
+
+
+def test_a_speculators_p_eagle_is_converted_as_vllm_converts_it(tmp_path):
+    """vLLM's update_peagle: norm_before_residual defaults to False (update_eagle3's True is for Eagle3), and fc_norm
+    and norm_output are not copied: a speculators P-EAGLE trained with them is served without, an error."""
+    from workbench.model.checkpoint import _speculators_to_llama
+
+    cfg = json.loads((PEAGLE / "config.json").read_text())
+    cfg.pop("norm_before_residual")
+    opts, _ = engines.options_for("vllm", cfg)
+    assert opts["norm_before_residual"] is False and _speculators_to_llama(cfg, "c")["norm_before_residual"] is False
+    normed = dict(cfg, fc_norm=True, norm_output=True)
+    opts, warn = engines.options_for("vllm", normed)
+    assert not opts["fc_norm"] and not opts["norm_output"] and len(warn) == 2
+    assert engines.options_for("speculators", normed)[0]["fc_norm"] is True        # what it was trained with
+    d = tmp_path / "peagle-normed"
+    shutil.copytree(PEAGLE, d)
+    (d / "config.json").write_text(json.dumps(normed))
+    res = vllm_lint(f"vllm serve {SMOKE_TARGET} --speculative-config '{json.dumps(dict(method='eagle3', model=str(d), num_speculative_tokens=4, parallel_drafting=True))}'")
+    assert "p-eagle-norms-dropped" in _codes(res)
+    assert "norm-before-residual-default" not in _codes(res, "warning")
+
+
+def test_deepseek_v4_mtp_is_fed_its_pre_norm_stream(tmp_path):
+    """DeepSeek-V4's MTP is fed the pre-hc_head residual stream by both engines: pre-norm matches, post-norm is the
+    mismatch; Step3.5 on SGLang is fed hidden_states_before_norm."""
+    v4 = _folder(tmp_path, "v4", _cfg("mtp/deepseek-ai--DeepSeek-V4-Flash.json"))
+    cmd = f"vllm serve {v4} --speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": 1}}'"
+    assert "mtp-state-mismatch" not in _codes(vllm_lint(cmd, device="gpu", trained_state="pre-norm"))
+    assert "mtp-state-mismatch" in _codes(vllm_lint(cmd, device="gpu", trained_state="post-norm"))
+    assert all("before its final norm" in f.states for f in families.feeds(_cfg("mtp/deepseek-ai--DeepSeek-V4-Flash.json")))
+    assert families.mtp_fed_state({"model_type": "step3p5"}, "sglang")[0] == "pre-norm"
+    assert families.mtp_fed_state({"model_type": "step3p5"}, "vllm")[0] == "post-norm"
+
+
+def test_each_vllm_runner_reads_block_ids_in_its_own_order(tmp_path, qwen36):
+    """V1 reads the top-level EAGLE key or dflash_config only: a DFlash config with only top-level target_layer_ids
+    gets V1's default taps (an error), V2 reads them +1; V2 reads dspark ids before target_layer_ids."""
+    cfg = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "target_layer_ids": [1, 9, 17, 25, 33],
+           "block_size": 16, "num_hidden_layers": 5, "hidden_size": 4096}
+    rows = {f.engine: f for f in families.feeds(cfg, qwen36)}
+    assert rows["vllm-v2"].states == "L1,L9,L17,L25,L33" and rows["vllm"].states == "L1,L17,L32"
+    assert rows["vllm"].warnings and not rows["vllm-v2"].warnings
+    d = _folder(tmp_path, "dflash-top", cfg)
+    cmd = f"vllm serve {qwen36} --speculative-config '{{\"method\": \"dflash\", \"model\": \"{d}\", " \
+          "\"num_speculative_tokens\": 8}'"
+    assert "block-ids-not-read" in _codes(vllm_lint(cmd, device="cpu"))
+    assert "block-ids-not-read" not in _codes(vllm_lint(cmd, device="gpu"))
+    both = dict(cfg, dspark_target_layer_ids=[2, 10, 18, 26, 34])
+    assert families.vllm_block_ids(both, "V2")[0] == [3, 11, 19, 27, 35]
+    assert families.vllm_block_ids(dict(both, model_type="deepseek_v41"), "V2")[0] == [2, 10, 18, 26, 34]
 
 
 @pytest.mark.slow

@@ -112,7 +112,7 @@ def _draft(args) -> int:
     from workbench.engines import families
 
     cfg = load_config(str(Path(args.path) / "config.json"), "draft config")
-    fam = families.family_of(cfg)
+    fam = families.family_of(cfg, str(Path(args.path) / "config.json"))
     if fam is not None and fam.name not in ("eagle3", "eagle3.1", "p-eagle"):
         # a block drafter or MTP heads: what each engine feeds it (no EAGLE-3 trainer conventions apply)
         doc = {"path": str(args.path), "family": fam.name, "evidence": fam.evidence,

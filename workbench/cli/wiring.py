@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 NAME = "wiring"
 HELP = "Show the target taps each engine and version (sglang, vllm, specforge, ...) feeds the draft"
@@ -42,7 +43,8 @@ def run(args) -> int:
         from workbench.engines import families
         from workbench.engines.taps import load_config
 
-        fam = families.family_of(load_config(args.draft, "draft config"))
+        where = Path(args.draft) / "config.json" if Path(args.draft).is_dir() else Path(args.draft)
+        fam = families.family_of(load_config(args.draft, "draft config"), str(where))
         if fam is not None and fam.name not in ("eagle3", "eagle3.1"):   # its own rules: docs/families.md
             if args.json:
                 print(json.dumps({"family": fam.name, "evidence": fam.evidence,

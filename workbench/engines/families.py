@@ -218,13 +218,65 @@ def mtp_layers(cfg: dict) -> int | None:
     return None
 
 
+def _ints(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
+
+
 def block_ids(cfg: dict) -> tuple[list | None, str | None]:
-    """A block drafter's target layer ids (0-based layer outputs) and the key they came from."""
-    for key in ("dflash_config.target_layer_ids", "target_layer_ids", "dspark_target_layer_ids"):
+    """A block drafter's trained target layer ids (0-based layer outputs) and the key they came from, in vLLM V2's
+    order. DeepSeek-V4.1's ``dspark_target_layer_ids`` name layer inputs (id t = L{t-1}) and are returned shifted."""
+    for key in ("dflash_config.target_layer_ids", "dspark_target_layer_ids", "target_layer_ids"):
         v = _get(cfg, key)
-        if isinstance(v, list) and v and all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+        if _ints(v):
+            if key == "dspark_target_layer_ids" and cfg.get("model_type") == "deepseek_v41":
+                return [i - 1 for i in v], key
             return v, key
     return None, None
+
+
+def vllm_block_ids(cfg: dict, runner: str) -> tuple[list | None, str]:
+    """The ids vLLM 0.32 feeds a block drafter, in its own convention (id k = the input of layer k = L{k-1}, 0 the
+    embeddings), and how it read them; None: its default taps. V1 (the CPU build's; gpu_model_runner
+    ``_get_eagle3_aux_layers_from_config``): the top-level EAGLE key, else dflash ids +1, replaced by
+    ``eagle_config``'s EAGLE key whenever an ``eagle_config`` dict is there. V2 (eagle3_utils
+    ``get_eagle3_aux_layers_from_config``): the top-level EAGLE key, dflash ids +1, DSpark ids +1 (as they are for
+    DeepSeek-V4.1), top-level ``target_layer_ids`` +1, then ``layer_ids`` of dflash_config or eagle_config as they are.
+
+        >>> vllm_block_ids({"dflash_config": {"target_layer_ids": [1, 3]}}, "V1")
+        ([2, 4], 'dflash_config.target_layer_ids [1, 3] +1')
+        >>> vllm_block_ids({"target_layer_ids": [1, 3]}, "V1")[0], vllm_block_ids({"target_layer_ids": [1, 3]}, "V2")[0]
+        (None, [2, 4])
+    """
+    top = cfg.get("eagle_aux_hidden_state_layer_ids")
+    if top:
+        return list(top), f"top-level eagle_aux_hidden_state_layer_ids {list(top)} read first, as vLLM ids"
+    dflash = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
+    first = [i + 1 for i in dflash.get("target_layer_ids") or []]
+    if runner == "V1":
+        ids, how = first, f"dflash_config.target_layer_ids {dflash.get('target_layer_ids')} +1"
+        if isinstance(cfg.get("eagle_config"), dict) and cfg["eagle_config"]:
+            ids = cfg["eagle_config"].get("eagle_aux_hidden_state_layer_ids")
+            how = "eagle_config.eagle_aux_hidden_state_layer_ids (the V1 runner reads it over dflash_config)"
+        return (list(ids), how) if ids else (None, "no ids the V1 runner reads: vLLM's default (2, N//2, N-3)")
+    if first:
+        return first, f"dflash_config.target_layer_ids {dflash['target_layer_ids']} +1"
+    ds = cfg.get("dspark_target_layer_ids")
+    if ds:
+        if cfg.get("model_type") == "deepseek_v41":
+            return list(ds), f"dspark_target_layer_ids {ds} as they are (DeepSeek-V4.1: layer inputs)"
+        return [i + 1 for i in ds], f"dspark_target_layer_ids {ds} +1"
+    if cfg.get("target_layer_ids"):
+        return [i + 1 for i in cfg["target_layer_ids"]], f"target_layer_ids {cfg['target_layer_ids']} +1"
+    for name in ("dflash_config", "eagle_config"):
+        sub = cfg.get(name)
+        if isinstance(sub, dict) and sub.get("layer_ids"):
+            return list(sub["layer_ids"]), f"{name}.layer_ids {sub['layer_ids']} as they are"
+    return None, "no ids the V2 runner reads: vLLM's default (2, N//2, N-3)"
+
+
+def _served_taps(vids, n) -> str:
+    """vLLM ids (id k = L{k-1}, 0 the embeddings) as the states they name."""
+    return ",".join("embed" if i == 0 else _taps([i - 1], n) for i in vids)
 
 
 def _taps(ids, n: int | None) -> str:
@@ -308,30 +360,52 @@ def _block(fam: str, eng: str, cfg: dict, ids, key, top, n) -> Feed:
             warnings.append(f"id {max(ids)} = the last layer: SGLang captures inside the layer loop, so L{n - 1}'s "
                             "output is never captured")
         return Feed(eng, fam, "yes", _taps(ids, n), how, src, warnings)
-    # vLLM V1 / V2: gpu_model_runner reads the top-level EAGLE key first (as is: id k = L{k-1}), else dflash ids + 1
-    if top:
-        how = f"top-level eagle_aux_hidden_state_layer_ids {top} read first, as vLLM ids (id k = L{{k-1}})"
-        states = _taps([i - 1 for i in top], n) if all(i >= 1 for i in top) else "embed," + _taps(
-            [i - 1 for i in top if i >= 1], n)
-        if ids is not None and [i + 1 for i in ids] != list(top):
-            warnings.append(f"the top-level ids {top} override {key} {ids}: vLLM feeds {states}, the block drafter "
-                            f"was trained on {_taps(ids, n)} (DFlash ids read in the EAGLE convention)")
-    elif ids is not None:
-        how = f"{key} {ids} +1 → vLLM ids {[i + 1 for i in ids]} (id k = L{{k-1}})"
-        states = _taps(ids, n)
-    else:
-        how = "no ids: vLLM's default (2, N//2, N-3)"
+    # vLLM V1 / V2: each runner's own reading order (vllm_block_ids); vLLM ids k = L{k-1}
+    vids, how = vllm_block_ids(cfg, "V2" if eng == "vllm-v2" else "V1")
+    if vids is None:
         states = _taps([1, n // 2 - 1, n - 4], n) if n else "(default)"
+        if ids is not None:
+            warnings.append(f"vLLM feeds its default taps {states}, the block drafter was trained on "
+                            f"{_taps(ids, n)} ({key} {ids}, a key this runner does not read)")
+    else:
+        how += f" → vLLM ids {vids} (id k = L{{k-1}})"
+        states = _served_taps(vids, n)
+        if ids is not None and vids != [i + 1 for i in ids]:
+            warnings.append(f"vLLM feeds {states}, the block drafter was trained on {_taps(ids, n)} ({key} {ids})"
+                            + (" (DFlash ids read in the EAGLE convention)" if top else ""))
     serves = "yes"
     if eng == "vllm-v2" and fam == "dflash":
         how += "; the V2 DFlash speculator (GPU)"
     return Feed(eng, fam, serves, states, how, src, warnings)
 
 
+def mtp_fed_state(cfg: dict, engine: str) -> tuple[str, str]:
+    """The target state an engine feeds this model's MTP head (one of :data:`STATES`) and why: post-norm, except
+    DeepSeek-V4 (both engines: its pre-hc_head residual stream, before the final norm) and Step3.5 on SGLang
+    (``hidden_states_before_norm``).
+
+        >>> mtp_fed_state({"model_type": "deepseek_v3"}, "vllm")[0], mtp_fed_state({"model_type": "deepseek_v4"}, "vllm")[0]
+        ('post-norm', 'pre-norm')
+    """
+    t = _text(cfg)
+    name = (str(t.get("model_type") or "") + " " + str(cfg.get("model_type") or "") + " "
+            + " ".join(map(str, cfg.get("architectures") or []))).lower()
+    if "deepseek_v4" in name or "deepseekv4" in name:
+        return "pre-norm", ("DeepSeek-V4's MTP is fed the target's pre-hc_head residual stream (vLLM "
+                            "llm_base_proposer.py / gpu_model_runner get_mtp_target_hidden_states; SGLang pre_hc_head)")
+    if engine == "sglang" and "step3p5" in name:
+        return "pre-norm", "Step3.5 passes hidden_states_before_norm to SGLang's LogitsProcessor"
+    if engine == "sglang":
+        return "post-norm", "SGLang's LogitsProcessor captures the hidden after the final norm"
+    return "post-norm", "vLLM feeds the target's returned (post-norm) hidden_states"
+
+
 def _mtp(eng: str, cfg: dict, fam: Family, target) -> Feed:
     k = mtp_layers(cfg) or (mtp_layers(load_config(target, "target config")) if isinstance(target, (dict, str)) else None)
     src = SGLANG_SOURCES["mtp"] if eng == "sglang" else VLLM_SOURCES["mtp"]
-    states = "the target's last hidden state, after its final norm"
+    fed, _ = mtp_fed_state(cfg, "sglang" if eng == "sglang" else "vllm")
+    states = (f"the target's last hidden state, {'after' if fed == 'post-norm' else 'before'} its final norm"
+              + (" (the pre-hc_head residual stream)" if fed == "pre-norm" and eng != "sglang" else ""))
     warnings = []
     if eng == "sglang":
         how = ("LogitsProcessor captures the post-norm hidden (a model passing hidden_states_before_norm, e.g. "
@@ -412,10 +486,19 @@ def lint_vllm(add, dcfg, tcfg, spec: dict, *, method: str | None, runner: str, k
                 "1.60 instead of 1.70; docs/families/p-eagle.md)", 'add "parallel_drafting": true to --speculative-config'
                 + ("" if has_token else ' and the mask token the draft was trained with ("mask_token_id": ID) to its '
                    "config.json"))
-        elif runner == "V2":
+        elif parallel and runner == "V2":                    # config/vllm.py: only when it is asked for
             add("p-eagle-v2", "error", "parallel drafting on the V2 model runner",
                 "vLLM 0.32's V2 runner does not support EAGLE parallel drafting (config/vllm.py): forced with "
                 "VLLM_USE_V2_MODEL_RUNNER=1 it refuses to start", "unset VLLM_USE_V2_MODEL_RUNNER (auto picks V1)")
+    if fam.name == "p-eagle" and cfg.get("speculators_model_type") == "peagle":
+        dropped = [key for key in ("fc_norm", "norm_output") if cfg.get(key)]
+        if dropped:
+            add("p-eagle-norms-dropped", "error", f"{' and '.join(dropped)} set in a speculators P-EAGLE config: vLLM "
+                f"computes without {'them' if len(dropped) > 1 else 'it'}", "vLLM 0.32 converts speculators P-EAGLE "
+                "configs with update_peagle (transformers_utils/configs/speculators/algos.py), which copies "
+                "norm_before_fc and norm_before_residual but not fc_norm or norm_output; speculators' own P-EAGLE "
+                "computes with them (models/peagle/core.py)", "serve a draft trained without them; `workbench "
+                "accept --engine vllm` measures what the dropped norms cost")
     if fam.name == "eagle3.1":
         if cfg.get("use_aux_norm") and not cfg.get("fc_norm"):
             add("use-aux-norm-ignored", "error", "use_aux_norm is set but fc_norm is not: vLLM computes without the "
@@ -480,6 +563,7 @@ def _lint_block(add, fam: str, cfg: dict, n, k, engine: str, *, method=None, run
             "each engine takes its own default taps", "vLLM: (2, N//2, N-3) as EAGLE ids; SGLang: N//2 for one "
             "layer, else spread over 1..N-3: not what the drafter was trained on unless by chance",
             "write dflash_config.target_layer_ids (0-based layer outputs) as trained")
+    vids, how = vllm_block_ids(cfg, runner) if engine == "vllm" else (None, "")
     if engine == "vllm" and top:
         served = [i - 1 for i in top]
         if ids is not None and list(top) != [i + 1 for i in ids]:
@@ -494,6 +578,12 @@ def _lint_block(add, fam: str, cfg: dict, n, k, engine: str, *, method=None, run
                 f"them as vLLM ids ({_taps(served, n)}); SGLang reads dflash_config.target_layer_ids only",
                 "a DFlash drafter's ids are 0-based layer outputs (id t = L{t}); written in the EAGLE key they are "
                 "read one layer early unless they were written +1", "write dflash_config.target_layer_ids instead")
+    elif engine == "vllm" and ids is not None and vids != [i + 1 for i in ids] and not (fam == "dspark"
+                                                                                     and runner == "V1"):
+        fed = _served_taps(vids, n) if vids else "its default taps (2, N//2, N-3)"
+        add("block-ids-not-read", "error", f"{key} {ids}: vLLM's {runner} runner feeds {fed}, the drafter was "
+            f"trained on {_taps(ids, n)}", f"the {runner} runner reads {how}", "write the trained ids in "
+            "dflash_config.target_layer_ids (0-based layer outputs), which both runners read +1")
     if ids is not None and n is not None:
         bad = [i for i in ids if not 0 <= i < n]
         if bad:
@@ -522,20 +612,20 @@ def _lint_mtp(add, cfg: dict, k, engine: str, *, runner: str = "V1", trained_sta
             "runs the first layer", "V1's proposer never passes spec_step_idx (llm_base_proposer.propose), so "
             f"deepseek_mtp.py picks layer 0 for all {k} steps, fed its own output: layers 1..{layers - 1} are never "
             "used (V2 runs module k at step k)", "serve on the V2 runner (GPU), or set num_speculative_tokens 1")
+    fed, why = mtp_fed_state(cfg, engine)
+    who = "vLLM" if engine == "vllm" else "SGLang"
     if trained_state is not None:
         if trained_state not in STATES:
             raise WorkbenchError(f"--trained-state {trained_state!r}: expected one of {', '.join(STATES)}")
-        if trained_state != "post-norm":
+        if trained_state != fed:
             add("mtp-state-mismatch", "error", f"the MTP head was trained on the target's {trained_state} last hidden "
-                f"state; {'vLLM' if engine == 'vllm' else 'SGLang'} feeds it post-norm",
-                "vLLM feeds the target's returned (post-norm) hidden_states; SGLang's LogitsProcessor the post-norm "
-                "hidden unless the model passes hidden_states_before_norm (llama.cpp #24025 fixed the same mismatch "
-                "for Qwen3.6 MTP)", "retrain on the post-norm state, or serve where the state matches")
+                f"state; {who} feeds it {fed}", why + " (llama.cpp #24025 fixed the same kind of mismatch for "
+                "Qwen3.6 MTP)", f"retrain on the {fed} state, or serve where the state matches")
     elif layers:
-        add("mtp-state", "info", f"{'vLLM' if engine == 'vllm' else 'SGLang'} feeds the MTP head the target's last "
-            "hidden state after the final norm", "", "pass --trained-state pre-norm|post-norm to check it against "
-            "what the head was trained on")
+        add("mtp-state", "info", f"{who} feeds the MTP head the target's last hidden state "
+            f"{'after' if fed == 'post-norm' else 'before'} the final norm", why, "pass --trained-state "
+            "pre-norm|post-norm to check it against what the head was trained on")
 
 
-__all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "STATES", "block_ids", "describe", "family_of", "feeds",
+__all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "STATES", "block_ids", "describe", "mtp_fed_state", "vllm_block_ids", "family_of", "feeds",
            "has_mask_token", "lint_sglang", "lint_vllm", "mask_token", "mixed_conventions", "mtp_layers"]

@@ -173,9 +173,11 @@ def _num(x: float) -> str:
 
 def yarn_attention_factor(sc) -> float:
     """The factor a YaRN rotary multiplies cos and sin by (1.0 for any other rotary), as transformers
-    (``_compute_yarn_parameters``), vLLM (``YaRNScalingRotaryEmbedding``) and SGLang compute it: ``attention_factor``,
+    (``_compute_yarn_parameters``) and vLLM (``YaRNScalingRotaryEmbedding``) compute it: ``attention_factor``,
     else get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) when both are given, else
-    get_mscale(factor) = 0.1·ln(factor) + 1 (1 for factor <= 1).
+    get_mscale(factor) = 0.1·ln(factor) + 1 (1 for factor <= 1). SGLang's plain ``yarn`` takes get_mscale(factor)
+    times its ``attn_factor`` and reads neither ``attention_factor`` nor ``mscale``: the three agree on a config
+    without those keys (ModelOpt's default export), not on one that sets them.
 
         >>> round(yarn_attention_factor(MODELOPT_YARN), 4), yarn_attention_factor({"rope_type": "linear", "factor": 4.0})
         (1.3466, 1.0)

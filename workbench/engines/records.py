@@ -500,13 +500,25 @@ def options_for(engine, draft_config) -> tuple[dict, list[str]]:
         True
         >>> options_for("sglang", {"norm_before_residual": True})[1]
         ['sglang ignores norm_before_residual (set in the draft config): it computes without it']
+        >>> o, w = options_for("vllm", {"speculators_model_type": "peagle", "fc_norm": True})
+        >>> o["norm_before_residual"], o["fc_norm"], len(w)
+        (False, False, 1)
     """
     e = get(engine)
     cfg = load_config(draft_config, "draft config") if draft_config is not None else {}
     spec = "speculators_model_type" in cfg
+    # vLLM converts a speculators P-EAGLE config with update_peagle (algos.py): norm_before_residual default
+    # False, and fc_norm / norm_output are not copied at all (speculators' own P-EAGLE computes with them)
+    peagle = cfg.get("speculators_model_type") == "peagle" and e.name.startswith("vllm")
     out, warnings = {}, []
     for name in OPTION_NAMES:
         rule = e.options.get(name)
+        if peagle and name in ("fc_norm", "norm_output"):
+            out[name] = False
+            if _lookup(cfg, name):
+                warnings.append(f"{e.name} ignores {name} in a speculators P-EAGLE config (algos.py update_peagle "
+                                "does not copy it): it computes without it")
+            continue
         if rule is None:
             out[name] = False
             set_keys = [k for k in (name, f"eagle_config.{name}") + (("use_aux_norm",) if name == "fc_norm" else ())
@@ -521,7 +533,8 @@ def options_for(engine, draft_config) -> tuple[dict, list[str]]:
                 value = v
                 break
         if value is None:
-            value = rule.speculators_default if (spec and rule.speculators_default is not None) else rule.default
+            value = rule.speculators_default if (spec and not peagle and rule.speculators_default is not None) \
+                else rule.default
         out[name] = bool(value)
     return out, warnings
 

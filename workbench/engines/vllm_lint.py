@@ -284,6 +284,43 @@ def _device(args: dict, device: str) -> tuple[str, str]:
 
 # ─────────────────────────────── lint ───────────────────────────────
 
+
+# vLLM 0.32 SpeculativeConfig.__post_init__ (config/speculative.py), in its order: exact architecture names, the
+# draft's model_type for DSparkDraftModel, medusa, mlp_speculator and the MTP model types (MTPModelTypes)
+_DSPARK_ARCHS = ("Qwen3DSparkModel", "Qwen3OmniDSparkModel", "Gemma4DSparkModel")
+MTP_MODEL_TYPES = frozenset((
+    "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp", "glm4_moe_lite_mtp", "glm_ocr_mtp",
+    "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp",
+    "qwen3_5_mtp", "longcat_flash_mtp", "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "mtp",
+    "kimi_k3_mtp", "pangu_ultra_moe_mtp", "step3p5_mtp", "hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp", "inkling_mtp",
+    "glm5_next_mtp"))
+
+
+def inferred_method(path: str, dcfg: dict) -> str:
+    """The method vLLM 0.32 infers for a draft given without ``"method"``: from its path's name (lower case),
+    then its architectures and model_type, as ``SpeculativeConfig.__post_init__`` does.
+
+        >>> inferred_method("/m/qwen3-8b-dspark", {}), inferred_method("/m/d", {"architectures": ["DSparkDraftModel"],
+        ...                                                                      "model_type": "qwen3"})
+        ('dspark', 'dspark')
+        >>> inferred_method("/m/d", {"model_type": "deepseek_mtp"}), inferred_method("/m/d", {"model_type": "llama"})
+        ('mtp', 'draft_model')
+    """
+    arch = [str(a) for a in dcfg.get("architectures") or []]
+    mt = dcfg.get("model_type")
+    if "eagle-" in path:
+        return "eagle"
+    if "eagle3" in path:
+        return "eagle3"
+    if "dflash" in path or "MuseGlimmerAssistantModel" in arch:
+        return "dflash"
+    if "dspark" in path or any(a in arch for a in _DSPARK_ARCHS) or ("DSparkDraftModel" in arch and mt == "qwen3"):
+        return "dspark"
+    if mt in ("medusa", "mlp_speculator"):
+        return str(mt)
+    return "mtp" if mt in MTP_MODEL_TYPES else "draft_model"
+
+
 def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, device: str = "auto",
          source: str = "command", trained_state: str | None = None) -> LintResult:
     """Lint parsed server args (:func:`parse_command`, or ``{"speculative_config": {...}}``).
@@ -372,19 +409,15 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
     dpath = str(spec.get("model") or "")
     if method is None and spec.get("model"):
         low = dpath.lower()
-        arch = " ".join(map(str, (dcfg or {}).get("architectures") or []))
-        # SpeculativeConfig.__post_init__: the path's name, then a few architectures (DFlash/DSpark only)
-        method = ("eagle" if "eagle-" in low else "eagle3" if "eagle3" in low
-                  else "dflash" if "dflash" in low or "MuseGlimmerAssistantModel" in arch
-                  else "dspark" if "dspark" in low or "DSparkModel" in arch else "draft_model")
+        method = inferred_method(low, dcfg or {})
         fam = families.family_of(dcfg) if dcfg is not None else None
         want = {"dflash": "dflash", "dspark": "dspark", "mtp": "mtp"}.get(fam.name if fam else "", "eagle3")
         settings["method"] = f"{method} (inferred from the draft path)"
         add("method-inferred", "error" if method != want else "warning",
             f"no \"method\": vLLM infers {method!r} from the draft path {dpath!r}",
-            "__post_init__ looks for 'eagle-', 'eagle3', 'dflash' or 'dspark' in the path name (and a few DFlash/DSpark "
-            "architectures), else runs the draft as a plain draft model (no target hidden states: the draft's fc "
-            "never runs)", f'set "method": "{want}"')
+            "__post_init__ looks for 'eagle-', 'eagle3', 'dflash' or 'dspark' in the path name, a few DFlash/DSpark "
+            "architectures and the medusa, mlp_speculator and MTP model types, else runs the draft as a plain draft "
+            "model (no target hidden states: the draft's fc never runs)", f'set "method": "{want}"')
     elif method is not None and method not in METHODS and not method.endswith("_mtp"):
         near = difflib.get_close_matches(method, METHODS, n=1)
         add("unknown-method", "error", f"method {method_raw!r} is not a vLLM 0.32 method"

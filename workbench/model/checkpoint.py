@@ -132,8 +132,10 @@ def _speculators_to_llama(cfg: dict, where: str) -> dict:
     out = {k: v for k, v in layer.items() if k not in ("architectures",)}
     out.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1)
     # vLLM transformers_utils/configs/speculators/algos.py update_eagle3 converts a speculators config
-    # with these defaults: norm_before_residual True when missing, the Eagle-3.1 options False.
-    out["norm_before_residual"] = bool(cfg.get("norm_before_residual", True))
+    # with these defaults: norm_before_residual True when missing, the Eagle-3.1 options False; its update_peagle
+    # defaults norm_before_residual to False, as speculators' own P-EAGLE does (models/peagle/core.py).
+    peagle = cfg.get("speculators_model_type") == "peagle"
+    out["norm_before_residual"] = bool(cfg.get("norm_before_residual", not peagle))
     for key in ("norm_before_fc", "fc_norm", "norm_output"):
         out[key] = bool(cfg.get(key, False))
     for key in ("draft_vocab_size", "target_hidden_size", "tie_word_embeddings", "mask_token_id"):

@@ -407,11 +407,12 @@ class Eagle3Draft(nn.Module):
         if mode not in ("parallel", "sequential"):
             raise WorkbenchError(f"drafting {mode!r}: expected parallel or sequential")
         if mode == "parallel":
+            where = f"{self.path}: " if self.path else ""
             if self.mask_hidden is None:
-                raise WorkbenchError("parallel drafting needs the draft's mask_hidden weights (a P-EAGLE draft); "
-                                     "this draft has none")
+                raise WorkbenchError(f"{where}parallel drafting needs the draft's mask_hidden tensor (a P-EAGLE "
+                                     "draft's); this draft's weights have none")
             if self.spec.mask_token_id is None:
-                raise WorkbenchError("parallel drafting needs a mask token in the draft config (one of "
+                raise WorkbenchError(f"{where}parallel drafting needs a mask token in config.json (one of "
                                      + ", ".join(MASK_TOKEN_KEYS) + ")")
         self.drafting = mode
         return self
