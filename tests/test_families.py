@@ -435,10 +435,14 @@ def test_specforges_dspark_architecture_is_inferred_as_vllm_does(tmp_path, qwen3
     draft there is run as a draft model, and an MTP model type as mtp."""
     from workbench.engines.vllm_lint import inferred_method
 
-    ds = _folder(tmp_path, "drafter", _cfg("dspark/specforge--qwen3-8b-dspark.json"))
+    import tempfile
+
+    ds = _folder(Path(tempfile.mkdtemp(prefix="wb-block-")), "drafter", _cfg("dspark/specforge--qwen3-8b-dspark.json"))
+    assert "dspark" not in str(ds).lower()                      # the architecture decides, not the path
     res = vllm_lint(f"vllm serve {qwen36} --speculative-config '{{\"model\": \"{ds}\", \"num_speculative_tokens\": 7}}'",
                     device="gpu")
     assert not {"method-not-dspark", "method-inferred"} & set(_codes(res)), res.problems
+    shutil.rmtree(ds.parent)
     assert inferred_method("/m/x", {"architectures": ["DSparkDraftModel"], "model_type": "llama"}) == "draft_model"
     assert inferred_method("/m/x", {"architectures": ["MyDSparkModelV9"]}) == "draft_model"     # exact names only
     assert inferred_method("/m/x", {"model_type": "qwen3_5_mtp"}) == "mtp"
@@ -469,7 +473,7 @@ def test_a_speculators_p_eagle_is_converted_as_vllm_converts_it(tmp_path):
     shutil.copytree(PEAGLE, d)
     (d / "config.json").write_text(json.dumps(normed))
     res = vllm_lint(f"vllm serve {SMOKE_TARGET} --speculative-config '{json.dumps(dict(method='eagle3', model=str(d), num_speculative_tokens=4, parallel_drafting=True))}'")
-    assert "p-eagle-norms-dropped" in _codes(res)
+    assert {"p-eagle-fc-norm-refused", "p-eagle-norm-output-dropped"} <= set(_codes(res))
     assert "norm-before-residual-default" not in _codes(res, "warning")
 
 
@@ -483,24 +487,47 @@ def test_deepseek_v4_mtp_is_fed_its_pre_norm_stream(tmp_path):
     assert all("before its final norm" in f.states for f in families.feeds(_cfg("mtp/deepseek-ai--DeepSeek-V4-Flash.json")))
     assert families.mtp_fed_state({"model_type": "step3p5"}, "sglang")[0] == "pre-norm"
     assert families.mtp_fed_state({"model_type": "step3p5"}, "vllm")[0] == "post-norm"
+    q4 = _folder(tmp_path, "q4", {"architectures": ["Qwen4ExpForCausalLM"], "model_type": "qwen4_exp",
+                                  "num_nextn_predict_layers": 1, "num_hidden_layers": 4})
+    res = vllm_lint(cmd.replace(str(v4), str(q4)), device="gpu", trained_state="post-norm")
+    assert "mtp-state-undecided" in _codes(res, "warning") and "mtp-state-mismatch" not in _codes(res)
 
 
 def test_each_vllm_runner_reads_block_ids_in_its_own_order(tmp_path, qwen36):
-    """V1 reads the top-level EAGLE key or dflash_config only: a DFlash config with only top-level target_layer_ids
-    gets V1's default taps (an error), V2 reads them +1; V2 reads dspark ids before target_layer_ids."""
+    """V1 reads the top-level EAGLE key or dflash_config only, V2 also target_layer_ids, dspark ids and layer_ids.
+    The drafter's fc is sized by the V2 reader even under V1: with 5 ids only in a top-level target_layer_ids, V1
+    feeds its 3 default taps and the first forward fails (refuses); with 3 ids V1 silently feeds the default taps."""
     cfg = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "target_layer_ids": [1, 9, 17, 25, 33],
            "block_size": 16, "num_hidden_layers": 5, "hidden_size": 4096}
     rows = {f.engine: f for f in families.feeds(cfg, qwen36)}
-    assert rows["vllm-v2"].states == "L1,L9,L17,L25,L33" and rows["vllm"].states == "L1,L17,L32"
-    assert rows["vllm"].warnings and not rows["vllm-v2"].warnings
-    d = _folder(tmp_path, "dflash-top", cfg)
-    cmd = f"vllm serve {qwen36} --speculative-config '{{\"method\": \"dflash\", \"model\": \"{d}\", " \
-          "\"num_speculative_tokens\": 8}'"
-    assert "block-ids-not-read" in _codes(vllm_lint(cmd, device="cpu"))
-    assert "block-ids-not-read" not in _codes(vllm_lint(cmd, device="gpu"))
+    assert rows["vllm-v2"].states == "L1,L9,L17,L25,L33" and not rows["vllm-v2"].warnings
+    assert rows["vllm"].serves == "refuses" and "fc sized for 5" in rows["vllm"].how
+    three = dict(cfg, target_layer_ids=[1, 17, 33])
+    rows = {f.engine: f for f in families.feeds(three, qwen36)}
+    assert rows["vllm"].serves == "yes" and rows["vllm"].states == "L1,L17,L32" and rows["vllm"].warnings
+    cmd = "vllm serve {t} --speculative-config '{{\"method\": \"dflash\", \"model\": \"{d}\", \"num_speculative_tokens\": 8}}'"
+    five = vllm_lint(cmd.format(t=qwen36, d=_folder(tmp_path, "dflash-five", cfg)), device="cpu")
+    assert "first forward" in next(p.message for p in five.problems if p.code == "block-ids-not-read")
+    silent = vllm_lint(cmd.format(t=qwen36, d=_folder(tmp_path, "dflash-three", three)), device="cpu")
+    assert "trained on L1,L17,L33" in next(p.message for p in silent.problems if p.code == "block-ids-not-read")
+    assert "block-ids-not-read" not in _codes(vllm_lint(cmd.format(t=qwen36, d=tmp_path / "dflash-five"), device="gpu"))
     both = dict(cfg, dspark_target_layer_ids=[2, 10, 18, 26, 34])
     assert families.vllm_block_ids(both, "V2")[0] == [3, 11, 19, 27, 35]
-    assert families.vllm_block_ids(dict(both, model_type="deepseek_v41"), "V2")[0] == [2, 10, 18, 26, 34]
+    v41 = dict(both, model_type="deepseek_v41", dspark_target_layer_ids=[0, 10, 18, 26, 34])
+    assert families.vllm_block_ids(v41, "V2")[0] == [0, 10, 18, 26, 34]
+    assert families.block_ids(v41)[0][0] == -1 and families._taps([-1, 9], 36) == "embed,L9"
+    layer_ids = {"architectures": ["DFlashDraftModel"], "dflash_config": {"layer_ids": [3, 5, 9]}, "num_hidden_layers": 3}
+    gpu = vllm_lint(cmd.format(t=qwen36, d=_folder(tmp_path, "dflash-layer-ids", layer_ids)), device="gpu")
+    assert "block-default-ids" not in _codes(gpu, "warning")          # V2 reads dflash_config.layer_ids as they are
+
+
+def test_block_ids_that_are_not_lists_of_integers_are_one_line(qwen36):
+    for bad in ({"dflash_config": {"target_layer_ids": ["1", "2"]}}, {"target_layer_ids": 5},
+                {"eagle_config": {"eagle_aux_hidden_state_layer_ids": 7}}, {"eagle_aux_hidden_state_layer_ids": 5}):
+        cfg = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 2, **bad}
+        with pytest.raises(WorkbenchError) as e:
+            families.feeds(cfg, qwen36)
+        assert "expected a list of layer ids" in str(e.value) and "\n" not in str(e.value)
 
 
 @pytest.mark.slow

@@ -247,31 +247,45 @@ def vllm_block_ids(cfg: dict, runner: str) -> tuple[list | None, str]:
         >>> vllm_block_ids({"target_layer_ids": [1, 3]}, "V1")[0], vllm_block_ids({"target_layer_ids": [1, 3]}, "V2")[0]
         (None, [2, 4])
     """
-    top = cfg.get("eagle_aux_hidden_state_layer_ids")
+    def read(key):             # vLLM skips a missing or empty value; anything else must be a list of layer ids
+        v = _get(cfg, key)
+        if v and not _ints(v):
+            raise WorkbenchError(f"draft config: {key} is {v!r}; expected a list of layer ids (integers)")
+        return list(v) if v else None
+
+    top = read("eagle_aux_hidden_state_layer_ids")
     if top:
-        return list(top), f"top-level eagle_aux_hidden_state_layer_ids {list(top)} read first, as vLLM ids"
-    dflash = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
-    first = [i + 1 for i in dflash.get("target_layer_ids") or []]
+        return top, f"top-level eagle_aux_hidden_state_layer_ids {top} read first, as vLLM ids"
+    dflash = read("dflash_config.target_layer_ids")
+    first = [i + 1 for i in dflash] if dflash else None
     if runner == "V1":
-        ids, how = first, f"dflash_config.target_layer_ids {dflash.get('target_layer_ids')} +1"
+        ids, how = first, f"dflash_config.target_layer_ids {dflash} +1"
         if isinstance(cfg.get("eagle_config"), dict) and cfg["eagle_config"]:
-            ids = cfg["eagle_config"].get("eagle_aux_hidden_state_layer_ids")
+            ids = read("eagle_config.eagle_aux_hidden_state_layer_ids")
             how = "eagle_config.eagle_aux_hidden_state_layer_ids (the V1 runner reads it over dflash_config)"
-        return (list(ids), how) if ids else (None, "no ids the V1 runner reads: vLLM's default (2, N//2, N-3)")
+        return (ids, how) if ids else (None, "no ids the V1 runner reads: vLLM's default (2, N//2, N-3)")
     if first:
-        return first, f"dflash_config.target_layer_ids {dflash['target_layer_ids']} +1"
-    ds = cfg.get("dspark_target_layer_ids")
+        return first, f"dflash_config.target_layer_ids {dflash} +1"
+    ds = read("dspark_target_layer_ids")
     if ds:
         if cfg.get("model_type") == "deepseek_v41":
-            return list(ds), f"dspark_target_layer_ids {ds} as they are (DeepSeek-V4.1: layer inputs)"
+            return ds, f"dspark_target_layer_ids {ds} as they are (DeepSeek-V4.1: layer inputs)"
         return [i + 1 for i in ds], f"dspark_target_layer_ids {ds} +1"
-    if cfg.get("target_layer_ids"):
-        return [i + 1 for i in cfg["target_layer_ids"]], f"target_layer_ids {cfg['target_layer_ids']} +1"
+    tl = read("target_layer_ids")
+    if tl:
+        return [i + 1 for i in tl], f"target_layer_ids {tl} +1"
     for name in ("dflash_config", "eagle_config"):
-        sub = cfg.get(name)
-        if isinstance(sub, dict) and sub.get("layer_ids"):
-            return list(sub["layer_ids"]), f"{name}.layer_ids {sub['layer_ids']} as they are"
+        sub = read(f"{name}.layer_ids")
+        if sub:
+            return sub, f"{name}.layer_ids {sub} as they are"
     return None, "no ids the V2 runner reads: vLLM's default (2, N//2, N-3)"
+
+
+def fc_width(cfg: dict) -> int | None:
+    """How many taps a vLLM DFlash drafter's fc is sized for: the V2 reader's ids even under V1 (qwen3_dflash.py
+    ``_get_dflash_fc_input_size``), else the draft's num_hidden_layers. Fed another count, the first forward fails."""
+    vids, _ = vllm_block_ids(cfg, "V2")
+    return len(vids) if vids else cfg.get("num_hidden_layers")
 
 
 def _served_taps(vids, n) -> str:
@@ -281,8 +295,8 @@ def _served_taps(vids, n) -> str:
 
 def _taps(ids, n: int | None) -> str:
     if n is None:
-        return ",".join(f"L{i}" for i in ids) + " (no target: range unchecked)"
-    return ",".join(f"L{i}" if 0 <= i < n else f"(id {i}: none)" for i in ids)
+        return ",".join("embed" if i == -1 else f"L{i}" for i in ids) + " (no target: range unchecked)"
+    return ",".join("embed" if i == -1 else f"L{i}" if 0 <= i < n else f"(id {i}: none)" for i in ids)
 
 
 def feeds(draft_config, target=None) -> list[Feed]:
@@ -362,6 +376,11 @@ def _block(fam: str, eng: str, cfg: dict, ids, key, top, n) -> Feed:
         return Feed(eng, fam, "yes", _taps(ids, n), how, src, warnings)
     # vLLM V1 / V2: each runner's own reading order (vllm_block_ids); vLLM ids k = L{k-1}
     vids, how = vllm_block_ids(cfg, "V2" if eng == "vllm-v2" else "V1")
+    width, fed_n = fc_width(cfg), len(vids) if vids else 3
+    if fam == "dflash" and width is not None and width != fed_n:
+        return Feed(eng, fam, "refuses", "(fails)", f"{how}: {fed_n} taps fed to an fc sized for {width} (qwen3_dflash.py "
+                    "_get_dflash_fc_input_size reads the V2 ids even under V1): the first forward fails on the shapes",
+                    src, [f"vLLM reads {how}; the drafter's fc takes {width} taps"])
     if vids is None:
         states = _taps([1, n // 2 - 1, n - 4], n) if n else "(default)"
         if ids is not None:
@@ -380,9 +399,9 @@ def _block(fam: str, eng: str, cfg: dict, ids, key, top, n) -> Feed:
 
 
 def mtp_fed_state(cfg: dict, engine: str) -> tuple[str, str]:
-    """The target state an engine feeds this model's MTP head (one of :data:`STATES`) and why: post-norm, except
-    DeepSeek-V4 (both engines: its pre-hc_head residual stream, before the final norm) and Step3.5 on SGLang
-    (``hidden_states_before_norm``).
+    """The target state an engine feeds this model's MTP head (one of :data:`STATES`, or "model-specific") and why:
+    post-norm, except DeepSeek-V4 (both engines: its pre-hc_head residual stream, before the final norm), Step3.5 on
+    SGLang (``hidden_states_before_norm``) and Qwen4-exp on vLLM (its own multi-stream state).
 
         >>> mtp_fed_state({"model_type": "deepseek_v3"}, "vllm")[0], mtp_fed_state({"model_type": "deepseek_v4"}, "vllm")[0]
         ('post-norm', 'pre-norm')
@@ -390,6 +409,9 @@ def mtp_fed_state(cfg: dict, engine: str) -> tuple[str, str]:
     t = _text(cfg)
     name = (str(t.get("model_type") or "") + " " + str(cfg.get("model_type") or "") + " "
             + " ".join(map(str, cfg.get("architectures") or []))).lower()
+    if "qwen4_exp" in name or "qwen4exp" in name:
+        return "model-specific", ("vLLM feeds Qwen4-exp's MTP its own multi-stream state before the final mixer "
+                                  "(models/qwen4_exp get_mtp_target_hidden_states): neither plain state")
     if "deepseek_v4" in name or "deepseekv4" in name:
         return "pre-norm", ("DeepSeek-V4's MTP is fed the target's pre-hc_head residual stream (vLLM "
                             "llm_base_proposer.py / gpu_model_runner get_mtp_target_hidden_states; SGLang pre_hc_head)")
@@ -403,8 +425,9 @@ def mtp_fed_state(cfg: dict, engine: str) -> tuple[str, str]:
 def _mtp(eng: str, cfg: dict, fam: Family, target) -> Feed:
     k = mtp_layers(cfg) or (mtp_layers(load_config(target, "target config")) if isinstance(target, (dict, str)) else None)
     src = SGLANG_SOURCES["mtp"] if eng == "sglang" else VLLM_SOURCES["mtp"]
-    fed, _ = mtp_fed_state(cfg, "sglang" if eng == "sglang" else "vllm")
-    states = (f"the target's last hidden state, {'after' if fed == 'post-norm' else 'before'} its final norm"
+    fed, why = mtp_fed_state(cfg, "sglang" if eng == "sglang" else "vllm")
+    states = (f"a model-specific state ({why})" if fed not in STATES else
+              f"the target's last hidden state, {'after' if fed == 'post-norm' else 'before'} its final norm"
               + (" (the pre-hc_head residual stream)" if fed == "pre-norm" and eng != "sglang" else ""))
     warnings = []
     if eng == "sglang":
@@ -491,14 +514,19 @@ def lint_vllm(add, dcfg, tcfg, spec: dict, *, method: str | None, runner: str, k
                 "vLLM 0.32's V2 runner does not support EAGLE parallel drafting (config/vllm.py): forced with "
                 "VLLM_USE_V2_MODEL_RUNNER=1 it refuses to start", "unset VLLM_USE_V2_MODEL_RUNNER (auto picks V1)")
     if fam.name == "p-eagle" and cfg.get("speculators_model_type") == "peagle":
-        dropped = [key for key in ("fc_norm", "norm_output") if cfg.get(key)]
-        if dropped:
-            add("p-eagle-norms-dropped", "error", f"{' and '.join(dropped)} set in a speculators P-EAGLE config: vLLM "
-                f"computes without {'them' if len(dropped) > 1 else 'it'}", "vLLM 0.32 converts speculators P-EAGLE "
-                "configs with update_peagle (transformers_utils/configs/speculators/algos.py), which copies "
-                "norm_before_fc and norm_before_residual but not fc_norm or norm_output; speculators' own P-EAGLE "
-                "computes with them (models/peagle/core.py)", "serve a draft trained without them; `workbench "
-                "accept --engine vllm` measures what the dropped norms cost")
+        why = ("vLLM 0.32 converts speculators P-EAGLE configs with update_peagle (transformers_utils/configs/"
+               "speculators/algos.py), which copies norm_before_fc and norm_before_residual but not fc_norm or "
+               "norm_output; speculators' own P-EAGLE computes with them (models/peagle/core.py)")
+        if cfg.get("fc_norm"):
+            add("p-eagle-fc-norm-refused", "error", "fc_norm set in a speculators P-EAGLE config: vLLM does not "
+                "start", why + ": the draft has no fc_norm module, so its fc_norm.* tensors fail to load "
+                "(AutoWeightsLoader: 'There is no module or parameter named')", "serve a P-EAGLE trained without "
+                "fc_norm")
+        if cfg.get("norm_output"):
+            add("p-eagle-norm-output-dropped", "error", "norm_output set in a speculators P-EAGLE config: vLLM "
+                "computes without it, silently", why + " (norm_output has no weights, so nothing fails)",
+                "serve a P-EAGLE trained without norm_output; `workbench accept --engine vllm` measures what "
+                "dropping it costs")
     if fam.name == "eagle3.1":
         if cfg.get("use_aux_norm") and not cfg.get("fc_norm"):
             add("use-aux-norm-ignored", "error", "use_aux_norm is set but fc_norm is not: vLLM computes without the "
@@ -558,34 +586,40 @@ def _lint_block(add, fam: str, cfg: dict, n, k, engine: str, *, method=None, run
     if fam == "dspark" and engine == "sglang":
         add("dspark-unknown", "warning", "no DSpark drafter was found in the SGLang source read for "
             "docs/families/dflash.md", "", "check your SGLang version serves DSpark before trusting this lint")
-    if ids is None and not top:
+    vids, how = vllm_block_ids(cfg, runner) if engine == "vllm" else (None, "")
+    if (vids is None if engine == "vllm" else ids is None and not top):
         add("block-default-ids", "warning", f"no {('dflash_config.' if fam == 'dflash' else '')}target_layer_ids: "
             "each engine takes its own default taps", "vLLM: (2, N//2, N-3) as EAGLE ids; SGLang: N//2 for one "
             "layer, else spread over 1..N-3: not what the drafter was trained on unless by chance",
             "write dflash_config.target_layer_ids (0-based layer outputs) as trained")
-    vids, how = vllm_block_ids(cfg, runner) if engine == "vllm" else (None, "")
     if engine == "vllm" and top:
-        served = [i - 1 for i in top]
         if ids is not None and list(top) != [i + 1 for i in ids]:
             add("block-ids-eagle-convention", "error", f"top-level eagle_aux_hidden_state_layer_ids {top} and "
-                f"{key} {ids} disagree: vLLM feeds {_taps(served, n)}, the drafter was trained on {_taps(ids, n)}",
+                f"{key} {ids} disagree: vLLM feeds {_served_taps(top, n)}, the drafter was trained on {_taps(ids, n)}",
                 "vLLM reads the top-level EAGLE key first, as vLLM ids (id k = input of layer k = L{k-1}), and adds "
                 "+1 only to dflash ids: DFlash ids written in the EAGLE convention are each one layer early (vLLM "
                 "#40727: +2 instead of +1 took mt-bench acceptance from 4.11 to 3.95)",
                 f"drop the top-level key (vLLM then reads {key} +1) or write {[i + 1 for i in ids]} there")
         elif ids is None:
             add("block-ids-top-level", "warning", f"only top-level eagle_aux_hidden_state_layer_ids {top}: vLLM reads "
-                f"them as vLLM ids ({_taps(served, n)}); SGLang reads dflash_config.target_layer_ids only",
+                f"them as vLLM ids ({_served_taps(top, n)}); SGLang reads dflash_config.target_layer_ids only",
                 "a DFlash drafter's ids are 0-based layer outputs (id t = L{t}); written in the EAGLE key they are "
                 "read one layer early unless they were written +1", "write dflash_config.target_layer_ids instead")
     elif engine == "vllm" and ids is not None and vids != [i + 1 for i in ids] and not (fam == "dspark"
                                                                                      and runner == "V1"):
         fed = _served_taps(vids, n) if vids else "its default taps (2, N//2, N-3)"
-        add("block-ids-not-read", "error", f"{key} {ids}: vLLM's {runner} runner feeds {fed}, the drafter was "
-            f"trained on {_taps(ids, n)}", f"the {runner} runner reads {how}", "write the trained ids in "
-            "dflash_config.target_layer_ids (0-based layer outputs), which both runners read +1")
+        width, fed_n = fc_width(cfg), len(vids) if vids else 3
+        crash = fam == "dflash" and width is not None and width != fed_n
+        add("block-ids-not-read", "error", f"{key} {ids}: vLLM's {runner} runner feeds "
+            + (f"{fed_n} taps to an fc sized for {width}: the server fails at its first forward" if crash else
+               f"{fed}, the drafter was trained on {_taps(ids, n)}"),
+            f"the {runner} runner reads {how}" + ("; the fc is sized by the V2 reader's ids even under V1 "
+                                                   "(qwen3_dflash.py _get_dflash_fc_input_size)" if crash else ""),
+            "write the trained ids in dflash_config.target_layer_ids (0-based layer outputs), which both runners "
+            "read +1")
     if ids is not None and n is not None:
-        bad = [i for i in ids if not 0 <= i < n]
+        lo = -1 if key == "dspark_target_layer_ids" and cfg.get("model_type") == "deepseek_v41" else 0
+        bad = [i for i in ids if not lo <= i < n]
         if bad:
             add("block-ids-range", "error", f"{key} {ids}: id {bad[0]} is outside 0..{n - 1} for N={n}",
                 "SGLang refuses ids >= N (dflash_utils.py); vLLM captures nothing there", "fix the ids")
@@ -617,15 +651,19 @@ def _lint_mtp(add, cfg: dict, k, engine: str, *, runner: str = "V1", trained_sta
     if trained_state is not None:
         if trained_state not in STATES:
             raise WorkbenchError(f"--trained-state {trained_state!r}: expected one of {', '.join(STATES)}")
-        if trained_state != fed:
+        if fed not in STATES:
+            add("mtp-state-undecided", "warning", f"{who} feeds this MTP head a model-specific state: the "
+                f"{trained_state} state it was trained on cannot be compared", why, "compare the served acceptance "
+                "with the trained one")
+        elif trained_state != fed:
             add("mtp-state-mismatch", "error", f"the MTP head was trained on the target's {trained_state} last hidden "
                 f"state; {who} feeds it {fed}", why + " (llama.cpp #24025 fixed the same kind of mismatch for "
                 "Qwen3.6 MTP)", f"retrain on the {fed} state, or serve where the state matches")
     elif layers:
-        add("mtp-state", "info", f"{who} feeds the MTP head the target's last hidden state "
-            f"{'after' if fed == 'post-norm' else 'before'} the final norm", why, "pass --trained-state "
+        add("mtp-state", "info", f"{who} feeds the MTP head " + ("a model-specific state" if fed not in STATES else
+            f"the target's last hidden state {'after' if fed == 'post-norm' else 'before'} the final norm"), why, "pass --trained-state "
             "pre-norm|post-norm to check it against what the head was trained on")
 
 
-__all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "STATES", "block_ids", "describe", "mtp_fed_state", "vllm_block_ids", "family_of", "feeds",
+__all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "STATES", "block_ids", "describe", "fc_width", "mtp_fed_state", "vllm_block_ids", "family_of", "feeds",
            "has_mask_token", "lint_sglang", "lint_vllm", "mask_token", "mixed_conventions", "mtp_layers"]

@@ -517,7 +517,8 @@ def options_for(engine, draft_config) -> tuple[dict, list[str]]:
             out[name] = False
             if _lookup(cfg, name):
                 warnings.append(f"{e.name} ignores {name} in a speculators P-EAGLE config (algos.py update_peagle "
-                                "does not copy it): it computes without it")
+                                "does not copy it): " + ("its fc_norm.* tensors then fail to load" if name == "fc_norm"
+                                                         else "it computes without it"))
             continue
         if rule is None:
             out[name] = False
