@@ -128,13 +128,14 @@ def _add_speed(sub):
                        description="Start a real vLLM (.venv-vllm) for TARGET without speculation and, beside it, "
                                    "one with each DRAFT at each K; send the same prompts (greedy, ignore_eos, "
                                    "max-tokens each) one at a time and CONCURRENCY at a time, repeats interleaved, "
-                                   "warm-up excluded; print tokens/s (median and spread), the measured speed-up, "
+                                   "warm-up excluded (a request to each new server, a pass to the baseline); print tokens/s (median and spread), the measured speed-up, "
                                    "and two predictions: from the server's own step cost (its request timers) and the "
                                    "offline accept length, and from the in-process cost model. Resumes from --json.")
     p.add_argument("--target", required=True, metavar="DIR", help="the target model folder")
     p.add_argument("--draft", required=True, action="append", metavar="DIR",
-                   help="an EAGLE-3 draft folder (repeat for several: each row is predicted from another draft's "
-                        "step cost at its K)")
+                   help="an EAGLE-3 draft folder (repeat for several; each row is predicted from the step cost "
+                        "of the draft's shape twin at its K, a server of the same shapes with seeded weights, never "
+                        "from its own passes)")
     p.add_argument("--data", required=True, metavar="PATH", help="tokenised rows whose responses are the target's")
     p.add_argument("-K", "--num-speculative-tokens", default="1,2,3,4", metavar="K[,K...]",
                    help="draft depths to measure (default 1,2,3,4)")
