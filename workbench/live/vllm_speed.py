@@ -442,7 +442,7 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
         c["step_cost"] = costs[c["draft"], c["k"]] = step_cost(c["passes"])
     for r in rows:
         r["step_cost"] = own[r["draft"], r["k"]] = step_cost(r["passes"])
-    say("offline: accept lengths and the in-process cost model")
+    say("offline: accept lengths" + (" and the in-process cost model" if in_process else ""))
     models = {}                                  # the in-process cost model, measured once per draft
     if in_process:
         for name in {r["draft"] for r in rows}:
