@@ -288,6 +288,13 @@ def fc_width(cfg: dict) -> int | None:
     return len(vids) if vids else cfg.get("num_hidden_layers")
 
 
+def fc_mismatch(fam: str, cfg: dict, vids) -> tuple[int, int] | None:
+    """(taps fed, taps the fc takes) when a DFlash drafter is fed ``vids`` (None: vLLM's 3 default taps) and its
+    fc is sized for another count (:func:`fc_width`); None when they match."""
+    width, fed = fc_width(cfg), len(vids) if vids else 3
+    return (fed, width) if fam == "dflash" and width is not None and width != fed else None
+
+
 def _served_taps(vids, n) -> str:
     """vLLM ids (id k = L{k-1}, 0 the embeddings) as the states they name."""
     return ",".join("embed" if i == 0 else _taps([i - 1], n) for i in vids)
@@ -376,8 +383,9 @@ def _block(fam: str, eng: str, cfg: dict, ids, key, top, n) -> Feed:
         return Feed(eng, fam, "yes", _taps(ids, n), how, src, warnings)
     # vLLM V1 / V2: each runner's own reading order (vllm_block_ids); vLLM ids k = L{k-1}
     vids, how = vllm_block_ids(cfg, "V2" if eng == "vllm-v2" else "V1")
-    width, fed_n = fc_width(cfg), len(vids) if vids else 3
-    if fam == "dflash" and width is not None and width != fed_n:
+    bad_fc = fc_mismatch(fam, cfg, vids)
+    if bad_fc:
+        fed_n, width = bad_fc
         return Feed(eng, fam, "refuses", "(fails)", f"{how}: {fed_n} taps fed to an fc sized for {width} (qwen3_dflash.py "
                     "_get_dflash_fc_input_size reads the V2 ids even under V1): the first forward fails on the shapes",
                     src, [f"vLLM reads {how}; the drafter's fc takes {width} taps"])
@@ -608,10 +616,9 @@ def _lint_block(add, fam: str, cfg: dict, n, k, engine: str, *, method=None, run
     elif engine == "vllm" and ids is not None and vids != [i + 1 for i in ids] and not (fam == "dspark"
                                                                                      and runner == "V1"):
         fed = _served_taps(vids, n) if vids else "its default taps (2, N//2, N-3)"
-        width, fed_n = fc_width(cfg), len(vids) if vids else 3
-        crash = fam == "dflash" and width is not None and width != fed_n
+        crash = fc_mismatch(fam, cfg, vids)
         add("block-ids-not-read", "error", f"{key} {ids}: vLLM's {runner} runner feeds "
-            + (f"{fed_n} taps to an fc sized for {width}: the server fails at its first forward" if crash else
+            + (f"{crash[0]} taps to an fc sized for {crash[1]}: the server fails at its first forward" if crash else
                f"{fed}, the drafter was trained on {_taps(ids, n)}"),
             f"the {runner} runner reads {how}" + ("; the fc is sized by the V2 reader's ids even under V1 "
                                                    "(qwen3_dflash.py _get_dflash_fc_input_size)" if crash else ""),
@@ -665,5 +672,5 @@ def _lint_mtp(add, cfg: dict, k, engine: str, *, runner: str = "V1", trained_sta
             "pre-norm|post-norm to check it against what the head was trained on")
 
 
-__all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "STATES", "block_ids", "describe", "fc_width", "mtp_fed_state", "vllm_block_ids", "family_of", "feeds",
+__all__ = ["FAMILIES", "Family", "Feed", "LABELS", "MASK_TOKEN_KEYS", "STATES", "block_ids", "describe", "fc_mismatch", "fc_width", "mtp_fed_state", "vllm_block_ids", "family_of", "feeds",
            "has_mask_token", "lint_sglang", "lint_vllm", "mask_token", "mixed_conventions", "mtp_layers"]
