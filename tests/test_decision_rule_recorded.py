@@ -79,7 +79,7 @@ def test_the_sign_test_names_the_served_wiring(world):
     cmp, _ = judge(world, "float32", probe=4, served_dtype="float32")     # as a server the workbench started
     assert (cmp.verdict_code, cmp.matched) == ("match-other", SERVED), cmp.verdict
     assert cmp.verdict.startswith(f"16/16 requests identical under {SERVED}; best other wiring {TRAINED}: 1/16 "
-                                  "(exact sign test 15:0, p = 6.1e-05): the server feeds L0,L2,L3 (vllm/hf), not the "
+                                  "(exact sign test 15:0, p = 6.1e-05): the server feeds L0,L2,L3 (vllm/vllm-0.22/hf), not the "
                                   f"trained {TRAINED}: the draft gets the wrong taps"), cmp.verdict
     assert cmp.counters_agree(SERVED, TRAINED) is True                    # the counters agree, and are quoted only
     assert "pooled counters alone: aggregate comparison" in cmp.summary()

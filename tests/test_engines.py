@@ -25,7 +25,7 @@ V, H, N = 60, 32, 32
 # ───────────────────────────── records, ids and taps ─────────────────────────────
 
 def test_every_record_resolves_and_unknown_names_list_them():
-    assert set(engines.ENGINE_NAMES) == {"sglang", "sglang-2026.04", "vllm", "vllm-v2", "vllm-legacy", "specforge",
+    assert set(engines.ENGINE_NAMES) == {"sglang", "sglang-2026.04", "vllm", "vllm-v2", "vllm-0.22", "vllm-legacy", "vllm-0.17", "specforge",
                                          "speculators", "eagle", "modelopt", "hf", "tensorrt-llm"}
     for name in engines.ENGINE_NAMES:
         assert engines.get(name.upper()).name == name
@@ -38,17 +38,19 @@ def test_every_record_resolves_and_unknown_names_list_them():
     assert "sglang-2026.04" in engines.format_engine_table()
 
 
-def test_embed_and_the_last_layer_belong_to_current_vllm_only():
-    for name in ("vllm", "vllm-v2"):                        # V1 and V2 runners: the same capture code
+def test_embed_and_the_last_layer_belong_to_vllm_0_18_on():
+    """vLLM from 0.18 captures id 0 (the embedding) and id N (the last layer's output): served by 0.21, 0.22, 0.27.1,
+    0.28 and 0.32 (bench/engine-matrix.json, cells id0 and idN); 0.17 and older capture before each layer only."""
+    for name in ("vllm", "vllm-v2", "vllm-0.22", "vllm-legacy", "speculators"):
         assert engines.taps_for_ids(name, [0, 4, 32], N).spec == "embed,L3,L31"
         assert engines.ids_for_taps(name, ["embed", "L3", "L31"], N).ids == [0, 4, 32]
-    for name in ("sglang", "sglang-2026.04", "vllm-legacy", "speculators", "specforge", "modelopt"):
+    for name in ("sglang", "sglang-2026.04", "vllm-0.17", "specforge", "modelopt"):
         f = engines.ids_for_taps(name, ["embed", "L3", "L30"], N)
         assert not f.feasible and "embedding" in f.reason, name
-    for name in ("sglang", "sglang-2026.04", "vllm-legacy"):
+    for name in ("sglang", "sglang-2026.04", "vllm-0.17"):
         f = engines.ids_for_taps(name, ["L1", "L3", "L31"], N)
         assert not f.feasible and "L31" in f.reason, name
-        assert not engines.taps_for_ids(name, [0, 4, 30] if name == "vllm-legacy" else [-1, 3, 29], N).feasible
+        assert not engines.taps_for_ids(name, [0, 4, 30] if name == "vllm-0.17" else [-1, 3, 29], N).feasible
 
 
 def test_gpt_oss_boundary_rule_lets_current_sglang_feed_the_last_layer():

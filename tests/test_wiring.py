@@ -80,16 +80,17 @@ def test_ids_past_the_last_layer_are_never_captured():
     assert not resolve("specforge", N32, nested([1, 15, 32])).feasible
 
 
-def test_only_current_vllm_feeds_the_embedding_and_the_last_layer():   # its V1 and V2 runners
+def test_only_vllm_0_18_on_feeds_the_embedding_and_the_last_layer():   # V1 and V2 runners, 0.18 to 0.32
     s = resolve("sglang-2026.04", N32, nested([-1, 3, 30]))
     assert not s.feasible and any("cannot feed the embedding" in w for w in s.warnings)
     v = resolve("vllm", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]})
     assert v.taps == ("embed", "L3", "L31") and v.feasible
-    assert not resolve("vllm-legacy", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]}).feasible
+    assert resolve("vllm-legacy", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]}).feasible   # served: 0.21
+    assert not resolve("vllm-0.17", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]}).feasible
     h = resolve("hf", N32, {"eagle_aux_hidden_state_layer_ids": [0, 4, 32]})
     assert h.taps == ("embed", "L3", "final") and h.hf_indices == [0, 4, 32]
     feeds = [e for e in ENGINES if engines.get(e).serving and ids_for(e, ["embed", "L3", "L31"], 32)]
-    assert feeds == ["vllm", "vllm-v2"]
+    assert feeds == ["vllm", "vllm-v2", "vllm-0.22", "vllm-legacy"]
 
 
 def test_eagle_ignores_draft_ids_and_specforge_reads_layer_outputs():
@@ -106,7 +107,7 @@ def test_table_flags_the_classic_bug_against_trained_taps():
     draft = dict(nested([1, 15, 28]), workbench={"trained_taps": ["embed", "L3", "L31"]})
     rows = {r.engine: r for r in table(N32, draft)}
     assert any("trained on embed,L3,L31; sglang feeds L1,L15,L28" in w for w in rows["sglang"].warnings)
-    assert any(w.startswith("engines disagree") and "vllm/hf feed L0,L14,L27" in w
+    assert any(w.startswith("engines disagree") and "vllm/vllm-0.22/hf feed L0,L14,L27" in w
                for w in table(N32, draft).notes)
     rows = {r.engine: r for r in table(N32, nested([1, 15, 28]), trained="L1,L15,L28")}
     assert not any("trained on" in w for w in rows["sglang"].warnings)

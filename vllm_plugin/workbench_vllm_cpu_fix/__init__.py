@@ -22,6 +22,9 @@ the bug, installs :func:`fixed_expand_kernel_impl`:
 A second, independent fix (:mod:`workbench_vllm_cpu_fix.hidden_states`): vLLM 0.32's
 ``ExampleHiddenStatesConnector`` (the ``extract_hidden_states`` method) allocates pinned host memory and a
 ``torch.cuda.Stream`` for its copies, and kills a CPU worker; probed and applied the same way.
+A fourth (:mod:`workbench_vllm_cpu_fix.cpu_eagle3_aux`), for vllm-cpu 0.20 and 0.21 only: their CPU model runner never
+sets EAGLE-3's aux layers, so start-up dies; the release's own set-up is called after its ``load_model``. Each
+module states what it changes and what it leaves as the release's own.
 A third (:mod:`workbench_vllm_cpu_fix.extract_ids`): ``extract_hidden_states`` refuses a draft config
 whose ids are nested (or absent), which vLLM serves. ``WORKBENCH_VLLM_HS_FIX=0`` disables these two.
 """
@@ -92,6 +95,24 @@ def register() -> None:
         _register_hidden_states()
     except Exception as e:
         _say(f"workbench-vllm-cpu-fix: hidden-states connector fix not applied: {type(e).__name__}: {e}")
+    try:
+        _register_aux_layers()
+    except Exception as e:
+        _say(f"workbench-vllm-cpu-fix: aux-layer set-up not applied: {type(e).__name__}: {e}")
+
+
+def _register_aux_layers() -> None:
+    """vllm-cpu 0.20/0.21 only (:mod:`workbench_vllm_cpu_fix.cpu_eagle3_aux`): applied when the worker imports its
+    CPU model runner, so the API server process pays nothing."""
+    import vllm
+
+    from workbench_vllm_cpu_fix import cpu_eagle3_aux
+    from workbench_vllm_cpu_fix.on_import import when_imported
+
+    version = getattr(vllm, "__version__", "?")
+    if not cpu_eagle3_aux.applies(version):
+        return
+    when_imported("vllm.v1.worker.cpu_model_runner", lambda module: cpu_eagle3_aux.install(_say))
 
 
 def _off(name: str) -> bool:

@@ -47,6 +47,9 @@ def _add_lint(sub):
                    help="where the server runs: cpu checks the CPU attention head sizes and reads ids as the V1 "
                         "runner; gpu as the V2 runner (0.32's GPU default, no eagle_config ids); auto = cpu unless "
                         "the command has a GPU hint (CUDA_VISIBLE_DEVICES, --gpu-memory-utilization)")
+    p.add_argument("--engine-version", metavar="X.Y.Z", default=None,
+                   help="the vLLM release that serves it (default 0.32): ids and options are read as that release "
+                        "reads them (the release table, docs/engine-matrix.md), e.g. 0.21.0 reads top-level ids only")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(sub_run=_run_lint)
 
@@ -105,9 +108,13 @@ def _add_compare(sub):
                    help="the server's --dtype, for near-ties (vLLM does not report it). Default infer: from the "
                         "requests (a flip at a near-tie means bfloat16; a wiring reproducing every step, or no flip "
                         "at any near-tie, means float32). `workbench vllm serve` prints the value for its server")
-    p.add_argument("--engine", default="vllm", choices=["vllm", "vllm-v2", "vllm-legacy"],
-                   help="the engine record the offline side computes as (default vllm: the V1 runner of 0.32, as "
-                        "the CPU build runs; vllm-v2: 0.32's V2 runner, the GPU default)")
+    p.add_argument("--engine", default=None, choices=["vllm", "vllm-v2", "vllm-legacy"],
+                   help="the engine record the offline side computes as (default: the record of the release the "
+                        "server reports at GET /version, from the release table, docs/engine-matrix.md; vllm: the V1 "
+                        "runner of 0.22 on, as the CPU build runs; vllm-v2: 0.32's V2 runner, the GPU default; "
+                        "vllm-legacy: 0.18 to 0.21)")
+    p.add_argument("--engine-version", metavar="X.Y.Z", default=None,
+                   help="the server's vLLM release, used when the server does not report one (GET /version)")
     p.add_argument("--drafting", choices=["parallel", "sequential"], default=None,
                    help="the server's drafting: parallel when its --speculative-config sets \"parallel_drafting\": "
                         "true (P-EAGLE), else sequential (default: for a P-EAGLE draft both are simulated and the one "
@@ -167,7 +174,7 @@ def _run_lint(args) -> int:
 
     text = sys.stdin.read() if args.source == "-" else args.source
     res = lint_command(text, draft=args.draft, target=args.target, trained_wiring=args.trained_wiring,
-                       device=args.device, trained_state=args.trained_state)
+                       device=args.device, trained_state=args.trained_state, engine_version=args.engine_version)
     print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else res.summary())
     return 0 if res.ok else 1
 
@@ -233,7 +240,7 @@ def _run_compare(args) -> int:
                   timeout=args.timeout, retries=args.retries, served_dtype=args.served_dtype,
                   temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
                   metrics_only=args.metrics_only, probe=args.probe, engine=args.engine, device=args.device,
-                  drafting=args.drafting,
+                  drafting=args.drafting, engine_version=args.engine_version,
                   progress=sys.stderr.isatty())
     print(res.summary())
     if args.json:

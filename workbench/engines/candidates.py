@@ -103,7 +103,7 @@ def engine_label(engine: str) -> str:
     """The engine and version of a record, as the reason strings name it.
 
         >>> engine_label("sglang"), engine_label("vllm-legacy")
-        ('SGLang (current)', 'vLLM before PR #42764')
+        ('SGLang (current)', 'vLLM before 0.22')
     """
     return engines.get(engine).label.replace("'s ", " ")
 
@@ -169,7 +169,7 @@ def candidates(target_config, draft, *, engine: str | None = None, n_slots: int 
         ...                 {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
         ...                  "workbench": {"trained_taps": ["embed", "L1", "L3"]}}, engine="sglang")
         >>> [(c.spec, c.feasible) for c in cs][:2], cs[0].reasons[0]
-        ([('L1,L3,L4', True), ('L0,L2,L3', False)], 'fed by SGLang (current); SGLang before 2026-05; vLLM V2 runner (GPU default); vLLM before PR #42764; TensorRT-LLM (PyTorch backend); SpecForge (training); speculators (vLLM training library); EAGLE (SafeAILab, official); NVIDIA ModelOpt (training)')
+        ([('L1,L3,L4', True), ('L0,L2,L3', False)], 'fed by SGLang (current); SGLang before 2026-05; vLLM V2 runner (GPU default); vLLM before 0.22; vLLM 0.17 and older; TensorRT-LLM (PyTorch backend); SpecForge (training); speculators (vLLM training library); EAGLE (SafeAILab, official); NVIDIA ModelOpt (training)')
         >>> next(c for c in cs if c.spec == "embed,L1,L3").reasons[0]
         'trained taps (draft config workbench.trained_taps)'
 

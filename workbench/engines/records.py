@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench.core.errors import WorkbenchError
+from workbench.engines.tables import table
 from workbench.engines.taps import (
     Resolution,
     Wiring,
@@ -63,6 +64,7 @@ class Option:
     keys: tuple[str, ...]
     default: bool = False
     speculators_default: bool | None = None
+    speculators_copied: bool = True    # False: the engine's speculators conversion drops it (computes without it)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class Engine:
     sources: tuple[str, ...] = ()      # engine files the record was checked against
     ids_arg: str | None = None         # the ids come from this server argument, never from the draft config
     parallel_drafting: bool = False    # serves P-EAGLE's one-pass drafting when asked (docs/families.md)
+    dflash_shift: int = 1              # dflash_config.target_layer_ids + this (vLLM 0.22 on: +1; 0.21: as is)
 
     @property
     def feeds_embed(self) -> bool:
@@ -102,25 +105,24 @@ class Engine:
 
 _SGLANG_SRC = ("python/sglang/srt/models/llama_eagle3.py", "python/sglang/srt/models/llama.py",
                "python/sglang/srt/speculative/eagle_worker.py", "python/sglang/srt/server_args.py")
-_VLLM_SRC = ("vllm/model_executor/models/llama_eagle3.py", "vllm/v1/worker/gpu_model_runner.py",
-             "vllm/transformers_utils/configs/speculators/algos.py", "vllm/model_executor/models/utils.py",
-             "vllm/v1/spec_decode/llm_base_proposer.py", "vllm/model_executor/models/interfaces.py")
-
 # SGLang llama_eagle3.py: fc_norm (alias use_aux_norm, legacy weights aux_norm_{low,mid,high}) and
 # norm_output are read from the top level, default False; norm_before_fc (input_norm over the
 # concatenated taps) since PR #32334 (2026-07-24); the residual is always the un-normed hidden
 # (residual = hidden_states before hidden_norm), so norm_before_residual is not honoured.
 _SGLANG_OPTIONS = {"norm_before_fc": Option(("norm_before_fc",)), "fc_norm": Option(("fc_norm", "use_aux_norm")),
                    "norm_output": Option(("norm_output",))}
-# vLLM llama_eagle3.py: norm_before_fc from eagle_config first, then top level (PR #42143);
-# fc_norm, norm_output, norm_before_residual top level, default False. Speculators configs go through
-# configs/speculators/algos.py update_eagle3, which defaults norm_before_residual to True.
-_VLLM_OPTIONS = {
-    "norm_before_fc": Option(("eagle_config.norm_before_fc", "norm_before_fc")),
-    "fc_norm": Option(("fc_norm",)),
-    "norm_output": Option(("norm_output",)),
-    "norm_before_residual": Option(("norm_before_residual",), False, speculators_default=True),
-}
+def _from_table(engine: str) -> tuple[Engine, ...]:
+    """The records of ``engine`` kept as data (``engines/data/<engine>.json``, :mod:`workbench.engines.tables`)."""
+    out = []
+    for name, r in table(engine)["records"].items():
+        options = {k: Option(tuple(o["keys"]), o.get("default", False), o.get("speculators_default"),
+                             o.get("speculators_copied", True)) for k, o in r.get("options", {}).items()}
+        out.append(Engine(name, r["label"], r["boundary"], True, keys=tuple(r["keys"]), shift=r["shift"],
+                          lowest=r["lowest"], highest_is_last=r["highest_is_last"], embed=r["embed"],
+                          lm_head=r["lm_head"], options=options, sources=tuple(s.split(" ")[0] for s in r["sources"]),
+                          parallel_drafting=r.get("parallel_drafting", False), dflash_shift=r.get("dflash_shift", 1)))
+    return tuple(out)
+
 
 RECORDS: dict[str, Engine] = {e.name: e for e in (
     Engine(
@@ -152,41 +154,7 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
                     "GptOssForCausalLM": (3, 1, 4), "BailingMoeForCausalLM": (3, 1, 4),
                     "BailingMoeV2ForCausalLM": (3, 1, 4), "*": (5, 4, 8)},
         sources=_SGLANG_SRC),
-    Engine(
-        "vllm", "vLLM V1 (current)", "after PR #42764 (2026-05-15): reads nested ids too", True,
-        # gpu_model_runner._get_eagle3_aux_layers_from_config (0.32): the top-level key; when it is empty,
-        # dflash_config.target_layer_ids (+1) and then eagle_config, the second assignment winning: a nested
-        # eagle_config overrides dflash ids, so the effective order is top, nested, dflash. Ids used as is.
-        # models/interfaces.py EagleModelMixin._maybe_add_hidden_state records hidden_states when residual
-        # is None (the embedding, aux index 0) and the output after layer idx as idx+1,
-        # so id 0 = embed and id N = L{N-1} (pre-norm) are feedable.
-        keys=("top", "nested", "dflash"), shift=0, lowest=0, highest_is_last=True,
-        # llama_eagle3.py load_weights + models/utils.py process_eagle_weight set has_own_embed_tokens /
-        # has_own_lm_head from the tensor names; v1/spec_decode (EagleProposer.load_model) shares the
-        # target's embedding / lm_head only when the checkpoint has none (or an identical copy).
-        embed="checkpoint", lm_head="checkpoint", options=_VLLM_OPTIONS, sources=_VLLM_SRC,
-        # config/speculative.py parallel_drafting (PR #32887, v0.16); llm_base_proposer.propose: with it, one draft
-        # pass over [bonus token, mask x (K-1)] (mask_hidden through combine_hidden_states); only when the server's
-        # speculative config sets it: a P-EAGLE draft without it is drafted as a chain (llama_eagle3.load_weights
-        # warns "mask_hidden found in weights but model is not configured for parallel drafting")
-        parallel_drafting=True),
-    Engine(
-        "vllm-v2", "vLLM V2 runner (GPU default)", "0.32's V2 model runner: never reads nested ids", True,
-        # v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config (0.32): the top-level
-        # key, else dflash_config.target_layer_ids (+1), else the model's default; eagle_config ids are never
-        # read. VllmConfig.use_v2_model_runner (config/vllm.py): the default where Triton runs (GPUs), unless
-        # VLLM_USE_V2_MODEL_RUNNER=0 or EAGLE parallel drafting. The draft model and the capture code
-        # (llama_eagle3.py, interfaces.py EagleModelMixin) are V1's: ids as is, id 0 = embed, same options.
-        keys=("top", "dflash"), shift=0, lowest=0, highest_is_last=True,
-        embed="checkpoint", lm_head="checkpoint", options=_VLLM_OPTIONS,
-        sources=("vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "vllm/config/vllm.py", *_VLLM_SRC)),
-    Engine(
-        "vllm-legacy", "vLLM before PR #42764", "before PR #42764 (2026-05-15): top-level ids only", True,
-        keys=("top",), shift=0, lowest=1,
-        embed="checkpoint", lm_head="checkpoint",
-        # the older llama_eagle3.py reads norm_before_residual only (default False)
-        options={"norm_before_residual": Option(("norm_before_residual",), False, speculators_default=True)},
-        sources=_VLLM_SRC),
+    *(_from_table("vllm")),
     Engine(
         "tensorrt-llm", "TensorRT-LLM (PyTorch backend)",
         "2025-08 to 2026 (PR #7012 on): ids only from eagle3_layers_to_capture, never from the draft config", True,
@@ -216,8 +184,10 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
     Engine(
         "speculators", "speculators (vLLM's training library)", "after PR #610 (Eagle-3.1 options)", False,
         # models/utils.py resolve_target_layer_ids: top-level ids, default [2, N//2, N-3], in vLLM's
-        # convention (hidden states extracted by vLLM: id k = L{k-1})
-        keys=("top",), shift=0, lowest=1, highest_is_last=True,
+        # convention (hidden states extracted by vLLM: id k = L{k-1}); ids must be distinct and within [0, N]
+        # ("Layer id num_layers (the final hidden state) is valid"), and its data generation extracts through vLLM,
+        # which captures id 0 (the embedding) from 0.18 on (engine matrix, issue 55): so embed is feedable
+        keys=("top",), shift=0, lowest=0, highest_is_last=True,
         embed="checkpoint", lm_head="checkpoint",
         # models/eagle3/config.py + core.py + model_definitions.py: all four options, default False
         options={o: Option((o,)) for o in OPTION_NAMES},
@@ -380,8 +350,8 @@ def wiring_for(engine, draft_config, n_layers) -> Resolution:
         if found[key] is not None:
             ids, src = found[key], {"top": "top-level ids", "nested": "eagle_config ids",
                                     "dflash": "dflash_config ids"}[key]
-            if key == "dflash":        # gpu_model_runner: "Add 1 to convert DFlash's aux layer id semantics"
-                ids = [i + 1 for i in ids]
+            if key == "dflash":        # gpu_model_runner (0.22 on): "Add 1 to convert DFlash's aux layer id semantics"
+                ids = [i + e.dflash_shift for i in ids]
             r = _taps_for_ids(e, ids, n, arch, source=src)
             break
     else:
@@ -526,6 +496,12 @@ def options_for(engine, draft_config) -> tuple[dict, list[str]]:
                         if _lookup(cfg, k)]
             if set_keys:
                 warnings.append(f"{e.name} ignores {name} (set in the draft config): it computes without it")
+            continue
+        if spec and not rule.speculators_copied:
+            out[name] = False
+            if _lookup(cfg, name):
+                warnings.append(f"{e.name} ignores {name} in a speculators config (algos.py update_eagle3 does not "
+                                "copy it before 0.28): it computes without it")
             continue
         value = None
         for k in rule.keys:

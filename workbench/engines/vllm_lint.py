@@ -47,7 +47,7 @@ import shlex
 from workbench import engines
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import is_path
-from workbench.engines import families, positions
+from workbench.engines import families, positions, releases
 from workbench.engines.sglang_lint import (
     LintResult,
     Problem,
@@ -322,18 +322,21 @@ def inferred_method(path: str, dcfg: dict) -> str:
 
 
 def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, device: str = "auto",
-         source: str = "command", trained_state: str | None = None) -> LintResult:
+         source: str = "command", trained_state: str | None = None, engine_version: str | None = None) -> LintResult:
     """Lint parsed server args (:func:`parse_command`, or ``{"speculative_config": {...}}``).
     ``draft``/``target``: directories (config.json; draft weights for ``d2t``, ``input_norm``,
     ``mask_hidden``); default: the command's own paths when they exist here. ``trained_wiring``: the taps
     the draft was trained on (default: ``workbench.trained_taps``, else what its format's trainer feeds).
     ``device``: ``auto`` (CPU unless the command has a GPU hint), ``cpu`` or ``gpu``. ``trained_state``: the
-    target state an MTP head was trained on (``pre-norm`` / ``post-norm``). Draft families beyond EAGLE-3
+    target state an MTP head was trained on (``pre-norm`` / ``post-norm``). ``engine_version``: the vLLM release
+    that serves it (default: 0.32); the ids and options are read as that release's record reads them
+    (:func:`workbench.engines.releases.record_for`, docs/engine-matrix.md). Draft families beyond EAGLE-3
     (P-EAGLE, EAGLE-3.1, DFlash, DSpark, MTP): :func:`workbench.engines.families.lint_vllm`."""
     if device not in ("auto", "cpu", "gpu"):
         raise WorkbenchError(f"device {device!r}: expected auto, cpu or gpu")
     a = dict(server_args)
     P: list[Problem] = []
+    record, record_note = releases.record_for(engine_version) if engine_version is not None else (ENGINE, None)
 
     def add(code, sev, msg, why="", fix=""):
         P.append(Problem(code, sev, msg, why, fix))
@@ -545,7 +548,10 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, dev
         draft_file=positions.config_file(draft, "draft config"), target_file=positions.config_file(target, "target config"),
         k=k if isinstance(k, int) else None,
         spec_max_model_len=positions.served_context({"max_model_len": sml}, ENGINE) if sml is not None else None))
-    wiring, trained = _lint_draft(add, dcfg, tcfg, n, names, trained_wiring, v2=runner == "V2")
+    if engine_version is not None:
+        settings["engine record"] = f"{record} (vLLM {engine_version}" + (f"; {record_note})" if record_note else ")")
+    wiring, trained = _lint_draft(add, dcfg, tcfg, n, names, trained_wiring, v2=runner == "V2", record=record,
+                                  version=engine_version)
     return LintResult(settings, P, source, wiring, trained)
 
 
@@ -570,9 +576,10 @@ def _runner(args: dict, dev: str, spec: dict) -> tuple[str, str]:
     return "V2", "the default with Triton"
 
 
-def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = False):
+def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = False, record: str = ENGINE,
+                version: str | None = None):
     """Vocabulary, Eagle-3.1 options and wiring of an EAGLE-3 draft as vLLM loads it (``v2``: the V2 model
-    runner reads the ids)."""
+    runner reads the ids; ``record``: the engine record of the serving release, ``version``)."""
     layer = _layer_config(dcfg)
     # ---- vocabulary: draft_id_to_target_id exists only for a reduced vocabulary ----
     dvs = dcfg.get("draft_vocab_size") or layer.get("vocab_size")
@@ -605,7 +612,7 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = Fals
             'set "use_aux_hidden_state": true (or drop it)')
 
     # ---- Eagle-3.1 options: what vLLM computes with vs what the trainer used ----
-    served, _ = engines.options_for(ENGINE, dcfg)
+    served, _ = engines.options_for(record, dcfg)
     trainer = _trainer(dcfg)
     trained_opts = engines.options_for(trainer, dcfg)[0] if trainer else None
     spec_fmt = "speculators_model_type" in dcfg
@@ -640,8 +647,8 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = Fals
         return None, None
     # ---- wiring: vLLM's reading of the ids, and SGLang's reading of the same file ----
     found = engines.config_ids(dcfg)
-    wiring = engines.wiring_for("vllm-v2" if v2 else ENGINE, dcfg, tcfg)
-    rec = engines.get(ENGINE)
+    wiring = engines.wiring_for("vllm-v2" if v2 and record == ENGINE else record, dcfg, tcfg)
+    rec = engines.get(record)
     if not any(found.values()):
         add("default-ids", "warning", f"no layer ids in the draft config: vLLM silently takes its default "
             f"(2, N//2, N-3) = {rec.default_ids(n)} → {wiring.spec}",
@@ -656,6 +663,11 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = Fals
             "eagle_config.eagle_aux_hidden_state_layer_ids; V2 is the default on GPUs (config/vllm.py "
             "use_v2_model_runner)", 'write the ids as top-level "eagle_aux_hidden_state_layer_ids" (or start '
             "the server with VLLM_USE_V2_MODEL_RUNNER=0)")
+    if not v2 and "nested" not in rec.keys and found["top"] is None and found["nested"] is not None:
+        add("nested-ids-ignored", "warning", f"eagle_config ids {found['nested']} are ignored by vLLM {version}: it "
+            f"feeds the default {wiring.spec}", f"record {record} ({rec.boundary}) reads the top-level key only; "
+            "nested ids are read from 0.22 on (gpu_model_runner.py _get_eagle3_aux_layers_from_config)",
+            'write the ids as top-level "eagle_aux_hidden_state_layer_ids" (read by every release)')
     if found["top"] is not None and found["nested"] is not None:
         sg = engines.wiring_for("sglang", dcfg, tcfg)
         if sg.taps != wiring.taps:
@@ -684,12 +696,12 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = Fals
     elif wiring.feasible and trained.taps != wiring.taps:
         add("wiring-mismatch", "error", f"vLLM feeds {wiring.spec} but the draft was trained on {trained.spec}"
             f"{assumed}", "the draft's fc sees features from different layers than in training: served "
-            "acceptance collapses while offline validation looks fine", _fix(trained, tcfg))
+            "acceptance collapses while offline validation looks fine", _fix(trained, tcfg, record))
     return wiring, trained
 
 
-def _fix(trained: Wiring, tcfg) -> str:
-    f = engines.ids_for_taps(ENGINE, trained.taps, tcfg)
+def _fix(trained: Wiring, tcfg, record: str = ENGINE) -> str:
+    f = engines.ids_for_taps(record, trained.taps, tcfg)
     if f.feasible:
         return (f'set top-level "eagle_aux_hidden_state_layer_ids": {f.ids} in the draft config.json (vLLM reads it '
                 f"before eagle_config; checked: vLLM then feeds {trained.spec})")

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench import engines
+from workbench.engines import releases
 from workbench.core.errors import WorkbenchError
 from workbench.core.sampling import Sampling
 from workbench.live import fingerprint as fp
@@ -198,15 +199,51 @@ class Client(HttpClient):
         return parse_request_timers(self.request("/metrics", raw=True))
 
 
-def live_samples(client: Client, rows: list[dict], sampling=None, *, vocab_size=None, progress=False):
-    """Each row's prompt at ``sampling`` (a :class:`Sampling`; default greedy), as LiveSamples."""
+def counter_meta(before: dict, after: dict, *, completion_tokens: int | None = None) -> SpecMeta:
+    """One request's speculative fields from the ``/metrics`` counters read just before and just after it (a server
+    carrying no other traffic, requests sent one at a time): verify steps, accepted drafts and, from the per-position
+    counters, the histogram H[a] (steps that accepted exactly a drafts). Variant "counters".
+
+        >>> m = counter_meta({"num_drafts": 2.0, "num_accepted_tokens": 1.0, "num_accepted_tokens_per_pos": [1.0, 0.0]},
+        ...                  {"num_drafts": 5.0, "num_accepted_tokens": 4.0, "num_accepted_tokens_per_pos": [3.0, 1.0]})
+        >>> m.variant, m.verify_ct, m.accepted_drafts, m.histogram
+        ('counters', 3, 3, [1, 1, 1])
+    """
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in ("num_drafts", "num_accepted_tokens")}
+    pos_a, pos_b = after.get("num_accepted_tokens_per_pos") or [], before.get("num_accepted_tokens_per_pos") or []
+    per = [int(round(a - (pos_b[i] if i < len(pos_b) else 0.0))) for i, a in enumerate(pos_a)]
+    steps = int(round(d["num_drafts"]))
+    hist = None
+    if per:
+        hist = [steps - per[0]] + [per[i - 1] - per[i] for i in range(1, len(per))] + [per[-1]]
+    m = SpecMeta(variant="counters", completion_tokens=completion_tokens, verify_ct=steps,
+                 accepted_drafts=int(round(d["num_accepted_tokens"])), histogram=hist,
+                 spec_tokens=len(per) or None)
+    if hist is not None and min(hist) < 0:
+        m.note, m.histogram = "the /metrics per-position counters around this request are not monotone: set aside", None
+    return m
+
+
+def live_samples(client: Client, rows: list[dict], sampling=None, *, vocab_size=None, progress=False,
+                 counters_each: bool = False):
+    """Each row's prompt at ``sampling`` (a :class:`Sampling`; default greedy), as LiveSamples. ``counters_each``: a
+    reply without ``metrics.speculative_decoding`` gets its fields from the ``/metrics`` counters read around it
+    (:func:`counter_meta`); the requests then go one at a time."""
     def ask(prompt, n_new, row, where):
+        before = client.spec_counters() if counters_each else None
         out, reply = client.complete(prompt, n_new, sampling=request_params(sampling, row), where=where)
         sd = (reply.get("metrics") or {}).get("speculative_decoding") if isinstance(reply.get("metrics"), dict) \
             else None
+        if sd is None and counters_each:
+            return out, counter_meta(before, client.spec_counters(), completion_tokens=len(out))
         return out, parse_spec_decoding(sd, where=f"{client.url}/v1/completions ({where})", completion_tokens=len(out))
 
-    return collect(client, rows, ask, vocab_size=vocab_size, progress=progress, path="/v1/completions")
+    saved = client.concurrency
+    client.concurrency = 1 if counters_each else saved          # one worker: one request at a time, in order
+    try:
+        return collect(client, rows, ask, vocab_size=vocab_size, progress=progress, path="/v1/completions")
+    finally:
+        client.concurrency = saved
 
 
 # ─────────────────────────────── K and the greedy check ───────────────────────────────
@@ -241,6 +278,41 @@ def pooled_accept(samples) -> float | None:
     return 1 + sum(m.accepted_drafts for m in ms) / sum(m.verify_ct for m in ms)
 
 
+# ─────────────────────────────── which record ───────────────────────────────
+
+def pick_engine(engine: str | None, served: str | None, given: str | None = None) -> tuple[str, str]:
+    """(the engine record the offline side computes as, one line saying why): ``engine`` when given; else the
+    record of the release the server reported (``/version``), or of ``given`` (``--engine-version``) when the
+    server says none; the nearest record, said, for a release in no row of the table
+    (:func:`workbench.engines.releases.record_for`).
+
+        >>> pick_engine(None, "0.21.0")
+        ('vllm-legacy', 'engine record vllm-legacy: the server reports vLLM 0.21.0 (GET /version), in >=0.18,<0.22')
+        >>> pick_engine(None, None)[1]
+        'engine record vllm: the server reports no version (GET /version) and none was given (--engine-version): vLLM 0.32 assumed'
+    """
+    if given is not None:
+        releases.parse_version(given)
+    if engine is not None:
+        why = f"engine record {engine}: given (--engine)"
+        if served is not None:
+            rec, _ = releases.record_for(served)
+            if rec != engine:
+                why += f"; the server reports vLLM {served}, whose record is {rec}"
+        return str(engine).lower(), why
+    version, where = (served, "the server reports vLLM {} (GET /version)") if served is not None else \
+        (given, "--engine-version {}")
+    if version is None:
+        return "vllm", ("engine record vllm: the server reports no version (GET /version) and none was given "
+                        "(--engine-version): vLLM 0.32 assumed")
+    rec, note = releases.record_for(version)
+    why = f"engine record {rec}: " + where.format(version)
+    if served is not None and given is not None and releases.parse_version(given) != releases.parse_version(served):
+        why += f" (not {given}, as --engine-version said: the server's own word is used)"
+    row, _ = releases.row_for(version)
+    return rec, why + (f"; {note}" if note else f", in {row['versions']}")
+
+
 # ─────────────────────────────── compare ───────────────────────────────
 
 def compare(url, target, draft, data, *, limit: int | None = None, K: int | None = None, trained=None,
@@ -248,9 +320,10 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
             tolerance: float = 0.25, device: str | None = "cpu", dtype=None, batch_size: int = 8,
             trust_remote_code: bool = False, progress: bool = True, served_dtype: str | None = None,
             temperature: float = 0.0, top_p: float = 1.0, top_k: int = -1, seed: int | None = None,
-            metrics_only: bool = False, probe: int = 8, engine: str = "vllm",
+            metrics_only: bool = False, probe: int = 8, engine: str | None = None,
             dtype_source: str = "--served-dtype", client: Client | None = None,
-            drafting: str | None = None) -> Comparison:
+            drafting: str | None = None, engine_version: str | None = None,
+            counters_each: bool | None = None) -> Comparison:
     """Run the live comparison against a vLLM server (module docstring).
 
     ``K``: ``num_speculative_tokens`` (default: detected, see :func:`detect_k`). ``metrics_only``: ignore the
@@ -261,7 +334,12 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     ``dtype_source``: who gave ``served_dtype`` (named in the output). Local inputs (target, draft, data,
     options) are checked and loaded before the first request to the server. ``temperature``/``top_p``/``top_k`` (-1 off)/``seed``: the sampling sent with every
     request (with ``seed``: each row's ``seed``). ``engine``: the engine record the offline side computes
-    as (``vllm``: V1 runner, 0.32; ``vllm-v2``: its V2 runner; ``vllm-legacy``). ``client``: where the requests
+    as (``vllm``: V1 runner, 0.22 on; ``vllm-v2``: 0.32's V2 runner; ``vllm-legacy``: 0.18 to 0.21); None (the
+    default): the record of the release the server reports (``GET /version``), else of ``engine_version``
+    (:func:`pick_engine`). ``counters_each``: read ``/metrics`` around each request, sent one at a time, so a server
+    without per-request fields still gives each request's steps and histogram (:func:`counter_meta`); None (the
+    default): when the release (as read off the server) has no ``--per-request-spec-decode-metrics`` (before 0.29).
+    ``client``: where the requests
     go instead of a new :class:`Client` for ``url`` (the seam where replies enter: e.g. a recorded real server,
     :class:`workbench.live.recorded.Replay`; everything after the HTTP layer is the same). ``drafting``: the
     server's drafting, "parallel" when its speculative config sets ``parallel_drafting`` (None: the draft's
@@ -280,6 +358,9 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     models = client.models()
     settings = {"model": client.model, "models": models, "version": client.version(), "speculative_eagle_topk": 1}
     notes: list[str] = []
+    engine, said = pick_engine(engine, settings["version"], engine_version)
+    notes.append(said)
+    settings["engine_record"] = engine
     fetch = dict(vocab_size=target.vocab_size, progress=False)
 
     # the greedy check's own requests come first, outside the counter deltas
@@ -293,7 +374,16 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     except WorkbenchError as e:
         before = None
         notes.append(f"no usable /metrics ({e}): no pooled counters")
-    samples = live_samples(client, rows, sampling, vocab_size=target.vocab_size, progress=progress)
+    version = settings["version"] or engine_version
+    if counters_each is None:
+        counters_each = bool(version) and not metrics_only and not releases.has(version, "per_request_metrics")
+    if counters_each:
+        notes.append(f"vLLM {version} has no per-request speculative fields (--per-request-spec-decode-metrics came "
+                     "in 0.29): each request's steps and histogram are the /metrics counter deltas around it, the "
+                     "requests sent one at a time" if version else "each request's steps and histogram are the "
+                     "/metrics counter deltas around it, the requests sent one at a time")
+    samples = live_samples(client, rows, sampling, vocab_size=target.vocab_size, progress=progress,
+                           counters_each=counters_each)
     agg = counter_deltas(before, client.spec_counters()) if before else None
     if agg is not None and "num_drafts" not in agg:
         agg = None
