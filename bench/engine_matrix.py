@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -49,7 +50,9 @@ K = 4
 ROWS = 80
 KEY = "eagle_aux_hidden_state_layer_ids"
 
-# cell -> (what it is, the draft it starts from, how its config is changed, extra speculative-config keys)
+# cell -> (what it is, the draft it starts from, how its config is changed, extra speculative-config keys); the cells of
+# the well-trained speculators drafts ask 64-token replies (LONG): their near wirings part on few 16-token requests
+LONG = {"eagle31-nbf": 64, "eagle31-fcn": 64, "peagle-parallel": 64, "peagle-chain": 64}
 CELLS = {
     "top": ("ids at the top level only: [1, 3, 4]", "mismatched", {"top": [1, 3, 4], "nested": None}, {}),
     "nested": ("ids nested in eagle_config only: [1, 3, 4] (SpecForge's export)", "mismatched",
@@ -79,11 +82,23 @@ LEFT_OUT = {
 }
 
 
-def rows_file(root: Path = WORK) -> Path:
-    """The requests' rows as one file (:data:`DATA` concatenated), made in ``root``."""
+def rows_file(root: Path = WORK, tokens: int | None = None) -> Path:
+    """The requests' rows as one file (:data:`DATA` concatenated), made in ``root``. ``tokens``: every reply asked
+    to be that long (the rows' prompts kept; the response slots are only a length: the offline side walks the
+    server's own output)."""
     root.mkdir(parents=True, exist_ok=True)
-    out = root / "rows.jsonl"
-    out.write_text("".join(f.read_text() for f in DATA))
+    out = root / (f"rows-{tokens}.jsonl" if tokens else "rows.jsonl")
+    text = "".join(f.read_text() for f in DATA)
+    if tokens:
+        rows = []
+        for line in text.splitlines():
+            r = json.loads(line)
+            p = r["loss_mask"].index(1)
+            resp = (r["input_ids"][p:] * tokens)[:tokens]
+            rows.append(json.dumps({"input_ids": r["input_ids"][:p] + resp, "loss_mask": [0] * p + [1] * tokens,
+                                    "n_prompt_tokens": p, "n_response_tokens": tokens, "seq_len": p + tokens}))
+        text = "\n".join(rows) + "\n"
+    out.write_text(text)
     return out
 
 
@@ -128,18 +143,31 @@ def cell_key(release: str, cell: str) -> str:
     and the bytes of the source weights, the target's weights and the data. (The record's prediction is not in it:
     every run recomputes every cell's prediction from its config, :func:`refresh`.)"""
     h = hashlib.sha256()
-    h.update(json.dumps([release, cell_config(cell), CELLS[cell][3], K, ROWS], sort_keys=True).encode())
+    h.update(json.dumps([release, cell_config(cell), CELLS[cell][3], K, ROWS] + ([LONG[cell]] if cell in LONG else []),
+                        sort_keys=True).encode())
     for f in sorted(SOURCES[CELLS[cell][1]].glob("*.safetensors")) + sorted(TARGET.glob("*.safetensors")) + list(DATA):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
 
-def _cause(message: str) -> str:
-    """The one line of a server that did not start: its log's cause, else the message's head."""
-    for part in message.split(" | "):
-        if part.startswith("cause: "):
-            return part[len("cause: "):][:300]
-    parts = [p for p in message.split(" | ") if "Error" in p or "error" in p]
+_WRAPPERS = ("Engine core initialization failed", "For further information visit", "See root cause above")
+
+
+def _cause(log_text: str, message: str = "") -> str:
+    """The one line of a server that did not start: the root exception of its log (the first ``XError: ...`` line
+    that is not a wrapper such as "Engine core initialization failed", with pydantic's "Value error, ..." detail),
+    else the message's head."""
+    found = []
+    for line in log_text.splitlines():
+        text = re.sub(r"^\([^)]*\)\s*", "", line.strip())
+        if re.match(r"^[\w.]*(Error|Exception)\b.*:", text) or text.startswith("Value error,"):
+            if not any(w in text for w in _WRAPPERS):
+                found.append(text)
+    if found:
+        detail = next((f for f in found if f.startswith("Value error,")), None)
+        first = next((f for f in found if not f.startswith("Value error,")), found[0])
+        return (first if detail is None or detail in first else f"{first} {detail}")[:300]
+    parts = [p for p in message.split(" | ") if ("Error" in p or "error" in p) and not any(w in p for w in _WRAPPERS)]
     return (parts[-1] if parts else message)[:300]
 
 
@@ -181,13 +209,13 @@ def run_cell(release: str, cell: str, *, say=print) -> dict:
                                 spec_metrics="detailed" if per_request else None) as srv:
                 row["startup_s"] = srv.startup_s
                 client = Recorder(srv.url, timeout=600, concurrency=1)
-                c = compare(srv.url, TARGET, draft, rows_file(), limit=ROWS, K=K, client=client,
+                c = compare(srv.url, TARGET, draft, rows_file(tokens=LONG.get(cell)), limit=ROWS, K=K, client=client,
                             wirings=all_wirings(), served_dtype="float32", probe=0, progress=False,
                             drafting=("parallel" if spec.get("parallel_drafting") else "sequential")
                             if source == "peagle" else None)
                 log_text = log.read_text(errors="replace")
         except WorkbenchError as e:
-            row.update(starts=False, refusal=_cause(str(e)), served=None, agrees=True if not predicted["feasible"] else None,
+            row.update(starts=False, refusal=_cause(log.read_text(errors="replace") if log.is_file() else "", str(e)), served=None, agrees=True if not predicted["feasible"] else None,
                        wall_s=round(time.time() - t0, 1))
             say(f"{release} {cell}: refused: {row['refusal']}")
             return row
@@ -213,7 +241,8 @@ def run_cell(release: str, cell: str, *, say=print) -> dict:
            "recorded": {"date": datetime.date.today().isoformat(), "vllm": version, "machine": platform.machine()},
            "served": {"release": release, "cell": cell, "draft_config": cfg, "speculative_config": row[
                "speculative_config"], "wiring_fed": served},
-           "data": [str(f.relative_to(ROOT)) for f in DATA], "rows": ROWS, "exchanges": exchanges}
+           "data": [str(f.relative_to(ROOT)) for f in DATA], "rows": ROWS, "reply_tokens": LONG.get(cell),
+           "exchanges": exchanges}
     tmp_path = rec_path.with_suffix(".tmp")
     tmp_path.write_text(dump(doc))
     os.replace(tmp_path, rec_path)
@@ -252,6 +281,42 @@ def refresh(doc: dict) -> dict:
     return doc
 
 
+DOC = ROOT / "docs" / "engine-matrix.md"
+BEGIN, END = "<!-- engine-matrix table: python -m bench.engine_matrix --docs -->", "<!-- end of the engine-matrix table -->"
+
+
+def table_md(doc: dict) -> str:
+    """The matrix as a markdown table: one row per cell, one column per release; each entry the taps the server fed
+    (read off its replies) and whether the release's record predicted them."""
+    rels = sorted({r["release"] for r in doc["cells"]}, key=lambda v: tuple(int(x) for x in v.split(".")))
+    by = {(r["release"], r["cell"]): r for r in doc["cells"]}
+    recs = {v: next(r["record"] for r in doc["cells"] if r["release"] == v) for v in rels}
+    head = "| draft config | " + " | ".join(f"{v} (`{recs[v]}`)" for v in rels) + " |"
+    lines = [head, "|---|" + "---|" * len(rels)]
+    for cell, (what, *_rest) in CELLS.items():
+        out = []
+        for v in rels:
+            r = by.get((v, cell))
+            if r is None:
+                out.append("–")
+            elif not r.get("starts"):
+                out.append(f"refused: {r['refusal'][:90]}" + (" ✓" if r.get("agrees") else ""))
+            elif r.get("served") is None:
+                out.append(f"undecided ({r['verdict']}); record: `{r['predicted']['taps']}`")
+            else:
+                mark = "✓" if r.get("agrees") else f"✗ record: `{r['predicted']['taps']}`"
+                out.append(f"`{r['served']}` {mark}")
+        lines.append(f"| `{cell}`: {what} | " + " | ".join(out) + " |")
+    return "\n".join(lines)
+
+
+def write_docs(doc: dict, path: Path = DOC) -> None:
+    """Replace the table between the markers of ``docs/engine-matrix.md`` with :func:`table_md`."""
+    text = path.read_text()
+    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
+    path.write_text(text[:a] + "\n" + table_md(doc) + "\n" + text[b:])
+
+
 def load(path: Path = OUT) -> dict:
     if path.is_file():
         return json.loads(path.read_text())
@@ -272,9 +337,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cell", action="append", choices=list(CELLS), help="a cell (default: all)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--redo", action="store_true", help="re-measure cells already in the output")
+    ap.add_argument("--docs", action="store_true", help="only rewrite the table in docs/engine-matrix.md from --out")
     args = ap.parse_args(argv)
     out = Path(args.out)
     doc = load(out)
+    if args.docs:
+        write_docs(refresh(doc))
+        print(f"wrote the table of {len(doc['cells'])} cells into {DOC.relative_to(ROOT)}")
+        return 0
     have = installed()
     releases = args.release or sorted(have, key=lambda r: tuple(int(x) for x in r.split(".")))
     t_all = time.time()
@@ -298,6 +368,8 @@ def main(argv=None) -> int:
             save(doc, out)
     refresh(doc)
     save(doc, out)
+    if out == OUT and DOC.is_file():
+        write_docs(doc)
     print(f"{out}: {len(doc['cells'])} cells, {sum(1 for r in doc['cells'] if r.get('agrees') is False)} disagree, {sum(1 for r in doc['cells'] if r.get('agrees') is None)} refused "
           f"({time.time() - t_all:.0f} s this run)")
     return 0

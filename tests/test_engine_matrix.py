@@ -41,7 +41,7 @@ def target():
 def test_each_release_serves_what_its_record_predicts(row, target, tmp_path):
     """Replayed, told nothing of the release: the record read off /version predicts what the server fed."""
     from bench.engine_matrix import CELLS as SHAPES
-    from bench.engine_matrix import all_wirings, make_draft, rows_file
+    from bench.engine_matrix import make_draft, rows_file
 
     from workbench.live.recorded import Replay, load
     from workbench.live.vllm_live import compare
@@ -55,8 +55,12 @@ def test_each_release_serves_what_its_record_predicts(row, target, tmp_path):
     predicted = releases.predict(version, cfg, ROOT / MATRIX["target"])
     source = SHAPES[row["cell"]][1]
     spec = rec["served"]["speculative_config"]
-    c = compare(rec["url"], ROOT / MATRIX["target"], draft, rows_file(tmp_path), limit=rec["rows"], K=spec[
-                    "num_speculative_tokens"], client=Replay.of(rec), wirings=all_wirings(), served_dtype="float32",
+    # the matrix searched all 84 wirings live; here the record's prediction, the served wiring and the runners-up
+    # (with every record's reading, which compare adds itself) keep the replay to seconds
+    wirings = list(dict.fromkeys([predicted["taps"], row["served"]] + [t["wiring"] for t in row["top"]]))
+    c = compare(rec["url"], ROOT / MATRIX["target"], draft, rows_file(tmp_path, rec.get("reply_tokens")),
+                limit=rec["rows"], K=spec[
+                    "num_speculative_tokens"], client=Replay.of(rec), wirings=wirings, served_dtype="float32",
                 probe=0, progress=False,
                 drafting=("parallel" if spec.get("parallel_drafting") else "sequential") if source == "peagle" else None)
     assert c.settings["engine_record"] == predicted["record"], c.notes[:2]
@@ -124,3 +128,69 @@ def test_a_speculators_config_loses_fc_norm_before_0_28():
     new, _ = options_for("vllm", cfg)
     assert (old["fc_norm"], old["norm_output"], new["fc_norm"], new["norm_output"]) == (False, False, True, True)
     assert any("does not copy it" in w for w in warnings)
+
+
+def _replay_nested(tmp_path, version, **kw):
+    """The 0.21.0 server of the nested cell, replayed with its /version answer replaced (None: no /version)."""
+    from bench.engine_matrix import make_draft, rows_file
+
+    from workbench.live.recorded import Replay, load
+    from workbench.live.vllm_live import compare
+
+    rec = load(ROOT / "tests/data/recordings/engine-matrix/0.21.0/nested.json")
+    rec["exchanges"] = [e for e in rec["exchanges"] if e["path"] != "/version"]
+    if version is not None:
+        rec["exchanges"].insert(0, {"method": "GET", "path": "/version", "reply": {"version": version}})
+    return compare(rec["url"], ROOT / MATRIX["target"], make_draft("nested", tmp_path), rows_file(tmp_path),
+                   limit=rec["rows"], K=4, client=Replay.of(rec), wirings=["L1,L3,L4", "L0,L3,L4"],
+                   served_dtype="float32", probe=0, progress=False, **kw)
+
+
+def test_an_old_server_is_compared_with_its_own_record_untold(tmp_path):
+    """0.21 feeds the default for nested-only ids: told nothing, compare reads /version, picks vllm-legacy, and names
+    the served L1,L3,L4 as what the record predicted; the current record would have predicted L0,L2,L3."""
+    c = _replay_nested(tmp_path, "0.21.0")
+    assert c.settings["engine_record"] == "vllm-legacy" and c.matched == "L1,L3,L4", c.summary()
+    assert any("each request's steps and histogram are the /metrics counter deltas" in n for n in c.notes)
+    from workbench.engines.records import wiring_for
+
+    assert wiring_for("vllm", json.loads((ROOT / "tests/data/smoke-demo/draft-mismatched/config.json").read_text()),
+                      8).spec == "L0,L2,L3"
+
+
+def test_a_server_of_an_unknown_release_uses_the_nearest_record_and_says_so(tmp_path):
+    c = _replay_nested(tmp_path, "0.40.0")
+    assert c.settings["engine_record"] == "vllm"
+    assert any("newer than every release in the table" in n and "nearest" in n for n in c.notes), c.notes
+    c = _replay_nested(tmp_path, None, engine_version="0.21.0", counters_each=True)
+    assert c.settings["engine_record"] == "vllm-legacy" and c.matched == "L1,L3,L4"
+    assert any("--engine-version 0.21.0" in n for n in c.notes), c.notes
+
+
+def test_vllm_lint_reads_ids_as_the_given_release(capsys):
+    from workbench.cli import main
+
+    cmd = ['vllm', 'lint', '{"method": "eagle3", "model": "tests/data/smoke-demo/draft-mismatched", '
+           '"num_speculative_tokens": 4}', "--target", "tests/data/smoke-demo/target", "--device", "cpu"]
+    os_cwd = Path.cwd()
+    try:
+        import os
+
+        os.chdir(ROOT)
+        main(cmd + ["--engine-version", "0.21.0"])
+        old = capsys.readouterr().out
+        main(cmd)
+        new = capsys.readouterr().out
+    finally:
+        os.chdir(os_cwd)
+    assert "wiring fed to the draft            L1,L3,L4" in old and "[nested-ids-ignored]" in old
+    assert "engine record                      vllm-legacy (vLLM 0.21.0)" in old
+    assert "wiring fed to the draft            L0,L2,L3" in new and "[nested-ids-ignored]" not in new
+
+
+def test_the_docs_table_is_the_matrix_file():
+    from bench.engine_matrix import BEGIN, END, load, refresh, table_md
+
+    text = (ROOT / "docs" / "engine-matrix.md").read_text()
+    block = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
+    assert block == table_md(refresh(load())), "regenerate: python -m bench.engine_matrix --docs"

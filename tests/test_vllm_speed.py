@@ -95,7 +95,7 @@ def test_a_machine_that_speeds_up_between_rows_does_not_move_the_prediction(smok
                 "measured_tokens_per_s": rows_n * n_tok / wall, "measured_speedup": base_wall / (wall / slow[d]),
                 "too_noisy": False}
 
-    monkeypatch.setattr(vs, "offline", lambda tgt, path, cut, k, model=None: {
+    monkeypatch.setattr(vs, "offline", lambda tgt, path, cut, k, model=None, engine="vllm": {
         "served_accept_length": acc[path], "trained_accept_length": 2.0, "in_process_speedup": 1.0})
     state = {"rows": [row("A"), row("B")], "calibration": [row("T")], "twins": {"A": "T", "B": "T"}}
     vs._predict(state, smoke_demo / "target", {"A": "A", "B": "B"}, [None] * rows_n, n_tok, False, lambda m: None)
@@ -109,7 +109,7 @@ def test_a_machine_that_speeds_up_between_rows_does_not_move_the_prediction(smok
 def test_a_row_is_never_predicted_from_its_own_passes(smoke_demo, monkeypatch):
     """One draft (the usual user's case): its row is predicted from its shape twin's server costs. Its own passes
     may say anything - the prediction does not move; a calibration on the passes it predicts would follow them."""
-    monkeypatch.setattr(vs, "offline", lambda tgt, path, cut, k, model=None: {
+    monkeypatch.setattr(vs, "offline", lambda tgt, path, cut, k, model=None, engine="vllm": {
         "served_accept_length": 1.5, "trained_accept_length": 2.0, "in_process_speedup": 1.0})
     twin = {"draft": "twin-x", "k": 1, "passes": [{"baseline_wall": 10.0, "wall": 12.0, "decode": 8.0, "steps": 40}],
             "baseline_tokens_per_s": 10.0, "measured_tokens_per_s": 8.0, "measured_speedup": 0.8, "too_noisy": False}

@@ -55,7 +55,7 @@ from pathlib import Path
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import beside, write_json
 from workbench.live import vllm_server
-from workbench.live.vllm_live import Client, parse_spec_decoding
+from workbench.live.vllm_live import Client, parse_spec_decoding, pick_engine
 from workbench.load import inputs
 from workbench.model import shape_twin
 from workbench.rows.dataset import load
@@ -270,10 +270,10 @@ def check_inputs(target, drafts: dict, data) -> None:
         inputs.draft(p, tgt)
 
 
-def offline(target, draft_path, rows, k: int, cost_model=None) -> dict:
-    """Offline accept lengths (decode path, K=k) of vLLM's reading and of the trained wiring, and, given the
-    draft's in-process ``cost_model``, its speed-ups for both."""
-    served, note = accept(target, draft_path, rows, engine="vllm", K=k, progress=False, cost_ratio=0.05)
+def offline(target, draft_path, rows, k: int, cost_model=None, engine: str = "vllm") -> dict:
+    """Offline accept lengths (decode path, K=k) of vLLM's reading (``engine``: the record of the served release)
+    and of the trained wiring, and, given the draft's in-process ``cost_model``, its speed-ups for both."""
+    served, note = accept(target, draft_path, rows, engine=engine, K=k, progress=False, cost_ratio=0.05)
     trained, tnote = accept(target, draft_path, rows, K=k, progress=False, cost_ratio=0.05)
     out = {"served_wiring": served.spec, "served_accept_length": round(served.decode_path["accept_length"], 4),
            "trained_wiring": trained.spec, "trained_accept_length": round(trained.decode_path["accept_length"], 4)}
@@ -326,6 +326,9 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
         if todo:
             base_srv = start(target, None, k=1, say=say, log=log("baseline"), **kw)
             base = Client(base_srv.url)
+            record, said = pick_engine(None, base.version())      # the served release's record (GET /version)
+            state["engine"] = {"version": base.version(), "record": record}
+            say(said)
             one_pass(base, prompts[:1], n_tok)                       # warm-up, excluded
         for kind, name, folder, k in todo:
             what = f"{name} (the shape twin of {', '.join(d for d, t in twins.items() if t == name)})" \
@@ -398,7 +401,7 @@ def _resume(out, settings: dict) -> dict:
             raise WorkbenchError(f"{out}: unreadable speed sweep (remove it to start again)") from None
         if old.get("settings") == settings:
             return {"settings": settings, "rows": old.get("rows", []), "calibration": old.get("calibration", []),
-                    "complete": False}
+                    "complete": False, **({"engine": old["engine"]} if "engine" in old else {})}
         raise WorkbenchError(f"{out}: a sweep with other settings ({old.get('settings')}); use another --json or "
                              f"remove it")
     return {"settings": settings, "rows": [], "calibration": [], "complete": False}
@@ -456,7 +459,8 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
                                  for d in drafts}
     tokens = [n_tok] * len(cut)
     for r in rows:
-        off = offline(tgt, drafts[r["draft"]], cut, r["k"], models.get(r["draft"]))
+        off = offline(tgt, drafts[r["draft"]], cut, r["k"], models.get(r["draft"]),
+                      engine=state.get("engine", {}).get("record", "vllm"))
         r.update(off)
         cal = twins[r["draft"]]
         if (cal, r["k"]) not in costs:

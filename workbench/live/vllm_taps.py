@@ -32,6 +32,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.engines.records import wiring_for
 from workbench.engines.taps import load_config, tap_sort_key
 from workbench.live import vllm_extract
+from workbench.live.vllm_live import Client, pick_engine
 from workbench.load import inputs
 from workbench.model.capture import tap_hooks
 
@@ -141,7 +142,10 @@ def served_taps(target_dir, draft, *, tokens=None, store=None, tensor_parallel: 
         with vllm_extract.running_extractor(target_dir, ids, tmp, tensor_parallel=tensor_parallel, say=say,
                                             timeout=timeout) as srv:
             states = vllm_extract.capture(srv, prompt)
-            info = {"startup_s": srv.startup_s, "tensor_parallel": int(tensor_parallel),
+            version = Client(srv.url, timeout=10.0, retries=0).version()
+            record, said = pick_engine(None, version)          # the served release's record (GET /version)
+            expected = wiring_for(record, dcfg, tcfg)
+            info = {"startup_s": srv.startup_s, "tensor_parallel": int(tensor_parallel), "engine_record": said,
                     **vllm_extract.plugin_state(srv.log)}
     if states.shape[-1] != target.hidden_size:
         raise WorkbenchError(f"the engine's states have width {states.shape[-1]}, the target's hidden size is "

@@ -81,6 +81,26 @@ def _load_tensor_file(path: Path) -> dict:
     return sd
 
 
+def check_finite(state_dict: dict, where) -> None:
+    """One line naming the first tensor that holds a NaN or an infinity, and the first bad index (a diverged training
+    run exports such weights; the draft would then accept nothing, silently).
+
+        >>> check_finite({"fc.weight": torch.tensor([[0.0, float("nan")]])}, "d/model.safetensors")
+        Traceback (most recent call last):
+        ...
+        workbench.core.errors.WorkbenchError: d/model.safetensors: tensor fc.weight holds nan at index [0, 1] (shape [1, 2]): the weights are broken (a diverged training run?); expected finite values
+    """
+    for name, t in state_dict.items():
+        if not torch.is_floating_point(t) or bool(torch.isfinite(t).all()):
+            continue
+        flat = int(torch.nonzero(~torch.isfinite(t.reshape(-1)))[0])
+        idx = list(torch.unravel_index(torch.tensor(flat), t.shape)) if t.dim() else []
+        value = float(t.reshape(-1)[flat])
+        raise WorkbenchError(f"{where}: tensor {name} holds {value} at index {[int(i) for i in idx]} (shape "
+                             f"{list(t.shape)}): the weights are broken (a diverged training run?); expected finite "
+                             "values")
+
+
 def _load_weights(folder: Path) -> tuple[dict, str]:
     for name in ("model.safetensors", "pytorch_model.bin"):
         if (folder / name).is_file():
@@ -214,6 +234,7 @@ def load_draft(path, target=None, *, device: str | None = None, dtype=None) -> E
     draft = Eagle3Draft(cfg, where=str(cfg_path))
     draft.source_format, draft.path = fmt, str(folder)
     sd_raw, wname = _load_weights(folder)
+    check_finite(sd_raw, folder / wname)
     if fmt == "eagle3":
         nested = isinstance(raw.get("eagle_config"), dict) and \
             raw["eagle_config"].get("eagle_aux_hidden_state_layer_ids") is not None
