@@ -150,7 +150,8 @@ def cell_key(release: str, cell: str) -> str:
     return h.hexdigest()[:16]
 
 
-_WRAPPERS = ("Engine core initialization failed", "For further information visit", "See root cause above")
+_WRAPPERS = ("Engine core initialization failed", "For further information visit", "See root cause above",
+             "WorkerProc initialization failed", "See stack trace for root cause")
 
 
 def _cause(log_text: str, message: str = "") -> str:
@@ -166,7 +167,8 @@ def _cause(log_text: str, message: str = "") -> str:
     if found:
         detail = next((f for f in found if f.startswith("Value error,")), None)
         first = next((f for f in found if not f.startswith("Value error,")), found[0])
-        return (first if detail is None or detail in first else f"{first} {detail}")[:300]
+        line = first if detail is None or detail in first else f"{first} {detail}"
+        return re.sub(r"<function (\w+) at 0x[0-9a-f]+>", r"\1", line)[:300]
     parts = [p for p in message.split(" | ") if ("Error" in p or "error" in p) and not any(w in p for w in _WRAPPERS)]
     return (parts[-1] if parts else message)[:300]
 
@@ -276,8 +278,8 @@ def refresh(doc: dict) -> dict:
         p = row["predicted"]
         if row.get("starts"):
             row["agrees"] = bool(row.get("served")) and p["feasible"] and row["served"] == p["taps"]
-        else:                  # a refusal agrees with a record that says the ids cannot be fed; else it is no wiring
-            row["agrees"] = True if not p["feasible"] else None
+        else:                  # a refusal agrees with a record that predicts it
+            row["agrees"] = bool(p.get("refused")) or (None if p["feasible"] else True)
     return doc
 
 
@@ -300,7 +302,11 @@ def table_md(doc: dict) -> str:
             if r is None:
                 out.append("–")
             elif not r.get("starts"):
-                out.append(f"refused: {r['refusal'][:90]}" + (" ✓" if r.get("agrees") else ""))
+                mark = " ✓" if r.get("agrees") else " ✗ record: starts" if r.get("agrees") is False else \
+                    " (record: no prediction)"
+                out.append(f"refused: {_short_refusal(r['refusal'])}{mark}")
+            elif r["predicted"].get("refused"):
+                out.append(f"`{r['served']}` ✗ record: refused")
             elif r.get("served") is None:
                 out.append(f"undecided ({r['verdict']}); record: `{r['predicted']['taps']}`")
             else:
@@ -308,6 +314,15 @@ def table_md(doc: dict) -> str:
                 out.append(f"`{r['served']}` {mark}")
         lines.append(f"| `{cell}`: {what} | " + " | ".join(out) + " |")
     return "\n".join(lines)
+
+
+def _short_refusal(line: str) -> str:
+    """A refusal line short enough for a table cell."""
+    line = re.sub(r"<function (\w+) at 0x[0-9a-f]+>", r"\1", line)
+    m = re.search(r"Value error, (.*?)( \[type=|$)", line)
+    text = m.group(1) if m else line
+    text = re.sub(r"\{'(\w+)': \w+, '(\w+)': \w+\}", r"{\1, \2}", text)
+    return text[:110].replace("|", "/")
 
 
 def write_docs(doc: dict, path: Path = DOC) -> None:

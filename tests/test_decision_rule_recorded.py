@@ -138,3 +138,15 @@ def test_an_undecided_precision_names_the_wiring_only_because_it_wins_at_both_re
     assert (full.verdict_code, full.matched) == ("match-other", SERVED)
     assert full.verdict.startswith(f"15/16 (+1 near-tie) requests identical under {SERVED}") and \
         "precision is undecided" not in full.verdict
+
+
+def test_a_lone_candidate_is_never_named_without_its_test(world):
+    """Issue 57, item 7: with a single wiring simulated there is no sign test to run, so nothing is named: undecided,
+    with what would decide it (even at 16/16 identical)."""
+    cmp, _ = judge(world, "float32", served_dtype="float32")
+    assert cmp.matched == SERVED
+    cmp.candidates = [c for c in cmp.candidates if c.spec == SERVED]
+    cmp.memo.clear()
+    assert cmp.verdict_code == "undecided" and cmp.matched is None, cmp.verdict
+    assert "16/16 requests identical under L0,L2,L3, the only wiring simulated" in cmp.verdict
+    assert "simulate others" in cmp.verdict

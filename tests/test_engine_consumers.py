@@ -163,11 +163,11 @@ def test_diagnose_recommendations_are_feasible_for_the_named_engine():
     assert engine_candidates.cannot_feed("vllm", ("embed", "L3", "L31"), N) is None
     assert engine_candidates.config_ids("vllm", ("embed", "L3", "L31"), N) == [0, 4, 32]
     assert "embedding" in engine_candidates.cannot_feed("sglang", ("embed", "L3", "L31"), N)
-    assert "embedding" in engine_candidates.cannot_feed("vllm-legacy", ("embed", "L3", "L31"), N)
+    assert engine_candidates.cannot_feed("vllm-legacy", ("embed", "L3", "L31"), N) is None   # 0.18-0.21 do (issue 55)
+    assert "embedding" in engine_candidates.cannot_feed("vllm-0.17", ("embed", "L3", "L31"), N)
     assert engine_candidates.who_can_feed(("embed", "L3", "L31"), N) == [
-        "vLLM V1 (current) can feed embed,L3,L31: set eagle_aux_hidden_state_layer_ids (top level) to [0, 4, 32]",
-        "vLLM V2 runner (GPU default) can feed embed,L3,L31: set eagle_aux_hidden_state_layer_ids (top level) to "
-        "[0, 4, 32]"]
+        f"{who} can feed embed,L3,L31: set eagle_aux_hidden_state_layer_ids (top level) to [0, 4, 32]"
+        for who in ("vLLM V1 (current)", "vLLM V2 runner (GPU default)", "vLLM 0.22 to 0.27", "vLLM before 0.22")]
     assert engine_candidates.where_ids_go("vllm").endswith("(top level)")
     assert engine_candidates.where_ids_go("sglang").startswith("eagle_config.")
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]},

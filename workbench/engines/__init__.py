@@ -10,7 +10,8 @@ importing the package costs nothing and light commands stay free of torch.
 
 from workbench.core.faces import lazy
 
-MODULES = ('candidates', 'flags', 'positions', 'records', 'sglang_lint', 'taps', 'trainers', 'vllm_lint', 'wiring')
+MODULES = ('candidates', 'flags', 'positions', 'records', 'releases', 'sglang_lint', 'tables', 'taps', 'trainers',
+           'vllm_lint', 'wiring')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -28,6 +29,9 @@ _WHERE = {
     'ids_for_taps': 'records',
     'is_speculators': 'records',
     'options_for': 'records',
+    'refusal': 'records',
+    'record_for': 'releases',
+    'predict': 'releases',
     'Reading': 'records',
     'embed_source': 'records',
     'lm_head_source': 'records',

@@ -92,6 +92,7 @@ class Engine:
     ids_arg: str | None = None         # the ids come from this server argument, never from the draft config
     parallel_drafting: bool = False    # serves P-EAGLE's one-pass drafting when asked (docs/families.md)
     dflash_shift: int = 1              # dflash_config.target_layer_ids + this (vLLM 0.22 on: +1; 0.21: as is)
+    speculators_types: tuple | None = None   # speculators_model_type values it converts (None: any it is given)
 
     @property
     def feeds_embed(self) -> bool:
@@ -120,7 +121,8 @@ def _from_table(engine: str) -> tuple[Engine, ...]:
         out.append(Engine(name, r["label"], r["boundary"], True, keys=tuple(r["keys"]), shift=r["shift"],
                           lowest=r["lowest"], highest_is_last=r["highest_is_last"], embed=r["embed"],
                           lm_head=r["lm_head"], options=options, sources=tuple(s.split(" ")[0] for s in r["sources"]),
-                          parallel_drafting=r.get("parallel_drafting", False), dflash_shift=r.get("dflash_shift", 1)))
+                          parallel_drafting=r.get("parallel_drafting", False), dflash_shift=r.get("dflash_shift", 1),
+                          speculators_types=tuple(r["speculators_types"]) if "speculators_types" in r else None))
     return tuple(out)
 
 
@@ -516,6 +518,32 @@ def options_for(engine, draft_config) -> tuple[dict, list[str]]:
     return out, warnings
 
 
+def refusal(engine, draft_config) -> str | None:
+    """Why ``engine`` refuses to start with this draft config (None when it loads it): a speculators type it does
+    not convert, or an option with weights (``fc_norm``) that its conversion drops, so the tensors have no module.
+
+        >>> refusal("vllm-legacy", {"speculators_model_type": "peagle"})
+        "vllm-legacy converts speculators types eagle3, dflash only: a 'peagle' config is refused at start (algos.py)"
+        >>> refusal("vllm-0.22", {"speculators_model_type": "eagle3", "fc_norm": True})[:60]
+        'vllm-0.22: fc_norm set in a speculators config, which its co'
+        >>> refusal("vllm", {"speculators_model_type": "eagle3", "fc_norm": True}) is None
+        True
+    """
+    e = get(engine)
+    cfg = load_config(draft_config, "draft config") if draft_config is not None else {}
+    kind = cfg.get("speculators_model_type")
+    if kind is None:
+        return None
+    if e.speculators_types is not None and kind not in e.speculators_types:
+        return (f"{e.name} converts speculators types {', '.join(e.speculators_types)} only: a {kind!r} config is "
+                "refused at start (algos.py)")
+    rule = e.options.get("fc_norm")
+    if cfg.get("fc_norm") and e.name.startswith("vllm") and (rule is None or not rule.speculators_copied):
+        return (f"{e.name}: fc_norm set in a speculators config, which its conversion (algos.py) does not copy: the "
+                "draft has no fc_norm module and its fc_norm.* tensors fail to load")
+    return None
+
+
 @dataclass
 class Reading:
     """What one engine computes for one draft: taps, Eagle-3.1 options, rotary offset, embedding and
@@ -687,6 +715,6 @@ def format_engine_table() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Engine", "Feasibility", "Option", "RECORDS", "ENGINE_NAMES", "Reading", "auto_flags", "config_ids",
+__all__ = ["Engine", "Feasibility", "Option", "RECORDS", "ENGINE_NAMES", "Reading", "auto_flags", "config_ids", "refusal",
            "default_engine", "default_wiring", "embed_source", "engine_table", "format_engine_table", "get",
            "id_meaning", "ids_for_taps", "lm_head_source", "options_for", "read", "taps_for_ids", "wiring_for"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from workbench.core.errors import WorkbenchError
-from workbench.engines.records import wiring_for
+from workbench.engines.records import refusal, wiring_for
 from workbench.engines.tables import table
 
 
@@ -107,12 +107,14 @@ def has(version, feature: str, engine: str = "vllm") -> bool:
 
 
 def predict(version, draft_config, target, engine: str = "vllm") -> dict:
-    """What the release's record says the server feeds this draft: ``{"record", "taps", "feasible",
-    "explanation", "note"}`` (the record's reading, computed from the config alone)."""
+    """What the release's record says the server does with this draft: ``{"record", "taps", "feasible",
+    "explanation", "refused", "note"}`` (computed from the config alone). ``refused``: why the release does not start
+    with it (:func:`workbench.engines.records.refusal`), else None."""
     record, note = record_for(version, engine)
     r = wiring_for(record, draft_config, target)
-    return {"record": record, "taps": ",".join(r.taps), "feasible": bool(r.feasible), "explanation": r.explanation,
-            "warnings": list(r.warnings), "note": note}
+    why = refusal(record, draft_config)
+    return {"record": record, "taps": ",".join(r.taps), "feasible": bool(r.feasible) and why is None,
+            "explanation": r.explanation, "refused": why, "warnings": list(r.warnings), "note": note}
 
 
 def describe(engine: str = "vllm") -> list[dict]:

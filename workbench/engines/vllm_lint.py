@@ -649,6 +649,10 @@ def _lint_draft(add, dcfg: dict, tcfg, n, names, trained_wiring, v2: bool = Fals
     found = engines.config_ids(dcfg)
     wiring = engines.wiring_for("vllm-v2" if v2 and record == ENGINE else record, dcfg, tcfg)
     rec = engines.get(record)
+    why = engines.refusal(record, dcfg)
+    if why is not None and not (record == ENGINE and families.family_of(dcfg).name == "p-eagle"):
+        add("release-refuses", "error", f"vLLM {version or '0.32'} does not start with this draft", why,
+            "serve it on a release that loads it (docs/engine-matrix.md), or export the draft without it")
     if not any(found.values()):
         add("default-ids", "warning", f"no layer ids in the draft config: vLLM silently takes its default "
             f"(2, N//2, N-3) = {rec.default_ids(n)} → {wiring.spec}",

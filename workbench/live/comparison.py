@@ -394,6 +394,10 @@ class Comparison(Rendered):
             return "no-match", None, (f"no wiring reproduces the server's requests: {head}; suspect "
                                       f"{self.server.suspects}{unknown} (run `{self.server.lint}`)")
         sep = self.separation()
+        if sep is None:           # one candidate: no test can name it against nothing (issue 57, item 7)
+            return "undecided", None, (f"undecided: {head}, the only wiring simulated: a wiring is named only by the "
+                                       "sign test against the next best, and there is none; simulate others "
+                                       "(--wiring SPEC, or the engine records' readings) to decide")
         counters = self.counters_agree(best["wiring"], rk[1]["wiring"] if len(rk) > 1 else None)
         if sep is not None and not sep["separated"]:
             # one decision rule: the exact sign test at ALPHA. The pooled counters count the same steps, so they
