@@ -125,3 +125,45 @@ def test_the_candidates_reuse_the_diagnosis_curves_and_they_equal_a_fresh_simula
         assert list(a.conditional) == list(b.conditional) and a.cost_model is c.cost_model
     assert run.diagnosis.results[next(iter(known))].cost_model is not c.cost_model     # the diagnosis' own untouched
     assert reusable(run, c.specs, 4) == {}                  # other rows: nothing reused
+
+
+# ───────────────────────── issue 57, item 6: keys that cannot miss ─────────────────────────
+
+def test_a_value_at_the_end_of_a_tensor_changes_the_key():
+    import torch
+
+    from workbench.simulate.distributed import module_fingerprint
+
+    m = torch.nn.Linear(64, 64)                      # 4096 weights: past the first 1024 values the old key read
+    before = module_fingerprint(m, {"a": 1})
+    with torch.no_grad():
+        m.weight.view(-1)[-1] += 1e-3
+    assert module_fingerprint(m, {"a": 1}) != before
+
+
+def test_one_line_of_rewire_changes_the_code_version(tmp_path):
+    from workbench.analysis import cached
+
+    src = Path(cached.__file__).resolve().parent / "rewire.py"
+    copy = tmp_path / "rewire.py"
+    copy.write_text(src.read_text())
+    same = cached.code_version([copy])
+    copy.write_text(src.read_text().replace("\n", "\n# one line changed\n", 1))
+    assert cached.code_version([copy]) != same
+    assert "analysis/rewire.py" in cached.CODE and "engines" in cached.CODE
+
+
+def test_the_path_a_target_was_opened_by_is_not_in_the_key(monkeypatch):
+    """make demo opens data/demo/target, notebook 03's kernel (in notebooks/) ../data/demo/target: one key."""
+    from workbench.load import inputs
+    from workbench.simulate.distributed import module_fingerprint
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    a = inputs.target("tests/data/smoke-demo/target", progress=False)
+    monkeypatch.chdir(root / "notebooks")
+    b = inputs.target("../tests/data/smoke-demo/target", progress=False)
+    ka = module_fingerprint(a.model, a.config.to_dict())
+    kb = module_fingerprint(b.model, b.config.to_dict())
+    assert a.config.to_dict()["_name_or_path"] != b.config.to_dict()["_name_or_path"]
+    assert ka == kb

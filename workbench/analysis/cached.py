@@ -7,8 +7,9 @@
 Every report page that answers "what does the fix recover?" needs the same rewire (``wb.diagnose`` on pages 01,
 02 and 03), and notebook 03's parts the same cost model. Each is computed once per (target, draft, data, engine,
 settings):
-the key hashes the target's and the draft's weights (each tensor's name, shape, dtype and first 1024 values:
-:func:`module_fingerprint`) and configs, the rows read
+the key hashes the target's and the draft's weights (each tensor's name, shape, dtype and whole bytes:
+:func:`module_fingerprint`) and configs (without the path they were loaded from), the code that computes the result
+(:func:`code_version`: the source of every module it runs, so no constant to bump), the rows read
 (:func:`rows_fingerprint`), the engine and every setting. A changed input changes the key and recomputes; an
 unreadable or stale file is recomputed, never trusted. Files are written atomically, in
 ``<draft's folder>/../.workbench-cache/``: a rewire as JSON (what it measured), safetensors (the refitted ``fc``)
@@ -33,9 +34,28 @@ from workbench.load import inputs
 from workbench.simulate.distributed import decode_results, encode_results, module_fingerprint, rows_fingerprint
 from workbench.stats import cost
 
-#: bump when what a cached file holds, or how it is computed, changes
-VERSION = 1
 FOLDER = ".workbench-cache"
+_PKG = Path(__file__).resolve().parents[1]
+#: the code a cached result is computed by: its hash is the key's "code" (:func:`code_version`)
+CODE = ("analysis/cached.py", "analysis/rewire.py", "engines", "load", "model", "simulate", "stats", "rows",
+        "core/setting.py", "core/sampling.py")
+
+
+def code_version(files=None) -> str:
+    """The hash of the source of every module that computes a cached result (:data:`CODE`: files, or folders read
+    whole, data tables included): change one line of ``rewire.py`` or of an engine record and the key changes.
+
+        >>> len(code_version()) == 16 and code_version() == code_version()
+        True
+    """
+    h = hashlib.blake2b(digest_size=8)
+    for entry in files if files is not None else CODE:
+        path = Path(entry) if Path(entry).is_absolute() else _PKG / entry
+        for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if f.suffix in (".py", ".json") and "__pycache__" not in f.parts:
+                h.update(str(f.relative_to(_PKG) if f.is_relative_to(_PKG) else f.name).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 def cache_dir(draft_path) -> Path:
@@ -64,7 +84,7 @@ def _models(tgt, drf) -> dict:
 
 def rewire_key(tgt, drf, train, eval_ds, *, engine: str, K: int, limit, eval_limit) -> dict:
     train_ds = train if not isinstance(train, (str, Path)) else inputs.dataset(str(train), tgt)
-    return {"what": "rewire", "version": VERSION, **_models(tgt, drf), "train": _rows(train_ds, limit),
+    return {"what": "rewire", "code": code_version(), **_models(tgt, drf), "train": _rows(train_ds, limit),
             "eval": _rows(eval_ds, eval_limit), "engine": engine, "K": int(K), "limit": limit,
             "eval_limit": eval_limit}
 
@@ -157,7 +177,7 @@ def cost_model(tgt, drf, draft_path, *, verify_probes, lane_probes, repeats: int
 
     if not draft_path:
         return compute(), "computed"
-    key = {"what": "cost model", "version": VERSION, **_models(tgt, drf), "device": str(drf.fc.weight.device),
+    key = {"what": "cost model", "code": code_version(), **_models(tgt, drf), "device": str(drf.fc.weight.device),
            "machine": machine(str(drf.fc.weight.device)), "verify_probes": list(verify_probes), "lane_probes": list(lane_probes),
            "repeats": int(repeats)}
     path = cache_dir(draft_path) / f"cost-{digest(key)}.json"
@@ -176,4 +196,4 @@ def cost_model(tgt, drf, draft_path, *, verify_probes, lane_probes, repeats: int
     return cm, "computed"
 
 
-__all__ = ["cache_dir", "digest", "rewire_key", "rewire", "cost_model", "machine", "VERSION", "FOLDER"]
+__all__ = ["cache_dir", "code_version", "digest", "rewire_key", "rewire", "cost_model", "machine", "CODE", "FOLDER"]

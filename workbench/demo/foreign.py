@@ -30,6 +30,7 @@ trainer's own resume continues from its work folder (``<root>/draft-<trainer>.wo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -167,8 +168,18 @@ def manifest_path(root: Path, name: str) -> Path:
     return root / f"draft-{name}.manifest.json"
 
 
+def scripts_sha256(name: str, repo: Path = REPO) -> str:
+    """One hash of the trainer's scripts and install recipe (``trainers/<name>/``): a changed script retrains."""
+    h = hashlib.sha256()
+    for f in sorted((repo / "trainers" / name).glob("*")):
+        if f.is_file() and f.suffix in (".py", ".sh", ".txt", ".json"):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def _key(name: str, root: Path, recipe: Recipe) -> dict:
     return {"format": MANIFEST_FORMAT, "trainer": name, "recipe": asdict(recipe),
+            "trainer_version": TRAINERS[name].version, "scripts_sha256": scripts_sha256(name),
             "data": {"path": "train.jsonl", "sha256": sha256_of(root / "train.jsonl")},
             "target": {"config_sha256": sha256_of(root / "target" / "config.json")}}
 
@@ -252,14 +263,23 @@ def train_one(name: str, root, recipe: Recipe = Recipe(), *, say=print, repo: Pa
     work = root / f"draft-{name}.work"
     work.mkdir(parents=True, exist_ok=True)
     log_file = work / "train.log"
+    walls = work / "steps.json"            # every finished step's wall seconds, kept across resumed runs
+    try:
+        before = json.loads(walls.read_text())
+    except (OSError, ValueError):
+        before = {}
     done, t0 = [], time.time()
     for s in steps(name, root, recipe, repo):
         if s.skip_if is not None and s.skip_if.is_file():
             say(f"draft-{name}: {s.label}: done before ({s.skip_if.name})")
+            if s.label in before:
+                done.append(before[s.label])
             continue
         say(f"draft-{name}: {s.label} ({t.title} {version}) ...")
         wall = _run(s, log_file, say)
         done.append({"step": s.label, "argv": [_rel(a, root) for a in s.argv], "env": s.env, "wall_s": round(wall, 1)})
+        before[s.label] = done[-1]
+        write_json(walls, before)
     out = root / f"draft-{name}"
     if name == "speculators":
         _copy_export(work / "checkpoints" / "checkpoint_best", out)
@@ -267,7 +287,8 @@ def train_one(name: str, root, recipe: Recipe = Recipe(), *, say=print, repo: Pa
         raise WorkbenchError(f"{out}: the trainer finished without an export (log: {log_file})")
     prov = provenance(json.loads((out / "config.json").read_text()), root / "target")
     m = dict(key, title=t.title, package=t.package, version=version, seed=recipe.seed,
-             commands=done, wall_s=round(time.time() - t0, 1), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+             commands=done, wall_s=round(sum(c["wall_s"] for c in done) if done else time.time() - t0, 1),
+             finished=time.strftime("%Y-%m-%d %H:%M:%S"),
              cores=os.cpu_count(), trained_taps=prov.trained.spec if prov.trained is not None else None,
              export={"folder": out.name, "files": export_files(out)})
     write_json(manifest_path(root, name), m)
