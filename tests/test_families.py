@@ -553,3 +553,14 @@ def test_a_real_vllm_captures_dflash_ids_as_layer_outputs(tmp_path):
         assert res.resolved and ",".join(res.taps) == rule, out
     _record("dflash taps", out)
     assert out["dflash ids"]["captured"] == "L1,L3,L5" and out["also top-level EAGLE ids"]["captured"] == "L0,L2,L4"
+
+
+def test_model_facts_match_exact_names_only():
+    """Issue 57, item 10: model-specific facts come from one table by exact model_type or architecture; a name that
+    merely contains another's is not that model, and Qwen4-exp's own state is vLLM's rule only."""
+    assert families.model_facts({"model_type": "deepseek_v4_lite"}) == {}
+    assert families.model_facts({"architectures": ["Step3p5VisionForCausalLM"]}) == {}
+    assert families.mtp_fed_state({"model_type": "qwen4_exp"}, "vllm")[0] == "model-specific"
+    assert families.mtp_fed_state({"model_type": "qwen4_exp"}, "sglang")[0] == "post-norm"
+    assert families.mtp_fed_state({"architectures": ["DeepseekV41ForCausalLM"]}, "sglang")[0] == "pre-norm"
+    assert families.block_ids({"model_type": "deepseek_v41_x", "dspark_target_layer_ids": [0, 5, 9]})[0] == [0, 5, 9]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from workbench.core.errors import WorkbenchError
 from workbench.engines import records as engines
+from workbench.engines.tables import table
 from workbench.engines.taps import load_config, num_layers
 
 FAMILIES = ("eagle3", "eagle3.1", "p-eagle", "dflash", "dspark", "mtp")
@@ -109,6 +110,24 @@ def _get(cfg: dict, dotted: str):
         sub = cfg.get(head) if isinstance(cfg.get(head), dict) else {}
         return sub.get(key)
     return cfg.get(dotted)
+
+
+def model_facts(cfg: dict) -> dict:
+    """The model-specific facts of a config (``engines/data/models.json``), found by its exact ``model_type`` (top
+    level or ``text_config``) or an exact architecture, never by a substring; {} for any other model.
+
+        >>> model_facts({"model_type": "deepseek_v41"})["dspark_ids_are_layer_inputs"]
+        True
+        >>> model_facts({"architectures": ["Step3p5ForCausalLM"]})["mtp_state"], model_facts({"model_type": "deepseek_v3"})
+        ({'sglang': 'pre-norm'}, {})
+    """
+    models = table("models")["models"]
+    types = [str(t) for t in (cfg.get("model_type"), _text(cfg).get("model_type")) if t]
+    for t in types:
+        if t in models:
+            return models[t]
+    archs = set(map(str, cfg.get("architectures") or []))
+    return next((m for m in models.values() if archs & set(m["architectures"])), {})
 
 
 def _text(cfg: dict) -> dict:
@@ -228,7 +247,7 @@ def block_ids(cfg: dict) -> tuple[list | None, str | None]:
     for key in ("dflash_config.target_layer_ids", "dspark_target_layer_ids", "target_layer_ids"):
         v = _get(cfg, key)
         if _ints(v):
-            if key == "dspark_target_layer_ids" and cfg.get("model_type") == "deepseek_v41":
+            if key == "dspark_target_layer_ids" and model_facts(cfg).get("dspark_ids_are_layer_inputs"):
                 return [i - 1 for i in v], key
             return v, key
     return None, None
@@ -268,7 +287,7 @@ def vllm_block_ids(cfg: dict, runner: str) -> tuple[list | None, str]:
         return first, f"dflash_config.target_layer_ids {dflash} +1"
     ds = read("dspark_target_layer_ids")
     if ds:
-        if cfg.get("model_type") == "deepseek_v41":
+        if model_facts(cfg).get("dspark_ids_are_layer_inputs"):
             return ds, f"dspark_target_layer_ids {ds} as they are (DeepSeek-V4.1: layer inputs)"
         return [i + 1 for i in ds], f"dspark_target_layer_ids {ds} +1"
     tl = read("target_layer_ids")
@@ -408,23 +427,17 @@ def _block(fam: str, eng: str, cfg: dict, ids, key, top, n) -> Feed:
 
 def mtp_fed_state(cfg: dict, engine: str) -> tuple[str, str]:
     """The target state an engine feeds this model's MTP head (one of :data:`STATES`, or "model-specific") and why:
-    post-norm, except DeepSeek-V4 (both engines: its pre-hc_head residual stream, before the final norm), Step3.5 on
-    SGLang (``hidden_states_before_norm``) and Qwen4-exp on vLLM (its own multi-stream state).
+    post-norm, except where the model table (:func:`model_facts`) says otherwise for that engine: DeepSeek-V4 and
+    V4.1 (both engines: the pre-hc_head residual stream, before the final norm), Step3.5 on SGLang
+    (``hidden_states_before_norm``) and Qwen4-exp on vLLM only (its own multi-stream state).
 
         >>> mtp_fed_state({"model_type": "deepseek_v3"}, "vllm")[0], mtp_fed_state({"model_type": "deepseek_v4"}, "vllm")[0]
         ('post-norm', 'pre-norm')
     """
-    t = _text(cfg)
-    name = (str(t.get("model_type") or "") + " " + str(cfg.get("model_type") or "") + " "
-            + " ".join(map(str, cfg.get("architectures") or []))).lower()
-    if "qwen4_exp" in name or "qwen4exp" in name:
-        return "model-specific", ("vLLM feeds Qwen4-exp's MTP its own multi-stream state before the final mixer "
-                                  "(models/qwen4_exp get_mtp_target_hidden_states): neither plain state")
-    if "deepseek_v4" in name or "deepseekv4" in name:
-        return "pre-norm", ("DeepSeek-V4's MTP is fed the target's pre-hc_head residual stream (vLLM "
-                            "llm_base_proposer.py / gpu_model_runner get_mtp_target_hidden_states; SGLang pre_hc_head)")
-    if engine == "sglang" and "step3p5" in name:
-        return "pre-norm", "Step3.5 passes hidden_states_before_norm to SGLang's LogitsProcessor"
+    facts = model_facts(cfg)
+    state = facts.get("mtp_state", {}).get(engine)
+    if state is not None:
+        return state, facts["mtp_state_why"]
     if engine == "sglang":
         return "post-norm", "SGLang's LogitsProcessor captures the hidden after the final norm"
     return "post-norm", "vLLM feeds the target's returned (post-norm) hidden_states"
@@ -625,7 +638,7 @@ def _lint_block(add, fam: str, cfg: dict, n, k, engine: str, *, method=None, run
             "write the trained ids in dflash_config.target_layer_ids (0-based layer outputs), which both runners "
             "read +1")
     if ids is not None and n is not None:
-        lo = -1 if key == "dspark_target_layer_ids" and cfg.get("model_type") == "deepseek_v41" else 0
+        lo = -1 if key == "dspark_target_layer_ids" and model_facts(cfg).get("dspark_ids_are_layer_inputs") else 0
         bad = [i for i in ids if not lo <= i < n]
         if bad:
             add("block-ids-range", "error", f"{key} {ids}: id {bad[0]} is outside 0..{n - 1} for N={n}",
@@ -647,7 +660,7 @@ def _lint_mtp(add, cfg: dict, k, engine: str, *, runner: str = "V1", trained_sta
         add("mtp-k-multiple", "error", f"num_speculative_tokens {k} with {layers} MTP layers",
             "vLLM refuses K > n_predict unless it is a multiple of it (SpeculativeConfig.__post_init__)",
             f"set num_speculative_tokens to {layers} or a multiple")
-    step35 = "step3p5" in str(_text(cfg).get("model_type") or "") + " ".join(map(str, cfg.get("architectures") or [])).lower()
+    step35 = bool(model_facts(cfg).get("mtp_every_layer_on_v1"))
     if engine == "vllm" and runner == "V1" and layers and layers > 1 and isinstance(k, int) and k > 1 and not step35:
         add("mtp-first-layer-only", "error", f"{layers} MTP layers on vLLM's V1 runner (the CPU build's): every step "
             "runs the first layer", "V1's proposer never passes spec_step_idx (llm_base_proposer.propose), so "

@@ -19,12 +19,13 @@ from pathlib import Path
 from workbench.core.errors import WorkbenchError
 
 DATA = Path(__file__).resolve().parent / "data"
-ENGINES = ("vllm",)
+ENGINES = ("vllm", "models")
 
 
 @functools.lru_cache(maxsize=None)
 def table(engine: str = "vllm") -> dict:
-    """The table of ``engine`` (``engines/data/<engine>.json``), parsed once."""
+    """The table of ``engine`` (``engines/data/<engine>.json``; ``models``: the model-specific facts the family rules
+    need), parsed once."""
     if engine not in ENGINES:
         raise WorkbenchError(f"no table for engine {engine!r} (tables: {', '.join(ENGINES)})")
     return json.loads((DATA / f"{engine}.json").read_text())
