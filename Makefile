@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: vllm-versions engine-matrix demo demo-real engine-fidelity-real foreign-drafts trainers test venv bench report clean-demo chromium hooks lab-settings vllm
+.PHONY: vllm-versions engine-matrix sglang-parser flag-tables demo demo-real engine-fidelity-real foreign-drafts trainers test venv bench report clean-demo chromium hooks lab-settings vllm
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -101,6 +101,22 @@ bench: $(STAMP)
 VLLM_RELEASES ?= 0.21.0 0.22.0 0.27.1 0.28.0 0.32.0
 vllm-versions:
 	@$(PYTHON) -m bench.vllm_versions $(VLLM_RELEASES)
+
+## SGLang's own command-line parser, to check the lint's reading of commands against (issue 57, item 8): sglang 0.5.23
+## without its dependencies in .venv-sglang, on .venv's torch/transformers (a .pth line), plus the few small packages
+## server_args imports. tests/test_commands.py uses it when present; the lint itself reads engines/data/flags.json.
+SGLANG_VENV ?= .venv-sglang
+sglang-parser: $(STAMP)
+	@test -x $(SGLANG_VENV)/bin/python || $(PYTHON) -m venv $(SGLANG_VENV)
+	@$(PY) -c "import site; print(site.getsitepackages()[0])" > "$$($(SGLANG_VENV)/bin/python -c 'import site; print(site.getsitepackages()[0])')/_workbench.pth"
+	@$(SGLANG_VENV)/bin/python -m pip install --quiet --no-deps sglang==0.5.23 > $(SGLANG_VENV)/install.log 2>&1 && \
+	$(SGLANG_VENV)/bin/python -m pip install --quiet orjson pybase64 triton starlette msgspec aiohttp >> $(SGLANG_VENV)/install.log 2>&1 && \
+	$(SGLANG_VENV)/bin/python -c "from sglang.srt.server_args import prepare_server_args" >> $(SGLANG_VENV)/install.log 2>&1 && \
+	echo "SGLang's parser: $(SGLANG_VENV) (sglang 0.5.23)" || echo "note: SGLang's parser not installed ($$(tail -n 1 $(SGLANG_VENV)/install.log))"
+
+## The engines' parsers as the lints' flag tables (engines/data/flags.json), from .venv-vllm and .venv-sglang.
+flag-tables: $(STAMP) vllm sglang-parser
+	$(PY) -m bench.flag_tables --vllm $(VLLM_PY) --sglang $(SGLANG_VENV)/bin/python
 
 ## The engine matrix: draft-config shapes x the installed releases, served live (bench/engine-matrix.json, and the
 ## recordings that `make test` replays). Resumes at the first missing cell. About an hour for 50 cells on 2 cores.

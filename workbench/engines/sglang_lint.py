@@ -26,6 +26,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import is_path
 from workbench.core.render import Rendered
 from workbench.core.setting import SCHEMA_VERSION
+from workbench.engines import options
 from workbench.engines import families, positions
 from workbench.engines.wiring import (
     Resolution,
@@ -111,6 +112,11 @@ def parse_command(text: str) -> dict:
 
         >>> parse_command("python -m sglang.launch_server --model-path m --speculative-num-steps=3 --enable-metrics")
         {'model_path': 'm', 'speculative_num_steps': 3, 'enable_metrics': True}
+        >>> parse_command("python3 -m sglang.launch_server --model m --speculative-algo NEXTN --speculative-draft-model d")
+        {'model_path': 'm', 'speculative_algorithm': 'NEXTN', 'speculative_draft_model_path': 'd'}
+
+    Flags are read as SGLang's own parser reads them (:func:`workbench.engines.options.resolve`: an exact option, else
+    the one it is a unique prefix of), from its table (``engines/data/flags.json``).
     """
     text = str(text).replace("\\\r\n", " ").replace("\\\n", " ")
     try:
@@ -137,10 +143,11 @@ def parse_command(text: str) -> dict:
         if not tok.startswith("--"):
             raise WorkbenchError(f"server command: unexpected argument {tok!r} (expected --flag [value])")
         name, eq, value = tok[2:].partition("=")
-        key = name.replace("-", "_")
-        key = _ALIASES.get(key, key)
+        known = options.resolve("sglang", "--" + name)       # SGLang's own parser: exact, else a unique prefix
+        key, takes = known if known is not None else (_ALIASES.get(name.replace("-", "_"), name.replace("-", "_")),
+                                                      None)
         if not eq:
-            if i + 1 < len(rest) and not rest[i + 1].startswith("--"):
+            if takes is not False and i + 1 < len(rest) and not rest[i + 1].startswith("--"):
                 value = rest[i + 1]
                 i += 1
             else:

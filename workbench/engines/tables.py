@@ -19,7 +19,7 @@ from pathlib import Path
 from workbench.core.errors import WorkbenchError
 
 DATA = Path(__file__).resolve().parent / "data"
-ENGINES = ("vllm", "models")
+ENGINES = ("vllm", "models", "flags")
 
 
 @functools.lru_cache(maxsize=None)

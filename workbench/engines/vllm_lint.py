@@ -47,7 +47,7 @@ import shlex
 from workbench import engines
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import is_path
-from workbench.engines import families, positions, releases
+from workbench.engines import families, options, positions, releases
 from workbench.engines.sglang_lint import (
     LintResult,
     Problem,
@@ -125,16 +125,21 @@ def parse_command(text: str) -> dict:
         if not tok.startswith("-"):
             raise WorkbenchError(f"server command: unexpected argument {tok!r} (expected --flag [value])")
         name, eq, value = tok.lstrip("-").partition("=")
+        base, dot, sub = name.partition(".")
+        # vLLM's own parser (FlexibleArgumentParser): underscores are dashes, an exact option or a unique prefix
+        known = options.resolve("vllm", "--" + base) if tok.startswith("--") else None
+        takes = known[1] if known is not None and not dot else None
         if not eq:
-            if i + 1 < len(rest) and not (rest[i + 1].startswith("-") and not _is_number(rest[i + 1])):
+            if takes is not False and i + 1 < len(rest) and \
+                    not (rest[i + 1].startswith("-") and not _is_number(rest[i + 1])):
                 value = rest[i + 1]
                 i += 1
             else:
                 value = True
-        key = name.replace("-", "_")
-        if key == "sc":
-            key = "speculative_config"
-        if key.startswith(("speculative_config.", "sc.")):
+        key = (known[0] if known is not None else base.replace("-", "_")) + (f".{sub}" if dot else "")
+        if key == "sc" or key.startswith("sc."):
+            key = "speculative_config" + key[2:]
+        if key.startswith("speculative_config."):
             spec[key.split(".", 1)[1].replace("-", "_")] = _json_or_text(value)
         elif key == "speculative_config":
             spec.update(parse_spec_config(value, "--speculative-config"))
