@@ -112,7 +112,7 @@ sglang-parser: $(STAMP)
 	@$(SGLANG_VENV)/bin/python -m pip install --quiet --no-deps sglang==0.5.23 > $(SGLANG_VENV)/install.log 2>&1 && \
 	$(SGLANG_VENV)/bin/python -m pip install --quiet orjson pybase64 triton starlette msgspec aiohttp >> $(SGLANG_VENV)/install.log 2>&1 && \
 	$(SGLANG_VENV)/bin/python -c "from sglang.srt.server_args import prepare_server_args" >> $(SGLANG_VENV)/install.log 2>&1 && \
-	echo "SGLang's parser: $(SGLANG_VENV) (sglang 0.5.23)" || echo "note: SGLang's parser not installed ($$(tail -n 1 $(SGLANG_VENV)/install.log))"
+	touch $(SGLANG_VENV)/.installed-stamp && echo "SGLang's parser: $(SGLANG_VENV) (sglang 0.5.23)" || echo "note: SGLang's parser not installed ($$(tail -n 1 $(SGLANG_VENV)/install.log))"
 
 ## The engines' parsers as the lints' flag tables (engines/data/flags.json), from .venv-vllm and .venv-sglang.
 flag-tables: $(STAMP) vllm sglang-parser
