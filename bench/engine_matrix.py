@@ -160,7 +160,8 @@ def _cause(log_text: str, message: str = "") -> str:
     else the message's head."""
     found = []
     for line in log_text.splitlines():
-        text = re.sub(r"^\([^)]*\)\s*", "", line.strip())
+        text = re.sub(r"^\([^)]*\)\s*", "", line.strip())                     # (Worker pid=...)
+        text = re.sub(r"^(ERROR|WARNING|INFO)\s+[\d-]+\s+[\d:]+\s+\[[^\]]*\]\s*", "", text)   # vLLM's log prefix
         if re.match(r"^[\w.]*(Error|Exception)\b.*:", text) or text.startswith("Value error,"):
             if not any(w in text for w in _WRAPPERS):
                 found.append(text)

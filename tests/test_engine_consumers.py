@@ -167,7 +167,7 @@ def test_diagnose_recommendations_are_feasible_for_the_named_engine():
     assert "embedding" in engine_candidates.cannot_feed("vllm-0.17", ("embed", "L3", "L31"), N)
     assert engine_candidates.who_can_feed(("embed", "L3", "L31"), N) == [
         f"{who} can feed embed,L3,L31: set eagle_aux_hidden_state_layer_ids (top level) to [0, 4, 32]"
-        for who in ("vLLM V1 (current)", "vLLM V2 runner (GPU default)", "vLLM 0.22 to 0.27", "vLLM before 0.22")]
+        for who in ("vLLM V1 (current)", "vLLM V2 runner (GPU default)", "vLLM 0.22 to 0.24", "vLLM before 0.22")]
     assert engine_candidates.where_ids_go("vllm").endswith("(top level)")
     assert engine_candidates.where_ids_go("sglang").startswith("eagle_config.")
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]},

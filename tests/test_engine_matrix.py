@@ -100,7 +100,7 @@ def test_the_release_table_is_whole():
 
 
 @pytest.mark.parametrize("version, record, note", [
-    ("0.32.0", "vllm", None), ("0.28.0", "vllm", None), ("0.27.1", "vllm-0.22", None), ("0.22.0", "vllm-0.22", None),
+    ("0.32.0", "vllm", None), ("0.28.0", "vllm", None), ("0.27.1", "vllm", None), ("0.25.0", "vllm", None), ("0.24.0", "vllm-0.22", None), ("0.22.0", "vllm-0.22", None),
     ("0.21.0", "vllm-legacy", None), ("0.20.2", "vllm-legacy", None), ("0.17.1", "vllm-0.17", None),
     ("0.33.0", "vllm", "newer than every release"), ("v0.29.1+cpu", "vllm", None)])
 def test_a_release_picks_its_record(version, record, note):
@@ -120,7 +120,7 @@ def test_the_legacy_record_feeds_the_embedding_as_0_21_served():
     assert not wiring_for("vllm-0.17", {"eagle_aux_hidden_state_layer_ids": [0, 2, 4]}, 8).feasible
 
 
-def test_a_speculators_config_loses_fc_norm_before_0_28():
+def test_a_speculators_config_loses_fc_norm_before_0_25():
     from workbench.engines.records import options_for
 
     cfg = {"speculators_model_type": "eagle3", "fc_norm": True, "norm_output": True, "norm_before_fc": False}

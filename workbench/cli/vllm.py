@@ -111,7 +111,7 @@ def _add_compare(sub):
     p.add_argument("--engine", default=None, choices=["vllm", "vllm-v2", "vllm-legacy"],
                    help="the engine record the offline side computes as (default: the record of the release the "
                         "server reports at GET /version, from the release table, docs/engine-matrix.md; vllm: the V1 "
-                        "runner of 0.22 on, as the CPU build runs; vllm-v2: 0.32's V2 runner, the GPU default; "
+                        "runner of 0.25 on, as the CPU build runs; vllm-v2: 0.32's V2 runner, the GPU default; "
                         "vllm-legacy: 0.18 to 0.21)")
     p.add_argument("--engine-version", metavar="X.Y.Z", default=None,
                    help="the server's vLLM release, used when the server does not report one (GET /version)")

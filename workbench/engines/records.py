@@ -503,7 +503,7 @@ def options_for(engine, draft_config) -> tuple[dict, list[str]]:
             out[name] = False
             if _lookup(cfg, name):
                 warnings.append(f"{e.name} ignores {name} in a speculators config (algos.py update_eagle3 does not "
-                                "copy it before 0.28): it computes without it")
+                                "copy it before 0.25): it computes without it")
             continue
         value = None
         for k in rule.keys:

@@ -334,7 +334,7 @@ def compare(url, target, draft, data, *, limit: int | None = None, K: int | None
     ``dtype_source``: who gave ``served_dtype`` (named in the output). Local inputs (target, draft, data,
     options) are checked and loaded before the first request to the server. ``temperature``/``top_p``/``top_k`` (-1 off)/``seed``: the sampling sent with every
     request (with ``seed``: each row's ``seed``). ``engine``: the engine record the offline side computes
-    as (``vllm``: V1 runner, 0.22 on; ``vllm-v2``: 0.32's V2 runner; ``vllm-legacy``: 0.18 to 0.21); None (the
+    as (``vllm``: V1 runner, 0.25 on; ``vllm-0.22``: 0.22 to 0.24; ``vllm-v2``: 0.32's V2 runner; ``vllm-legacy``: 0.18 to 0.21); None (the
     default): the record of the release the server reports (``GET /version``), else of ``engine_version``
     (:func:`pick_engine`). ``counters_each``: read ``/metrics`` around each request, sent one at a time, so a server
     without per-request fields still gives each request's steps and histogram (:func:`counter_meta`); None (the
