@@ -174,14 +174,14 @@ def _cause(log_text: str, message: str = "") -> str:
     return (parts[-1] if parts else message)[:300]
 
 
-def run_cell(release: str, cell: str, *, say=print) -> dict:
+def run_cell(release: str, cell: str, *, say=print, recordings: Path = RECORDINGS) -> dict:
     """Serve one cell on one release, compare, record (module docstring). Returns the cell's row."""
-    from bench.record_vllm_replies import dump, spec_lines
+    from bench.record_vllm_replies import dump, recorder
     from bench.vllm_versions import python_of, recipe
 
     from workbench.core.errors import WorkbenchError
     from workbench.engines import releases
-    from workbench.live.vllm_live import Client, compare
+    from workbench.live.vllm_live import compare
     from workbench.live.vllm_server import running_server
 
     what, source, _, spec = CELLS[cell]
@@ -194,14 +194,7 @@ def run_cell(release: str, cell: str, *, say=print) -> dict:
            "record_note": note, "predicted": predicted, "speculative_config": {"num_speculative_tokens": K, **spec}}
     per_request = releases.has(release, "per_request_metrics")
     exchanges: list[dict] = []
-
-    class Recorder(Client):
-        def request(self, path, payload=None, *, raw=False):
-            reply = super().request(path, payload, raw=raw)
-            exchanges.append({"method": "GET" if payload is None else "POST", "path": path,
-                              **({} if payload is None else {"body": payload}),
-                              "reply": spec_lines(reply) if path == "/metrics" else reply})
-            return reply
+    Recorder = recorder(exchanges)
 
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -236,7 +229,7 @@ def run_cell(release: str, cell: str, *, say=print) -> dict:
                top=top, requests=len(c.samples), log_facts=_log_facts(log_text), wall_s=round(time.time() - t0, 1))
     row["agrees"] = bool(served) and predicted["feasible"] and served == predicted["taps"]
     row["predicted_score"] = score.get(predicted["taps"])
-    rec_path = RECORDINGS / release / f"{cell}.json"
+    rec_path = recordings / release / f"{cell}.json"
     rec_path.parent.mkdir(parents=True, exist_ok=True)
     version = next((e["reply"].get("version") for e in exchanges if e["path"] == "/version"
                     and isinstance(e["reply"], dict)), None)
@@ -249,7 +242,7 @@ def run_cell(release: str, cell: str, *, say=print) -> dict:
     tmp_path = rec_path.with_suffix(".tmp")
     tmp_path.write_text(dump(doc))
     os.replace(tmp_path, rec_path)
-    row["recording"] = str(rec_path.relative_to(ROOT))
+    row["recording"] = str(rec_path.relative_to(ROOT)) if rec_path.is_relative_to(ROOT) else str(rec_path)
     row["served_version"] = version
     say(f"{release} {cell}: served {served} ({c.verdict_code}), predicted {predicted['taps']} by {record}: "
         f"{'agrees' if row['agrees'] else 'DIFFERS'} [{row['wall_s']:.0f} s]")
@@ -373,7 +366,7 @@ def main(argv=None) -> int:
             old = next((r for r in doc["cells"] if r["release"] == release and r["cell"] == cell), None)
             if old is not None and old.get("key") == key and not args.redo:
                 continue
-            row = run_cell(release, cell)
+            row = run_cell(release, cell, recordings=RECORDINGS if out == OUT else out.with_suffix("") / "recordings")
             doc["cells"] = [r for r in doc["cells"] if not (r["release"] == release and r["cell"] == cell)] + [row]
             doc["cells"].sort(key=lambda r: (tuple(int(x) for x in r["release"].split(".")), list(CELLS).index(
                 r["cell"]) if r["cell"] in CELLS else 99))

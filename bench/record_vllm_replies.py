@@ -46,15 +46,10 @@ def spec_lines(text: str) -> str:
     return "\n".join(keep) + "\n"
 
 
-def record(dtype: str, out: Path, *, demo: Path = DEMO, n_rows: int = 16, say=print) -> Path:
-    from workbench.core.sampling import Sampling
-    from workbench.live.samples import requests_of
-    from workbench.live.vllm_live import Client, request_params
-    from workbench.live.recorded import request_rows
-    from workbench.live.samples import local_inputs
-    from workbench.live.vllm_server import running_server
-
-    exchanges: list[dict] = []
+def recorder(exchanges: list):
+    """A :class:`~workbench.live.vllm_live.Client` class that appends every exchange to ``exchanges`` (the recording
+    format of :mod:`workbench.live.recorded`: method, path, body, the reply; of ``/metrics`` its spec-decode lines)."""
+    from workbench.live.vllm_live import Client
 
     class Recorder(Client):
         def request(self, path, payload=None, *, raw=False):
@@ -63,6 +58,20 @@ def record(dtype: str, out: Path, *, demo: Path = DEMO, n_rows: int = 16, say=pr
                               **({} if payload is None else {"body": payload}),
                               "reply": spec_lines(reply) if path == "/metrics" else reply})
             return reply
+
+    return Recorder
+
+
+def record(dtype: str, out: Path, *, demo: Path = DEMO, n_rows: int = 16, say=print) -> Path:
+    from workbench.core.sampling import Sampling
+    from workbench.live.samples import requests_of
+    from workbench.live.vllm_live import request_params
+    from workbench.live.recorded import request_rows
+    from workbench.live.samples import local_inputs
+    from workbench.live.vllm_server import running_server
+
+    exchanges: list[dict] = []
+    Recorder = recorder(exchanges)
 
     target, draft, _ = local_inputs(ROOT / demo / "target", ROOT / demo / DRAFT, ROOT / demo / "val.jsonl")
     rows = request_rows(target, draft, [demo / "val.jsonl", demo / "train.jsonl"], n_rows, root=ROOT)
