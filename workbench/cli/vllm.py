@@ -19,6 +19,7 @@ from pathlib import Path
 from workbench.cli import add_live_arguments, add_subcommands, run_subcommand
 from workbench.cli.vllm_capture import add_capture
 from workbench.cli.vllm_taps import add_taps
+from workbench.engines.tables import table
 
 NAME = "vllm"
 HELP = ("vLLM helpers: lint the server's --speculative-config against the draft and target; compare a live "
@@ -108,11 +109,11 @@ def _add_compare(sub):
                    help="the server's --dtype, for near-ties (vLLM does not report it). Default infer: from the "
                         "requests (a flip at a near-tie means bfloat16; a wiring reproducing every step, or no flip "
                         "at any near-tie, means float32). `workbench vllm serve` prints the value for its server")
-    p.add_argument("--engine", default=None, choices=["vllm", "vllm-v2", "vllm-legacy"],
+    p.add_argument("--engine", default=None, choices=list(table("vllm")["records"]),
                    help="the engine record the offline side computes as (default: the record of the release the "
                         "server reports at GET /version, from the release table, docs/engine-matrix.md; vllm: the V1 "
                         "runner of 0.25 on, as the CPU build runs; vllm-v2: 0.32's V2 runner, the GPU default; "
-                        "vllm-legacy: 0.18 to 0.21)")
+                        "vllm-0.22: 0.22 to 0.24; vllm-legacy: 0.18 to 0.21; vllm-0.17: 0.17 and older)")
     p.add_argument("--engine-version", metavar="X.Y.Z", default=None,
                    help="the server's vLLM release, used when the server does not report one (GET /version)")
     p.add_argument("--drafting", choices=["parallel", "sequential"], default=None,

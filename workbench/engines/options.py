@@ -44,9 +44,4 @@ def resolve(engine: str, flag: str) -> tuple[str, bool] | None:
     return opts[hits[0]]["dest"], opts[hits[0]]["value"]
 
 
-def release(engine: str) -> str:
-    """The release whose parser the table holds."""
-    return table("flags")[engine]["release"]
-
-
-__all__ = ["release", "resolve"]
+__all__ = ["resolve"]

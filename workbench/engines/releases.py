@@ -117,10 +117,4 @@ def predict(version, draft_config, target, engine: str = "vllm") -> dict:
             "explanation": r.explanation, "refused": why, "warnings": list(r.warnings), "note": note}
 
 
-def describe(engine: str = "vllm") -> list[dict]:
-    """One line of facts per row, for docs and ``workbench wiring --engines``."""
-    return [{"versions": r["versions"], "record": r["record"], **{k: v for k, v in r.get("features", {}).items()},
-             "evidence": "; ".join(r.get("evidence", []))} for r in table(engine)["releases"]]
-
-
-__all__ = ["describe", "has", "in_range", "parse_version", "predict", "record_for", "row_for"]
+__all__ = ["has", "in_range", "parse_version", "predict", "record_for", "row_for"]

@@ -327,8 +327,9 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
         if todo:
             base_srv = start(target, None, k=1, say=say, log=log("baseline"), **kw)
             base = Client(base_srv.url)
-            record, said = pick_engine(None, base.version())      # the served release's record (GET /version)
-            state["engine"] = {"version": base.version(), "record": record}
+            version = base.version()
+            record, said = pick_engine(None, version)              # the served release's record (GET /version)
+            state["engine"] = {"version": version, "record": record}
             say(said)
             one_pass(base, prompts[:1], n_tok)                       # warm-up, excluded
         for kind, name, folder, k in todo:

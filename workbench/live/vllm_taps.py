@@ -132,7 +132,6 @@ def served_taps(target_dir, draft, *, tokens=None, store=None, tensor_parallel: 
     tcfg = load_config(Path(target_dir) / "config.json", "target config")
     dcfg = load_config(Path(draft) / "config.json" if Path(draft).is_dir() else draft, "draft config")
     ids = vllm_extract.served_id_keys(dcfg)
-    expected = wiring_for("vllm", dcfg, tcfg)
     target = inputs.target(target_dir, device="cpu", dtype="float32", progress=False)
     prompt = [int(t) for t in (tokens or default_prompt(target.vocab_size))]
     if not prompt or max(prompt) >= target.vocab_size or min(prompt) < 0:

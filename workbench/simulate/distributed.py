@@ -398,7 +398,8 @@ def module_fingerprint(module, config=None) -> str:
         for name, p in itertools.chain(module.named_parameters(), module.named_buffers()):
             h.update(f"{name}:{tuple(p.shape)}:{p.dtype}".encode())
             t = p.detach().cpu().contiguous()
-            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+            if t.numel():
+                h.update(t.reshape(-1).view(torch.uint8).numpy())          # the bytes in place: no copy
     return h.hexdigest()[:16]
 
 
