@@ -118,7 +118,8 @@ def test_without_per_request_fields_the_pooled_counters_decide(world):
 def test_an_undecided_precision_names_the_wiring_only_because_it_wins_at_both_resolutions(world):
     cmp, _ = judge(world, "float32", probe=4)                              # inferred: no flip at 13 near-ties
     p = cmp.precision
-    assert not p.decided and "undecided: no flip at 13 bfloat16 near-ties in 256 greedy output tokens" in p.why
+    assert not p.decided and "undecided: no flip at the 13 bfloat16 near-ties of 9 requests (256 greedy output " \
+        "tokens)" in p.why
     assert (cmp.verdict_code, cmp.matched) == ("match-other", SERVED)
     assert cmp.verdict.endswith("(the served precision is undecided; the same wiring wins at bfloat16's and at "
                                 "float32's resolution)"), cmp.verdict
@@ -135,6 +136,8 @@ def test_an_undecided_precision_names_the_wiring_only_because_it_wins_at_both_re
     # all 16: the flip decides bfloat16, and the verdict needs no second look
     full, _ = judge(world, "bfloat16", probe=4)
     assert full.precision.decided and full.precision.dtype == "bfloat16" and "reduced precision" in full.precision.why
+    ev = full.precision_evidence()          # issue 57: its flips sit in one request, the rule's unit
+    assert ev["tie_flips"] >= 1 and ev["flipped"] == 1, ev
     assert (full.verdict_code, full.matched) == ("match-other", SERVED)
     assert full.verdict.startswith(f"15/16 (+1 near-tie) requests identical under {SERVED}") and \
         "precision is undecided" not in full.verdict

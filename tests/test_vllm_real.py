@@ -216,7 +216,7 @@ def test_top_level_ids_are_read_before_the_nested_ones(vllm_python, smoke_demo, 
     import json
     import shutil
 
-    from workbench.live.precision import TIES_TO_DECIDE
+    from workbench.live.precision import REQUESTS_TO_DECIDE
     from workbench.live.vllm_live import compare
 
     draft = tmp_path / "draft-top-level"
@@ -237,9 +237,9 @@ def test_top_level_ids_are_read_before_the_nested_ones(vllm_python, smoke_demo, 
                               "precision": cmp.precision.to_dict(), "evidence": cmp.precision_evidence(),
                               "bfloat16 assumed": [lenient.verdict_code, lenient.ranking()]})
     assert cmp.matched == "embed,L1,L3" and cmp.verdict_code == "match-trained", cmp.summary()
-    ev = cmp.precision_evidence()          # issue 47: float32 is inferred only past TIES_TO_DECIDE kept near-ties
+    ev = cmp.precision_evidence()          # issue 57: float32 is inferred only past REQUESTS_TO_DECIDE requests
     assert cmp.precision.source == "inferred" and ev["tie_flips"] == 0, cmp.summary()
-    assert cmp.precision.decided == (ev["ties"] >= TIES_TO_DECIDE) and \
+    assert cmp.precision.decided == (ev["tied"] >= REQUESTS_TO_DECIDE) and \
         cmp.precision.dtype == ("float32" if cmp.precision.decided else "bfloat16"), cmp.summary()
     assert (lenient.verdict_code, lenient.matched) == ("match-trained", "embed,L1,L3"), lenient.summary()
 

@@ -157,8 +157,8 @@ class Stand:
     """start/stop for the sweep: loopback vLLM stand-ins of the smoke demo (no speculative metrics for the
     baseline), ``die_at``: the n-th speculative server refuses every completion (a server that died)."""
 
-    def __init__(self, demo, die_at=None):
-        self.demo, self.die_at, self.live, self.started = demo, die_at, {}, []
+    def __init__(self, demo, die_at=None, version="0.32.0"):
+        self.demo, self.die_at, self.live, self.started, self.version = demo, die_at, {}, [], version
         self.ids = itertools.count(1)
 
     def start(self, target, draft, *, k, say=None, log=None, **kw):
@@ -170,7 +170,8 @@ class Stand:
         if draft is not None and self.die_at is not None and len(spec) + 1 == self.die_at:
             faults = [500] * 1000
         url = stack.enter_context(serve(target, draft or self.demo / "draft-aligned", K=k,
-                                        detail="none" if draft is None else "detailed", faults=faults))
+                                        detail="none" if draft is None else "detailed", faults=faults,
+                                        version=self.version))
         self.live[pid] = stack
         self.started.append((pid, draft, k))
         return type("Srv", (), {"url": url, "pid": pid})()
@@ -224,6 +225,27 @@ def test_a_server_that_dies_names_draft_and_k_keeps_the_rows_and_the_sweep_resum
     state = _sweep(smoke_demo, tmp_path, again, ks=(2,))
     assert [(d is not None and d.name, k) for _, d, k in again.started] == [(False, 1), ("draft-mismatched", 2)]
     assert len(state["rows"]) == 2 and state["complete"]          # only the missing row was measured
+
+
+def test_a_sweep_resumes_only_what_it_would_measure_again(smoke_demo, tmp_path):
+    """Issue 57: the resume key holds the drafts' bytes, the Ks, the machine, the vLLM release; not paths."""
+    stand = Stand(smoke_demo, die_at=3)
+    with pytest.raises(WorkbenchError, match="2 finished rows kept"):
+        _sweep(smoke_demo, tmp_path, stand, ks=(2,))
+    with pytest.raises(WorkbenchError, match=r"speed.json: a sweep of another ks; use another --json or remove it"):
+        _sweep(smoke_demo, tmp_path, Stand(smoke_demo), ks=(1, 2))
+    demo = tmp_path / "moved"                              # the same bytes elsewhere: resumed
+    for name in ("target", "draft-aligned", "draft-mismatched"):
+        shutil.copytree(smoke_demo / name, demo / name)
+    shutil.copy(smoke_demo / "val.jsonl", demo / "val.jsonl")
+    with pytest.raises(WorkbenchError, match=r"its 2 rows were measured on vLLM 0.32.0, this server is vLLM 0.31.0"):
+        _sweep(demo, tmp_path, Stand(smoke_demo, version="0.31.0"), ks=(2,))
+    weights = demo / "draft-mismatched" / "model.safetensors"     # one byte at the end of a tensor's data
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(WorkbenchError, match=r"a sweep of another drafts;"):
+        _sweep(demo, tmp_path, Stand(smoke_demo), ks=(2,))
 
 
 def test_bad_input_is_reported_before_any_server_starts(smoke_demo, tmp_path):

@@ -24,6 +24,7 @@ from workbench.cli import (
     engine_of,
     run_subcommand,
 )
+from workbench.live.precision import REQUESTS_TO_DECIDE
 
 NAME = "sglang"
 HELP = ("SGLang helpers: lint the server's speculative-decoding flags; compare a live server's acceptance "
@@ -66,9 +67,10 @@ def _add_compare(sub):
                    help="how the server counts its last verify step: v2 raw A (SGLang's EAGLE worker now), v1 "
                         "after the cut at max_new_tokens, auto: the one more requests agree with")
     p.add_argument("--served-dtype", default="infer", metavar="infer|bfloat16|float16|float32",
-                   help="the server's dtype, for near-ties. Default infer: its server info's dtype, else from the "
-                        "requests (a flip at a near-tie means bfloat16; a wiring reproducing every step, or no flip "
-                        "at any near-tie, means float32)")
+                   help="the server's dtype, for near-ties. Default infer: its server info's dtype, else "
+                        "from the requests (a flip at a bfloat16 near-tie means bfloat16; float32 only when no flip "
+                        "in enough requests with a near-tie that a bfloat16 server shows none with probability "
+                        f"<= 5%%, {REQUESTS_TO_DECIDE} at the measured rate; else undecided)")
     add_engine_arguments(p, default="sglang", what="the server's engine and version (its id rule, rotary offset, "
                                                 "embedding and lm_head source)")
     s = p.add_argument_group("sampling sent with every request (always explicit; default: greedy)")

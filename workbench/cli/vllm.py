@@ -20,6 +20,7 @@ from workbench.cli import add_live_arguments, add_subcommands, run_subcommand
 from workbench.cli.vllm_capture import add_capture
 from workbench.cli.vllm_taps import add_taps
 from workbench.engines.tables import table
+from workbench.live.precision import REQUESTS_TO_DECIDE
 
 NAME = "vllm"
 HELP = ("vLLM helpers: lint the server's --speculative-config against the draft and target; compare a live "
@@ -107,8 +108,10 @@ def _add_compare(sub):
                    help="prompts sent first at temperature 0.01 (and 0) to check the server is greedy (default 8; 0: none)")
     p.add_argument("--served-dtype", default="infer", metavar="infer|bfloat16|float16|float32",
                    help="the server's --dtype, for near-ties (vLLM does not report it). Default infer: from the "
-                        "requests (a flip at a near-tie means bfloat16; a wiring reproducing every step, or no flip "
-                        "at any near-tie, means float32). `workbench vllm serve` prints the value for its server")
+                        "requests (a flip at a bfloat16 near-tie means bfloat16; float32 only when no flip in "
+                        f"enough requests with a near-tie that a bfloat16 server shows none with probability <= 5%%, "
+                        f"{REQUESTS_TO_DECIDE} at the measured rate; else undecided). `workbench vllm serve` "
+                        "prints the value for its server")
     p.add_argument("--engine", default=None, choices=list(table("vllm")["records"]),
                    help="the engine record the offline side computes as (default: the record of the release the "
                         "server reports at GET /version, from the release table, docs/engine-matrix.md; vllm: the V1 "

@@ -130,6 +130,29 @@ def check_output(path, *, folder: bool = False, what: str = "output") -> None:
     os.unlink(tmp)
 
 
+def content_digest(path) -> str:
+    """A hash of what a file or folder holds (every file's relative name and whole bytes, recursively; dot-files
+    and ``__pycache__`` skipped), never of where it lies: the resume and cache keys of work that reads it.
+
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "w.bin").write_bytes(b"ab")
+        >>> a = content_digest(d); _ = (d / "w.bin").write_bytes(b"ac"); a == content_digest(d)
+        False
+    """
+    p = Path(path)
+    if not p.exists():
+        raise WorkbenchError(f"{p}: no such file or folder")
+    h = hashlib.blake2b(digest_size=12)
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts
+                                           and not any(x.startswith(".") for x in f.relative_to(p).parts))
+    for f in files:
+        h.update(f"{f.relative_to(p) if f != p else ''}\0".encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
 def input_fingerprint(path) -> dict:
     """Which input a run read: path, size and a hash of its first MiB (a folder: its files' names and sizes)."""
     p = os.fspath(path)

@@ -113,7 +113,7 @@ class Comparison(Rendered):
             return prec.evidence([st.gaps for st in per], [len(s.prompt_ids) for s in self.samples],
                                  [len(s.output_ids) for s in self.samples])
         g = (self.greedy_check or {}).get("greedy") or {}
-        return {k: g.get(k, 0) for k in ("tokens", "ties", "tie_flips", "flips")}
+        return {k: g.get(k, 0) for k in ("tokens", "ties", "tie_flips", "flips", "requests", "tied", "flipped")}
 
     def exact_wiring(self) -> str | None:
         """A wiring under which every request with a fingerprint is identical, step for step (None: none)."""

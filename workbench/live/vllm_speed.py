@@ -37,7 +37,10 @@ What :func:`sweep` does (``workbench vllm speed``, docs/vllm.md "How fast"):
    forwards here) turns the same accept length into a speed-up over the measured baseline.
 
 Every row is written to ``out`` as soon as it is measured (atomic); the same command resumes a sweep that
-was interrupted or whose server died, and redoes only the missing rows. Every server started is stopped by
+was interrupted or whose server died, and redoes only the missing rows. It resumes only a sweep of the same
+``key`` (:func:`resume_key`): the drafts and their bytes, the Ks, the target's bytes, the prompts and reply
+length, the repeats and concurrency, the machine; and only on the same vLLM release (read off ``/version``);
+anything else is one line naming what differs. Every server started is stopped by
 its pid, whatever happens; their logs go beside ``out`` (``<out stem>-baseline.log``, ``<out stem>-<draft>-k<K>.log``).
 """
 
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import tempfile
 import time
@@ -53,7 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.files import beside, write_json
+from workbench.core.devices import cpu_model
+from workbench.core.files import beside, content_digest, write_json
 from workbench.live import vllm_server
 from workbench.live.vllm_live import Client, parse_spec_decoding, pick_engine
 from workbench.load import inputs
@@ -304,7 +309,8 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
     settings = {"target": str(target), "data": str(data), "rows": len(cut), "max_tokens": n_tok,
                 "repeats": int(repeats), "concurrency": int(concurrency), "costs": "server timers",
                 "calibration": CALIBRATION}
-    state = _resume(out, settings)
+    key = resume_key(target, drafts, ks, prompts, n_tok, settings)
+    state = _resume(out, settings, key)
     logs = (Path(out).parent, Path(out).stem) if out else (Path(tempfile.mkdtemp(prefix="wb-speed-")), "vllm-speed")
     folders = {name: shape_twin.make(path, logs[0] / f"{logs[1]}-twins") for name, path in drafts.items()}
     twins = {name: folder.name for name, folder in folders.items()}          # drafts of one shape share a twin
@@ -329,6 +335,10 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
             base = Client(base_srv.url)
             version = base.version()
             record, said = pick_engine(None, version)              # the served release's record (GET /version)
+            old = (state.get("engine") or {}).get("version")
+            if done and old and old != version:
+                raise WorkbenchError(f"{out}: its {len(done)} rows were measured on vLLM {old}, this server is "
+                                     f"vLLM {version}; use another --json or remove it")
             state["engine"] = {"version": version, "record": record}
             say(said)
             one_pass(base, prompts[:1], n_tok)                       # warm-up, excluded
@@ -395,18 +405,33 @@ def _stop(stop, srv) -> None:
     vllm_server.remove_pid_file(srv)
 
 
-def _resume(out, settings: dict) -> dict:
+def resume_key(target, drafts: dict, ks, prompts, n_tok: int, settings: dict) -> dict:
+    """Everything that changes a row of a sweep, and nothing that does not (no path): each draft's name and bytes,
+    the Ks, the target's bytes, the prompts and reply length, the sweep's settings, the machine. The vLLM release
+    is checked when its server answers (``sweep``)."""
+    import hashlib
+
+    rows = hashlib.blake2b(json.dumps([list(map(int, p)) for p in prompts]).encode(), digest_size=12).hexdigest()
+    return {"drafts": {name: content_digest(path) for name, path in sorted(drafts.items())},
+            "ks": [int(k) for k in ks], "target": content_digest(target), "prompts": rows, "max_tokens": int(n_tok),
+            **{k: settings[k] for k in ("repeats", "concurrency", "costs", "calibration")},
+            "machine": {"cpu": cpu_model(), "cores": os.cpu_count()}}
+
+
+def _resume(out, settings: dict, key: dict) -> dict:
+    fresh = {"settings": settings, "key": key, "rows": [], "calibration": [], "complete": False}
     if out and Path(out).is_file():
         try:
             old = json.loads(Path(out).read_text())
         except (OSError, ValueError):
             raise WorkbenchError(f"{out}: unreadable speed sweep (remove it to start again)") from None
-        if old.get("settings") == settings:
-            return {"settings": settings, "rows": old.get("rows", []), "calibration": old.get("calibration", []),
-                    "complete": False, **({"engine": old["engine"]} if "engine" in old else {})}
-        raise WorkbenchError(f"{out}: a sweep with other settings ({old.get('settings')}); use another --json or "
-                             f"remove it")
-    return {"settings": settings, "rows": [], "calibration": [], "complete": False}
+        if old.get("key") == json.loads(json.dumps(key)):
+            return {**fresh, "rows": old.get("rows", []), "calibration": old.get("calibration", []),
+                    **({"engine": old["engine"]} if "engine" in old else {})}
+        theirs = old.get("key") or {}
+        differs = [k for k in key if theirs.get(k) != json.loads(json.dumps(key[k]))] or ["its key (an older file)"]
+        raise WorkbenchError(f"{out}: a sweep of another {', '.join(differs)}; use another --json or remove it")
+    return fresh
 
 
 def load_sweep(path) -> dict:
