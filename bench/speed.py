@@ -1,10 +1,14 @@
 """Tokens per second on a real vLLM, predicted against measured (issue 36): the bench rows of a speed sweep.
 
-    $ .venv/bin/python -m bench.speed --demo data/demo-real             # both drafts, K=1..4 (opt-in, ~1 h here)
+    $ .venv/bin/python -m bench.speed --demo data/demo-real             # writes bench/vllm-speed.json (~20 min here)
     $ workbench bench --only speed --demo data/demo-real               # the same, as rows of the table
+    $ .venv/bin/python -m bench.speed --demo tests/data/smoke-demo --json /tmp/s/vllm-speed.json   # anywhere
 
-One :func:`workbench.live.vllm_speed.sweep` (``workbench vllm speed``): a real vLLM without speculation and with
-each demo draft at each K, the same prompts one request at a time, repeats interleaved; beside each measured
+One :func:`workbench.live.vllm_speed.sweep` (``workbench vllm speed``) over :data:`SMALL`: a real vLLM without
+speculation and with each draft at each K, the same prompts one request at a time, repeats interleaved. The
+drafts are the demo's ``draft-mismatched`` as shipped and ``draft-mismatched-fixed``: the same folder with the
+one line ``workbench wiring`` prints for vLLM (top-level ``eagle_aux_hidden_state_layer_ids`` for the taps it
+was trained on), made by this command beside ``--json`` (:func:`fixed_draft`); nothing is made by hand. Beside each measured
 tokens/s, the prediction from the server's own step cost and the offline accept length (a), and from the
 in-process cost model (b). The sweep is written to ``bench/vllm-speed.json``; ``workbench bench`` shows that
 last sweep's rows in its table without re-running it (each server start costs 1-2 minutes here).
@@ -25,7 +29,7 @@ from workbench.report import benchmark
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "vllm-speed.json"
-SMALL = {"ks": [1, 2, 3, 4], "rows": 4, "max_tokens": 48, "repeats": 4, "concurrency": 1}
+SMALL = {"ks": [1, 2], "rows": 4, "max_tokens": 48, "repeats": 4, "concurrency": 1}
 QUICK = {"ks": [1], "rows": 2, "max_tokens": 16, "repeats": 1, "concurrency": 1}
 
 
@@ -80,19 +84,58 @@ def last_figures(path=OUT) -> list:
                                    lambda state: figures(state, label_of(state)))
 
 
-def measure(demo=None, *, quick: bool = False, out=OUT, say=None) -> list[dict]:
-    """Run one sweep on ``demo``'s target and both drafts (:data:`SMALL`, or :data:`QUICK`), write it to ``out``
-    (resumable: the same settings continue), and return its figures."""
+def fixed_draft(draft, target, folder) -> Path:
+    """``draft`` copied into ``folder``/``<name>-fixed`` with the fix ``workbench wiring`` gives for vLLM: the
+    top-level ids that make vLLM's record feed the taps the draft was trained on (its ``workbench.trained_taps``).
+    Made again whenever the source changed (the copy is keyed by what it was made from)."""
+    import json
+    import shutil
+
+    from workbench.core.files import content_digest, write_json
+    from workbench.engines import records
+    from workbench.engines.trainers import trained_wiring_from_config
+    from workbench.engines.taps import load_config
+
+    draft, target = Path(draft), Path(target)
+    cfg = dict(load_config(draft / "config.json", "draft config"))
+    tcfg = load_config(target / "config.json", "target config")
+    trained = trained_wiring_from_config(cfg, tcfg)
+    if trained is None:
+        raise WorkbenchError(f"{draft}/config.json: no trained taps (workbench.trained_taps): no fix to make")
+    fix = records.ids_for_taps("vllm", trained.taps, tcfg)
+    if not fix.feasible:
+        raise WorkbenchError(f"{draft}: {fix.reason}")
+    out = Path(folder) / f"{draft.name}-fixed"
+    made_from = {"source": content_digest(draft), "ids": fix.ids}
+    stamp = out / ".made-from.json"
+    if stamp.is_file() and json.loads(stamp.read_text()) == made_from:
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(draft, out, ignore=shutil.ignore_patterns(".*"))
+    cfg["eagle_aux_hidden_state_layer_ids"] = fix.ids
+    write_json(out / "config.json", cfg, indent=2)
+    write_json(stamp, made_from)
+    return out
+
+
+def measure(demo=None, *, quick: bool = False, out=OUT, say=None, start=None, stop=None) -> list[dict]:
+    """Run one sweep on ``demo``'s target, ``draft-mismatched`` and the draft :func:`fixed_draft` makes from it
+    (:data:`SMALL`, or :data:`QUICK`), write it to ``out`` (resumable: the same key continues), and return its
+    figures. ``start``/``stop``: the tests' stand-in servers."""
     from bench.common import find_demo
     from workbench.live.vllm_server import find_python
     from workbench.live.vllm_speed import sweep
 
-    find_python()                                      # a one-line error when .venv-vllm is missing
+    if start is None:
+        find_python()                                  # a one-line error when .venv-vllm is missing
     demo = find_demo(demo)
     kw = dict(QUICK if quick else SMALL)
     ks = kw.pop("ks")
-    drafts = {n: str(demo / n) for n in ("draft-mismatched", "draft-aligned")}
-    state = sweep(str(demo / "target"), drafts, str(demo / "val.jsonl"), ks, out=str(out), say=say, **kw)
+    work = Path(out).parent / f"{Path(out).stem}-drafts"
+    drafts = {"draft-mismatched": str(demo / "draft-mismatched")}
+    drafts["draft-mismatched-fixed"] = str(fixed_draft(demo / "draft-mismatched", demo / "target", work))
+    state = sweep(str(demo / "target"), drafts, str(demo / "val.jsonl"), ks, out=str(out), say=say,
+                  start=start, stop=stop, **kw)
     return figures(state, label_of(state))
 
 

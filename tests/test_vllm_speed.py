@@ -4,8 +4,6 @@ smoke demo (the server's timers, a prediction from the twin's costs alone; its a
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import json
 import math
 import os
@@ -16,7 +14,7 @@ import torch
 
 from workbench.core.errors import WorkbenchError
 from workbench.live import vllm_speed as vs
-from workbench.testing.fake_vllm import serve
+from workbench.testing.fake_vllm import Stand, serve
 
 
 def test_step_cost_splits_each_pass_at_the_servers_own_decode_timer():
@@ -151,33 +149,6 @@ def test_a_shape_twin_keeps_config_shapes_and_vocab_map_and_draws_new_weights(sm
     (empty / "config.json").write_text("{}")
     with pytest.raises(WorkbenchError, match="empty: no \\*.safetensors weights"):
         shape_twin.make(empty, tmp_path)
-
-
-class Stand:
-    """start/stop for the sweep: loopback vLLM stand-ins of the smoke demo (no speculative metrics for the
-    baseline), ``die_at``: the n-th speculative server refuses every completion (a server that died)."""
-
-    def __init__(self, demo, die_at=None, version="0.32.0"):
-        self.demo, self.die_at, self.live, self.started, self.version = demo, die_at, {}, [], version
-        self.ids = itertools.count(1)
-
-    def start(self, target, draft, *, k, say=None, log=None, **kw):
-        assert log and log.endswith(".log")
-        pid = next(self.ids)
-        stack = contextlib.ExitStack()
-        spec = [s for s in self.started if s[1] is not None]
-        faults = []
-        if draft is not None and self.die_at is not None and len(spec) + 1 == self.die_at:
-            faults = [500] * 1000
-        url = stack.enter_context(serve(target, draft or self.demo / "draft-aligned", K=k,
-                                        detail="none" if draft is None else "detailed", faults=faults,
-                                        version=self.version))
-        self.live[pid] = stack
-        self.started.append((pid, draft, k))
-        return type("Srv", (), {"url": url, "pid": pid})()
-
-    def stop(self, pid):
-        self.live.pop(pid).close()
 
 
 def _sweep(demo, tmp_path, stand, ks=(1, 2), **kw):

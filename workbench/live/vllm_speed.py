@@ -415,7 +415,8 @@ def resume_key(target, drafts: dict, ks, prompts, n_tok: int, settings: dict) ->
     return {"drafts": {name: content_digest(path) for name, path in sorted(drafts.items())},
             "ks": [int(k) for k in ks], "target": content_digest(target), "prompts": rows, "max_tokens": int(n_tok),
             **{k: settings[k] for k in ("repeats", "concurrency", "costs", "calibration")},
-            "machine": {"cpu": cpu_model(), "cores": os.cpu_count()}}
+            "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                        "avx512": "avx512f" in vllm_server.cpu_flags()}}   # vLLM's CPU kernels differ by it
 
 
 def _resume(out, settings: dict, key: dict) -> dict:
@@ -498,9 +499,8 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
                             f"(its config and tensor shapes, seeded weights), not on {r['draft']}'s passes")
         base = r["baseline_tokens_per_s"]
         for key, acc in (("", "served_accept_length"), ("_trained", "trained_accept_length")):
-            sp = predict_speedup(costs[cal, r["k"]], verify_steps(tokens, off[acc]))
-            r[f"predicted_speedup{key}"] = sp
-            r[f"predicted_tokens_per_s{key}"] = round(sp * base, 2)
+            r[f"predicted_speedup{key}"], r[f"predicted_tokens_per_s{key}"] = predicted(
+                costs[cal, r["k"]], tokens, off[acc], base)
         r["predicted_error"] = round(r["predicted_tokens_per_s"] / r["measured_tokens_per_s"] - 1.0, 4)
         if in_process:
             r["predicted_tokens_per_s_in_process"] = round(base * off["in_process_speedup"], 2)
@@ -513,6 +513,40 @@ def _predict(state: dict, target, drafts: dict, cut, n_tok: int, in_process: boo
         r["sign_right"] = sign_right(r["predicted_speedup"], r["measured_speedup"], r["too_noisy"], r["sign_margin"])
     state["best_k"] = {name: best_k([r for r in rows if r["draft"] == name]) for name in drafts}
     state["complete"] = True
+
+
+def predicted(cost: dict, tokens, accept_length: float, baseline_tokens_per_s: float) -> tuple[float, float]:
+    """(speed-up, tokens/s) of requests of ``tokens`` new tokens at ``accept_length``, from a step cost
+    (:func:`step_cost`) and the baseline's tokens/s measured beside it."""
+    sp = predict_speedup(cost, verify_steps(tokens, accept_length))
+    return sp, round(sp * baseline_tokens_per_s, 2)
+
+
+def replay(state: dict) -> list[dict]:
+    """Every row of a finished sweep predicted again by the current code from what the real server measured: the
+    shape twins' recorded passes (their step costs, :func:`step_cost`) and each row's offline accept length and
+    baseline, against the row's measured tokens/s. The check a change to the cost model must pass: it cannot
+    satisfy it by construction, since the measured tokens/s are the server's.
+
+        >>> st = {"settings": {"max_tokens": 9, "rows": 1}, "twins": {"d": "t"}, "calibration": [{"draft": "t", "k": 1,
+        ...       "passes": [{"baseline_wall": 1.0, "wall": 1.0, "decode": 0.8, "steps": 4}]}],
+        ...       "rows": [{"draft": "d", "k": 1, "served_accept_length": 2.0, "baseline_tokens_per_s": 10.0,
+        ...                 "measured_tokens_per_s": 12.5}]}
+        >>> [(r["predicted_tokens_per_s"], r["error"]) for r in replay(st)]   # same cost per token: no gain
+        [(10.0, -0.2)]
+    """
+    costs = {(c["draft"], c["k"]): step_cost(c["passes"]) for c in state.get("calibration", [])}
+    n_tok, n_rows = state["settings"]["max_tokens"], state["settings"]["rows"]
+    out = []
+    for r in state["rows"]:
+        cost = costs.get((state["twins"][r["draft"]], r["k"]))
+        if cost is None:
+            raise WorkbenchError(f"replay: no recorded twin passes for {r['draft']} at K={r['k']}")
+        _, tps = predicted(cost, [n_tok] * n_rows, r["served_accept_length"], r["baseline_tokens_per_s"])
+        out.append({"draft": r["draft"], "k": r["k"], "predicted_tokens_per_s": tps,
+                    "measured_tokens_per_s": r["measured_tokens_per_s"],
+                    "error": round(tps / r["measured_tokens_per_s"] - 1.0, 4)})
+    return out
 
 
 def calibration_noise(passes) -> float:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -228,3 +229,31 @@ def serve(target=None, draft=None, wiring=None, *, K: int = 3, detail: str = "de
                      version=version, faults=list(faults or []), eos_ids=frozenset(int(x) for x in eos_ids))
     with loopback(state, _handler(state, generate, threading.Lock())) as url:
         yield url
+
+
+class Stand:
+    """``start``/``stop`` for :func:`workbench.live.vllm_speed.sweep` (and the bench commands that run one):
+    loopback vLLM stand-ins of ``demo`` (no speculative metrics for the baseline); ``die_at``: the n-th
+    speculative server refuses every completion (a server that died); ``version``: what ``/version`` says."""
+
+    def __init__(self, demo, die_at=None, version="0.32.0"):
+        self.demo, self.die_at, self.live, self.started, self.version = demo, die_at, {}, [], version
+        self.ids = itertools.count(1)
+
+    def start(self, target, draft, *, k, say=None, log=None, **kw):
+        assert log and log.endswith(".log")
+        pid = next(self.ids)
+        stack = contextlib.ExitStack()
+        spec = [s for s in self.started if s[1] is not None]
+        faults = []
+        if draft is not None and self.die_at is not None and len(spec) + 1 == self.die_at:
+            faults = [500] * 1000
+        url = stack.enter_context(serve(target, draft or self.demo / "draft-aligned", K=k,
+                                        detail="none" if draft is None else "detailed", faults=faults,
+                                        version=self.version))
+        self.live[pid] = stack
+        self.started.append((pid, draft, k))
+        return type("Srv", (), {"url": url, "pid": pid})()
+
+    def stop(self, pid):
+        self.live.pop(pid).close()
