@@ -87,6 +87,37 @@ def test_a_real_trainer_exports_a_draft_with_its_manifest(name, root, trained):
     assert any("train" in s for s in said) and len(said) > 3       # progress was shown
 
 
+def test_every_trainer_gets_the_same_rows_and_ships_its_last_epoch(root, trained):
+    """Issue 57: speculators splits its rows itself (the first int(0.9 n) to train); the others are given exactly
+    those rows; speculators ships its last epoch, as the others do, and its own pick is recorded."""
+    for name in TRAINERS:
+        m = _export(name, trained)
+        assert m["rows_trained"] == 14 and m["recipe"]["train_share"] == 0.9      # 16 smoke rows
+    mo = trained["modelopt"][0]["commands"][0]["argv"]
+    assert mo[mo.index("--data") + 1] == "<root>/draft-modelopt.work/train-14-rows.jsonl"
+    given = foreign.training_rows(root, root / "rows-check", SMOKE)
+    assert given.read_text().splitlines() == (root / "train.jsonl").read_text().splitlines()[:14]
+    m = trained["speculators"][0]
+    assert m["shipped_epoch"] == SMOKE.epochs - 1 and m["best_epoch"] in range(SMOKE.epochs)
+    assert any("--train-data-ratio" in c["argv"] for c in m["commands"])
+
+
+def test_modelopt_ships_its_default_export_and_the_same_weights_without_the_rope_injection(root, trained):
+    """Issue 57: ModelOpt's default eagle_export_rope_scaling writes YaRN x32 into config.json; the second export
+    (injection off) holds the same tensors, so the pair measures the default's cost alone."""
+    from safetensors.torch import load_file
+
+    m = _export("modelopt", trained)
+    default = json.loads((root / "draft-modelopt" / "config.json").read_text())
+    plain = json.loads((root / "draft-modelopt-norope" / "config.json").read_text())
+    assert default["rope_scaling"]["rope_type"] == "yarn" and default["rope_scaling"]["factor"] == 32.0
+    assert default["rope_scaling"]["original_max_position_embeddings"] == 2048
+    assert (plain.get("rope_scaling") or {}).get("rope_type", "default") == "default", plain.get("rope_scaling")
+    a, b = (load_file(str(root / f / "model.safetensors")) for f in ("draft-modelopt", "draft-modelopt-norope"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert m["export"]["draft-modelopt-norope"] == foreign.export_files(root / "draft-modelopt-norope")
+
+
 @pytest.mark.parametrize("name", list(TRAINERS))
 def test_a_rerun_keeps_the_export(name, root, trained):
     _export(name, trained)
@@ -201,6 +232,7 @@ def test_the_reports_show_the_foreign_drafts(root, trained, capsys):
     assert "judged under vLLM V1 (current)" in out and "judged under SGLang (current)" in out   # ModelOpt mis-fed by vLLM
     assert "set eagle_aux_hidden_state_layer_ids (top level) to [2, 4, 5]" in out and "[1, 3, 4]" in out
     assert {f.name: f.misfed() for f in env["foreign"].drafts} == {"draft-modelopt": ["vllm"],
+                                                                  "draft-modelopt-norope": ["vllm"],
                                                                   "draft-speculators": []}
 
     # the index: one card, escaped, with the mis-fed row marked

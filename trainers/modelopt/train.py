@@ -3,6 +3,7 @@
     .venv-modelopt/bin/python trainers/modelopt/train.py --target DIR --data rows.jsonl --out DIR
         [--steps N | --epochs E] [--lr 1e-4] [--seed 0] [--draft-vocab-size V] [--max-len L]
         [--warmup-steps W] [--save-steps S] [--work-dir DIR] [--stop-after-steps K] [--keep-work]
+        [--also-export-without-rope-scaling DIR]
 
 The path is ModelOpt's own (examples/speculative_decoding/main.py upstream, rebuilt from the wheel):
   1. the recipe ``general/speculative_decoding/eagle3.yaml`` from the wheel (``modelopt.recipe.load_recipe``);
@@ -15,11 +16,15 @@ The path is ModelOpt's own (examples/speculative_decoding/main.py upstream, rebu
   5. ``modelopt.torch.export.export_speculative_decoding`` into a temporary folder, renamed onto --out.
 
 Overridden, and only these: the draft layer's shape (heads, KV heads, head_dim, intermediate; hidden and vocab
-come from the target in ``HFEagleModel.modify``), its rope (the target's ``rope_parameters``; the export's
-YaRN x32 injection ``eagle_export_rope_scaling`` turned off), its dtype name (float32), the draft vocabulary
+come from the target in ``HFEagleModel.modify``), its rope in training (the target's ``rope_parameters``), its
+dtype name (float32), the draft vocabulary
 when asked, and the CPU switches: ``eagle_use_torch_compile=false``, ``bf16=false``, ``tf32=false``
 (``ar_validate_steps`` is already -1 in the recipe). The taps (``default_eagle_aux_layer_ids``), the loss
-(``HFEagleModel._eagle_loss`` with ``eagle_loss_decay_factor``) and the export are ModelOpt's.
+(``HFEagleModel._eagle_loss`` with ``eagle_loss_decay_factor``) and the export are ModelOpt's, its default
+``eagle_export_rope_scaling`` included: the export writes YaRN x32 (``original_max_position_embeddings`` 2048)
+into ``config.json`` when the training rope is plain, as every ModelOpt user's export does.
+``--also-export-without-rope-scaling DIR`` exports the same trained weights a second time with that injection
+off (``eagle_export_rope_scaling = {}``, ModelOpt's own switch): the pair measures what the default costs.
 
 Data: JSON Lines, one row per line with ``input_ids`` and ``loss_mask`` (1 on answer tokens), already tokenised
 with the chat template. Each row becomes ModelOpt's batch dict (``input_ids``, ``attention_mask``, ``loss_mask``,
@@ -42,7 +47,6 @@ import re
 import shutil
 import sys
 import time
-import warnings
 from pathlib import Path
 
 STOPPED_EXIT = 3
@@ -75,6 +79,9 @@ def parse_args(argv=None):
     ap.add_argument("--stop-after-steps", type=int, help="stop after K steps in this run, checkpoint, exit 3")
     ap.add_argument("--restart", action="store_true", help="discard the work dir's checkpoints and start over")
     ap.add_argument("--keep-work", action="store_true", help="keep the work dir after a successful export")
+    ap.add_argument("--also-export-without-rope-scaling", type=Path, metavar="DIR",
+                    help="export the same weights again into DIR with eagle_export_rope_scaling = {} (ModelOpt's "
+                         "default injects YaRN x32 into config.json)")
     ap.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's / OMP_NUM_THREADS)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra recipe dotlist override, applied last (e.g. training.weight_decay=0.01)")
@@ -210,9 +217,7 @@ def build_recipe(args, target_cfg, train_len: int, work: Path):
     if args.batch_size is not None:
         t.append(f"training.per_device_train_batch_size={args.batch_size}")
     t += args.set
-    with warnings.catch_warnings():  # its warning names eagle_export_rope_scaling, which is cleared below
-        warnings.filterwarnings("ignore", message="eagle.eagle_export_rope_scaling")
-        recipe = load_recipe(RECIPE, overrides=t)
+    recipe = load_recipe(RECIPE, overrides=t)      # ModelOpt warns that the default YaRN's 2048 is not training_seq_len
 
     rope = target_rope(target_cfg)
     n_heads = target_cfg.num_attention_heads
@@ -230,8 +235,6 @@ def build_recipe(args, target_cfg, train_len: int, work: Path):
             fail(f"--draft-vocab-size {args.draft_vocab_size}: must be below the target's vocab {target_cfg.vocab_size}")
         arch["draft_vocab_size"] = args.draft_vocab_size
     recipe.eagle.eagle_architecture_config.update(arch)
-    # The target's rope, nothing injected at export (the default would write YaRN x32 into config.json).
-    recipe.eagle.eagle_export_rope_scaling = {}
     return ModelOptEagleRecipe.model_validate(recipe.model_dump())  # re-run the recipe's validators
 
 
@@ -461,10 +464,32 @@ def main(argv=None) -> int:
 
     # Export exactly as ModelOpt writes it, into a temporary sibling, then rename onto --out.
     model.eval()
+    t_exp = time.time()
+    export_to(model, out, export_speculative_decoding)
+    print(f"export: {out} ({', '.join(sorted(os.listdir(out)))}; rope_scaling "
+          f"{json.loads((out / 'config.json').read_text()).get('rope_scaling')}) in {time.time() - t_exp:.1f}s; "
+          f"training {t_train:.1f}s, total {time.time() - t_start:.1f}s", flush=True)
+    if args.also_export_without_rope_scaling:
+        model.eagle_export_rope_scaling = {}      # ModelOpt's switch: "empty dict disables" the injection
+        second = args.also_export_without_rope_scaling.resolve()
+        export_to(model, second, export_speculative_decoding)
+        print(f"export without the rope injection: {second} (rope_scaling "
+              f"{json.loads((second / 'config.json').read_text()).get('rope_scaling')})", flush=True)
+    if not args.keep_work:
+        shutil.rmtree(work)
+    else:
+        print(f"work dir kept: {work}")
+    return 0
+
+
+def export_to(model, out: Path, export_speculative_decoding) -> None:
+    """ModelOpt's export into a temporary sibling of ``out``, then renamed onto it (a killed export leaves the old
+    folder, never a half-written one)."""
+    import torch
+
     for stale in list(out.parent.glob(f".{out.name}.tmp-*")) + list(out.parent.glob(f".{out.name}.old-*")):
         shutil.rmtree(stale, ignore_errors=True)  # left by an export that was killed
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    t_exp = time.time()
     with torch.inference_mode():
         export_speculative_decoding(model, export_dir=tmp)
     old = None
@@ -474,14 +499,6 @@ def main(argv=None) -> int:
     os.replace(tmp, out)
     if old:
         shutil.rmtree(old)
-    t_exp = time.time() - t_exp
-    print(f"export: {out} ({', '.join(sorted(os.listdir(out)))}) in {t_exp:.1f}s; "
-          f"training {t_train:.1f}s, total {time.time() - t_start:.1f}s", flush=True)
-    if not args.keep_work:
-        shutil.rmtree(work)
-    else:
-        print(f"work dir kept: {work}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -4,15 +4,21 @@
 
 Each trainer runs from its own environment (``.venv-modelopt``, ``.venv-speculators``: ``make trainers``, the
 scripts in ``trainers/``) through its documented entry point, on the real demo's own training rows
-(``train.jsonl``: the target's replies with the chat template and the answer mask):
+(``train.jsonl``: the target's replies with the chat template and the answer mask). Every trainer trains on the
+same rows: speculators splits its rows itself (``train_data_ratio`` 0.9: the first ``int(0.9 n)`` to train, the
+rest to validate, and it refuses 1.0), so every other trainer is given that same first share
+(:func:`training_rows`; 122 of the real demo's 136), and every trainer ships its last epoch:
 
 - **NVIDIA ModelOpt** 0.47.0 (``trainers/modelopt/train.py``: ``mtsp.convert`` + HF Trainer + ModelOpt's
   ``export_speculative_decoding``), in process. Its own taps (``default_eagle_aux_layer_ids``: ``[1, 14, 26]`` for
-  N=30, output of layer k), its own loss (soft-target cross-entropy, 3 TTT steps weighted 0.9^k), its export.
+  N=30, output of layer k), its own loss (soft-target cross-entropy, 3 TTT steps weighted 0.9^k), its export with
+  its default ``eagle_export_rope_scaling`` (YaRN x32 written into ``config.json``: ``draft-modelopt``), and the
+  same weights exported with that injection off (``draft-modelopt-norope``), which measures what it costs.
 - **speculators** 0.9.0 (``speculators train`` via ``trainers/speculators/run.py``) on hidden states in its own
   file format, written by ``trainers/speculators/write_hidden_states.py`` (plain HF ``output_hidden_states`` plus
   a pre-hook on the final norm; not captured through vLLM). Its own taps (``[2, 15, 27]``: vLLM ids, input of
-  layer k), its loss (KL, 3 TTT steps), its export (``checkpoint_best``). Two CPU choices differ from its GPU
+  layer k), its loss (KL, 3 TTT steps), its export of the last epoch (its default pick, ``checkpoint_best``, the
+  lowest loss on its validation rows, is recorded in the manifest as ``best_epoch``). Two CPU choices differ from its GPU
   defaults, both its own flags: ``--hidden-states-dtype float32`` (bf16 autocast on a CPU without bf16 units: 74 s
   a step against 26 s) and ``--optimizer adamw`` (``torch.optim.Muon`` orthogonalises in bf16: 22 s of a 26 s
   step; AdamW: 3.6 s a step), measured on the real demo on this 2-core machine.
@@ -21,7 +27,7 @@ Both get the one-layer draft shape of the project's real drafts and a reduced dr
 :data:`DRAFT_VOCAB` tokens (the rows hold about 2,200 distinct tokens; ModelOpt refuses a V above that).
 
 Output: ``<root>/draft-<trainer>/`` exactly as the trainer exported it (ModelOpt writes it itself, atomically;
-speculators' ``checkpoint_best`` is copied file by file into a temporary folder renamed into place, without its
+speculators' last epoch is copied file by file into a temporary folder renamed into place, without its
 optimizer state), and ``<root>/draft-<trainer>.manifest.json`` (trainer, version, commands, wall time, seed).
 A trainer that cannot install or run gives one ``note:`` line naming it, its version and the cause; the others
 go on. A rerun skips a draft whose manifest matches the recipe, the data and the export's files; otherwise the
@@ -47,7 +53,7 @@ from workbench.engines.trainers import provenance
 
 REPO = Path(__file__).resolve().parents[2]
 DRAFT_VOCAB = 2048
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2                  # 2: same rows for every trainer, ModelOpt's default export, speculators' last epoch
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class Recipe:
     total_seq_len: int = 2048        # speculators packs rows into batches of this many tokens
     threads: int = 0                 # 0: every core
     rows: int | None = None          # the first ``rows`` training rows only (the smoke test); None: all
+    train_share: float = 0.9         # speculators' train_data_ratio: it trains on this first share of the rows and
+                                     # validates on the rest; every trainer is given the same first share
 
 
 SMOKE = Recipe(epochs=1, draft_vocab=32, batch=2, warmup=1, total_seq_len=256, rows=16, threads=1)
@@ -76,10 +84,12 @@ class Trainer:
     package: str             # the distribution whose version the manifest records
     version: str             # the version trainers/<name>/install.sh pins
     venv: str                # relative to the repository
+    extra: tuple = ()        # further export folders the trainer writes beside draft-<name>
 
 
 TRAINERS = {
-    "modelopt": Trainer("modelopt", "NVIDIA ModelOpt", "nvidia-modelopt", "0.47.0", ".venv-modelopt"),
+    "modelopt": Trainer("modelopt", "NVIDIA ModelOpt", "nvidia-modelopt", "0.47.0", ".venv-modelopt",
+                        extra=("draft-modelopt-norope",)),
     "speculators": Trainer("speculators", "vllm-project/speculators", "speculators", "0.9.0", ".venv-speculators"),
 }
 
@@ -118,14 +128,15 @@ def steps(name: str, root: Path, recipe: Recipe, repo: Path = REPO) -> list[Step
     t = TRAINERS[name]
     py, root = str(venv_python(t, repo)), root.resolve()
     out, work = root / f"draft-{name}", root / f"draft-{name}.work"
-    rows = training_rows(root, work, recipe)
+    rows = training_rows(root, work, recipe, split_here=name != "speculators")
     env = {"OMP_NUM_THREADS": str(recipe.threads or os.cpu_count() or 1)}
     if name == "modelopt":
         argv = [py, str(repo / "trainers/modelopt/train.py"), "--target", str(root / "target"),
                 "--data", str(rows), "--out", str(out), "--work-dir", str(work),
                 "--epochs", str(recipe.epochs), "--batch-size", str(recipe.batch), "--lr", f"{recipe.lr:g}",
                 "--warmup-steps", str(recipe.warmup), "--draft-vocab-size", str(recipe.draft_vocab),
-                "--seed", str(recipe.seed), "--log-steps", "5"]
+                "--seed", str(recipe.seed), "--log-steps", "5",
+                "--also-export-without-rope-scaling", str(root / t.extra[0])]
         if recipe.max_len:
             argv += ["--max-len", str(recipe.max_len)]
         return [Step("train", argv, env)]
@@ -140,24 +151,38 @@ def steps(name: str, root: Path, recipe: Recipe, repo: Path = REPO) -> list[Step
                  "--draft-vocab-size", str(recipe.draft_vocab), "--total-seq-len", str(recipe.total_seq_len),
                  "--hidden-states-dtype", "float32", "--optimizer", "adamw", "--num-workers", "0",
                  "--epochs", str(recipe.epochs), "--lr", f"{recipe.lr:g}", "--seed", str(recipe.seed),
-                 "--on-missing", "raise"]
+                 "--train-data-ratio", f"{recipe.train_share:g}", "--on-missing", "raise"]
         return [Step("hidden-states", write, env, skip_if=hs / "workbench_hidden_states.json"),
                 Step("train", train, env)]
     raise WorkbenchError(f"unknown trainer {name!r}: expected one of {', '.join(TRAINERS)}")
 
 
-def training_rows(root: Path, work: Path, recipe: Recipe) -> Path:
-    """``train.jsonl``, or its first ``recipe.rows`` rows copied into the work folder."""
-    if recipe.rows is None:
-        return root / "train.jsonl"
-    sub = work / f"train-first{recipe.rows}.jsonl"
-    if not sub.is_file():
-        with open(root / "train.jsonl", encoding="utf-8") as f:
-            lines = [ln for ln in f if ln.strip()][:recipe.rows]
-        work.mkdir(parents=True, exist_ok=True)
+def training_rows(root: Path, work: Path, recipe: Recipe, *, split_here: bool = True) -> Path:
+    """The rows a trainer is given: ``train.jsonl`` (its first ``recipe.rows`` with ``rows`` set), and of those the
+    first ``recipe.train_share`` when ``split_here`` (speculators is given them all and splits them itself, with
+    the same expression: ``int(n * share)`` rows to train, the rest to validate), copied into the work folder."""
+    with open(root / "train.jsonl", encoding="utf-8") as f:
+        lines = [ln if ln.endswith("\n") else ln + "\n" for ln in f if ln.strip()]
+    if recipe.rows is not None:
+        lines = lines[:recipe.rows]
+    if split_here:
+        lines = lines[:train_rows_count(len(lines), recipe)]
+    sub = work / f"train-{len(lines)}-rows.jsonl"
+    work.mkdir(parents=True, exist_ok=True)
+    if not sub.is_file() or sub.read_text(encoding="utf-8") != "".join(lines):
         with atomic_write(sub) as f:
             f.writelines(lines)
     return sub
+
+
+def train_rows_count(n: int, recipe: Recipe) -> int:
+    """How many of ``n`` rows every trainer trains on: speculators' own split (``int(len * train_data_ratio)``,
+    ``speculators/train/data.py``).
+
+        >>> train_rows_count(136, Recipe()), train_rows_count(16, Recipe())
+        (122, 14)
+    """
+    return int(n * recipe.train_share)
 
 
 def export_files(folder: Path) -> dict:
@@ -194,7 +219,9 @@ def up_to_date(name: str, root: Path, key: dict) -> dict | None:
         return None
     if any(m.get(k) != v for k, v in key.items()):
         return None
-    return m if m.get("export", {}).get("files") == export_files(root / f"draft-{name}") else None
+    exports = {"files": export_files(root / f"draft-{name}"),
+               **{f: export_files(root / f) for f in TRAINERS[name].extra}}
+    return m if all(m.get("export", {}).get(k) == v for k, v in exports.items()) else None
 
 
 def _run(step: Step, log_file: Path, say) -> float:
@@ -281,8 +308,10 @@ def train_one(name: str, root, recipe: Recipe = Recipe(), *, say=print, repo: Pa
         before[s.label] = done[-1]
         write_json(walls, before)
     out = root / f"draft-{name}"
-    if name == "speculators":
-        _copy_export(work / "checkpoints" / "checkpoint_best", out)
+    chosen = {}
+    if name == "speculators":                   # its last epoch, as the other trainers ship theirs
+        chosen = last_epoch(work / "checkpoints")
+        _copy_export(work / "checkpoints" / str(chosen["shipped_epoch"]), out)
     if not (out / "config.json").is_file():
         raise WorkbenchError(f"{out}: the trainer finished without an export (log: {log_file})")
     prov = provenance(json.loads((out / "config.json").read_text()), root / "target")
@@ -290,10 +319,30 @@ def train_one(name: str, root, recipe: Recipe = Recipe(), *, say=print, repo: Pa
              commands=done, wall_s=round(sum(c["wall_s"] for c in done) if done else time.time() - t0, 1),
              finished=time.strftime("%Y-%m-%d %H:%M:%S"),
              cores=os.cpu_count(), trained_taps=prov.trained.spec if prov.trained is not None else None,
-             export={"folder": out.name, "files": export_files(out)})
+             export={"folder": out.name, "files": export_files(out),
+                     **{f: export_files(root / f) for f in t.extra}}, **chosen,
+             rows_trained=train_rows_count(_n_rows(root, recipe), recipe))
     write_json(manifest_path(root, name), m)
     say(f"draft-{name}: exported by {t.title} {version} in {m['wall_s'] / 60:.1f} min → {out}")
     return m
+
+
+def last_epoch(checkpoints: Path) -> dict:
+    """speculators' checkpoint folder: its last epoch (what is shipped) and the one ``checkpoint_best`` points to
+    (its default pick: the lowest loss on its validation rows), both recorded in the manifest."""
+    epochs = sorted(int(p.name) for p in checkpoints.iterdir() if p.is_dir() and p.name.isdigit()) \
+        if checkpoints.is_dir() else []
+    if not epochs:
+        raise WorkbenchError(f"{checkpoints}: no epoch checkpoint (speculators' export)")
+    best = checkpoints / "checkpoint_best"
+    best_epoch = int(best.readlink().name) if best.is_symlink() and best.readlink().name.isdigit() else None
+    return {"shipped_epoch": epochs[-1], "best_epoch": best_epoch}
+
+
+def _n_rows(root: Path, recipe: Recipe) -> int:
+    with open(root / "train.jsonl", encoding="utf-8") as f:
+        n = sum(1 for ln in f if ln.strip())
+    return min(n, recipe.rows) if recipe.rows is not None else n
 
 
 def _rel(arg, root: Path) -> str:

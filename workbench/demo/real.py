@@ -218,13 +218,14 @@ def _cached_batches(target, train_rows, taps, size: RealSize, cache: Path, seed:
 
 
 def train_real_draft(name: str, target, train_rows, work: Path, size: RealSize, seed: int, d2t, t2d, *,
-                     after_epoch=None, progress: bool = True, t0: float = 0.0) -> dict:
+                     after_epoch=None, progress: bool = True, t0: float = 0.0, features: Path | None = None) -> dict:
     """One demo draft, an epoch at a time; each finished epoch is saved (weights and optimizer) in the scratch
-    folder and a re-run resumes after the last one. ``after_epoch(epoch, model)`` is called after each."""
+    folder and a re-run resumes after the last one. ``after_epoch(epoch, model)`` is called after each.
+    ``features``: the feature cache (default the work folder's; drafts trained on the same rows share one)."""
     taps = real_taps(target.n_layers)
     trained = list(taps[name])
     union = sorted(set(taps["mismatched"]) | set(taps["aligned"]), key=lambda t: (t != "embed", t))
-    cache, ep_dir = work / SCRATCH / "features", work / SCRATCH / f"draft-{name}"
+    cache, ep_dir = features or work / SCRATCH / "features", work / SCRATCH / f"draft-{name}"
     cfg = draft.new_draft_config(target.config, layer_ids=list(taps["layer_ids"]), draft_vocab_size=len(d2t))
     with deterministic_seed(seed, threads=size.threads):
         model = draft.Eagle3Draft.from_config(cfg, target.embed_weight().detach().clone())

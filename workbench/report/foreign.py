@@ -27,7 +27,7 @@ from workbench.engines.wiring import table as wiring_table
 from workbench.load.inputs import resolve
 from workbench.report.export import show as show_one, table, wrap_html
 
-FOLDERS = ("draft-modelopt", "draft-speculators")   # written by `make foreign-drafts`, beside the demo's drafts
+FOLDERS = ("draft-modelopt", "draft-modelopt-norope", "draft-speculators")   # `make foreign-drafts` writes them beside the demo's drafts
 ENGINES = ("sglang", "sglang-2026.04", "vllm", "vllm-v2", "tensorrt-llm")
 RESULT = "foreign-drafts.json"
 SKIPPED = ("skipped: no draft-modelopt/ or draft-speculators/ beside the draft (`make foreign-drafts` trains them "
