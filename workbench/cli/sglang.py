@@ -47,8 +47,17 @@ def _add_lint(sub):
                    help="taps the draft was trained on, e.g. embed,L3,L31 or hf:0,4,32")
     add_engine_arguments(p, default="sglang", what="the server's engine and version (sglang = current, "
                                                 "sglang-2026.04 = releases before 2026-05)")
+    p.add_argument("--engine-version", metavar="X.Y.Z", default=None,
+                   help="the SGLang release whose own command-line parser reads the command (stored tables: "
+                        f"{', '.join(_parser_releases())}; default the newest)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(sub_run=_run_lint)
+
+
+def _parser_releases() -> list[str]:
+    from workbench.engines.tables import table
+
+    return [v["release"] for k, v in table("flags").items() if k.split("@")[0] == "sglang"]
 
 
 def _add_compare(sub):
@@ -124,7 +133,7 @@ def _run_lint(args) -> int:
             raise WorkbenchError("server info: expected a JSON object (the /get_server_info reply)")
         server_args, source = server_args_from_info(info), "server"
     else:
-        server_args, source = parse_command(text), "command"
+        server_args, source = parse_command(text, args.engine_version), "command"
     res = lint(server_args, draft=args.draft, target=args.target, trained_wiring=args.trained_wiring,
                engine=engine_of(args), source=source, trained_state=args.trained_state)
     print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else res.summary())

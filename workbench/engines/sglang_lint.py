@@ -107,8 +107,9 @@ class LintResult(Rendered):
 
 # ─────────────────────────────── inputs ───────────────────────────────
 
-def parse_command(text: str) -> dict:
-    """Server args from a launch command (``python -m sglang.launch_server ...`` or ``sglang serve ...``).
+def parse_command(text: str, release: str | None = None) -> dict:
+    """Server args from a launch command (``python -m sglang.launch_server ...`` or ``sglang serve ...``), read by
+    the parser of SGLang ``release`` where its table is stored (else the newest: :func:`options.parser_release`).
 
         >>> parse_command("python -m sglang.launch_server --model-path m --speculative-num-steps=3 --enable-metrics")
         {'model_path': 'm', 'speculative_num_steps': 3, 'enable_metrics': True}
@@ -143,7 +144,7 @@ def parse_command(text: str) -> dict:
         if not tok.startswith("--"):
             raise WorkbenchError(f"server command: unexpected argument {tok!r} (expected --flag [value])")
         name, eq, value = tok[2:].partition("=")
-        known = options.resolve("sglang", "--" + name)       # SGLang's own parser: exact, else a unique prefix
+        known = options.resolve("sglang", "--" + name, release)   # SGLang's own parser: exact, else a unique prefix
         key, takes = known if known is not None else (_ALIASES.get(name.replace("-", "_"), name.replace("-", "_")),
                                                       None)
         if not eq:
