@@ -1,8 +1,13 @@
 """Tokens per second on a real vLLM, predicted against measured (issue 36): the bench rows of a speed sweep.
 
     $ .venv/bin/python -m bench.speed --demo data/demo-real             # writes bench/vllm-speed.json (~20 min here)
-    $ workbench bench --only speed --demo data/demo-real               # the same, as rows of the table
+    $ .venv/bin/python -m bench.speed --demo data/demo-real --sweep foreign    # bench/vllm-speed-foreign.json
+    $ workbench bench --only speed --demo data/demo-real               # the main sweep, as rows of the table
     $ .venv/bin/python -m bench.speed --demo tests/data/smoke-demo --json /tmp/s/vllm-speed.json   # anywhere
+
+Each checked-in sweep is one entry of :data:`SWEEPS` (its drafts, Ks, prompts, repeats, file), so every
+``bench/vllm-speed*.json`` the docs cite is rewritten by one command from scratch (drafts that a sweep makes,
+like the one-line fix, are made by it too) and resumed by the same command.
 
 One :func:`workbench.live.vllm_speed.sweep` (``workbench vllm speed``) over :data:`SMALL`: a real vLLM without
 speculation and with each draft at each K, the same prompts one request at a time, repeats interleaved. The
@@ -31,6 +36,19 @@ BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "vllm-speed.json"
 SMALL = {"ks": [1, 2], "rows": 4, "max_tokens": 48, "repeats": 4, "concurrency": 1}
 QUICK = {"ks": [1], "rows": 2, "max_tokens": 16, "repeats": 1, "concurrency": 1}
+# name: (drafts: a demo folder, or "fixed:<folder>" for the one-line fix this command makes; sweep settings; file)
+SWEEPS = {
+    "main": (["draft-mismatched", "fixed:draft-mismatched"], SMALL, "vllm-speed.json"),
+    "warmup": (["draft-mismatched", "draft-aligned"],
+               {"ks": [1], "rows": 4, "max_tokens": 48, "repeats": 3, "concurrency": 1, "in_process": False},
+               "vllm-speed-warmup.json"),
+    "16x96": (["draft-mismatched", "fixed:draft-mismatched"],
+              {"ks": [1], "rows": 16, "max_tokens": 96, "repeats": 3, "concurrency": 1, "in_process": False,
+               "long_rows": 96}, "vllm-speed-16x96.json"),
+    "foreign": (["draft-modelopt", "fixed:draft-modelopt", "draft-speculators"],
+                {"ks": [1], "rows": 4, "max_tokens": 48, "repeats": 3, "concurrency": 1},
+                "vllm-speed-foreign.json"),
+}
 
 
 def figures(state: dict, label: str) -> list[dict]:
@@ -118,24 +136,57 @@ def fixed_draft(draft, target, folder) -> Path:
     return out
 
 
-def measure(demo=None, *, quick: bool = False, out=OUT, say=None, start=None, stop=None) -> list[dict]:
-    """Run one sweep on ``demo``'s target, ``draft-mismatched`` and the draft :func:`fixed_draft` makes from it
-    (:data:`SMALL`, or :data:`QUICK`), write it to ``out`` (resumable: the same key continues), and return its
-    figures. ``start``/``stop``: the tests' stand-in servers."""
+def long_rows(data, n_tokens: int, folder) -> Path:
+    """The rows of ``data`` whose reply holds at least ``n_tokens`` tokens, in order, written into ``folder``
+    (a sweep at a reply length the shorter rows cannot give)."""
+    import json
+
+    from workbench.core.files import atomic_write
+
+    keep = []
+    for line in Path(data).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            if sum(r.get("loss_mask", [])) >= n_tokens:
+                keep.append(line + "\n")
+    out = Path(folder) / f"{Path(data).stem}-{n_tokens}.jsonl"
+    with atomic_write(out) as f:
+        f.writelines(keep)
+    return out
+
+
+def measure(demo=None, *, quick: bool = False, out=None, sweep_name: str = "main", say=None, start=None,
+            stop=None) -> list[dict]:
+    """Run the sweep :data:`SWEEPS` names on ``demo`` (its settings, or :data:`QUICK`'s), making the drafts it
+    makes (:func:`fixed_draft`) beside ``out``, write it to ``out`` (default its file in ``bench/``; resumable: the
+    same key continues), and return its figures. ``start``/``stop``: the tests' stand-in servers."""
     from bench.common import find_demo
     from workbench.live.vllm_server import find_python
     from workbench.live.vllm_speed import sweep
 
+    if sweep_name not in SWEEPS:
+        raise WorkbenchError(f"--sweep {sweep_name}: expected one of {', '.join(SWEEPS)}")
+    names, settings, file = SWEEPS[sweep_name]
+    out = Path(out) if out else BENCH / file
     if start is None:
         find_python()                                  # a one-line error when .venv-vllm is missing
     demo = find_demo(demo)
-    kw = dict(QUICK if quick else SMALL)
+    kw = dict(QUICK if quick else settings)
     ks = kw.pop("ks")
-    work = Path(out).parent / f"{Path(out).stem}-drafts"
-    drafts = {"draft-mismatched": str(demo / "draft-mismatched")}
-    drafts["draft-mismatched-fixed"] = str(fixed_draft(demo / "draft-mismatched", demo / "target", work))
-    state = sweep(str(demo / "target"), drafts, str(demo / "val.jsonl"), ks, out=str(out), say=say,
-                  start=start, stop=stop, **kw)
+    work = out.parent / f"{out.stem}-drafts"
+    data = demo / "val.jsonl"
+    n_long = kw.pop("long_rows", None)
+    if n_long:
+        data = long_rows(data, n_long, work)
+    drafts = {}
+    for name in names:
+        if name.startswith("fixed:"):
+            src = demo / name.split(":", 1)[1]
+            made = fixed_draft(src, demo / "target", work)
+            drafts[made.name] = str(made)
+        else:
+            drafts[name] = str(demo / name)
+    state = sweep(str(demo / "target"), drafts, str(data), ks, out=str(out), say=say, start=start, stop=stop, **kw)
     return figures(state, label_of(state))
 
 
@@ -143,10 +194,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--demo", help="demo folder (default: data/demo when built, else the smoke demo)")
     p.add_argument("--quick", action="store_true", help="K=1, 2 prompts, one pass (checks the runner)")
-    p.add_argument("--json", default=str(OUT), help="the sweep (default bench/vllm-speed.json; resumes)")
+    p.add_argument("--sweep", default="main", choices=list(SWEEPS),
+                   help="which checked-in sweep (default main: bench/vllm-speed.json)")
+    p.add_argument("--json", help="where to write it (default its file in bench/; resumes)")
     args = p.parse_args(argv)
     try:
-        figs = measure(args.demo, quick=args.quick, out=args.json, say=lambda m: print(m, flush=True))
+        figs = measure(args.demo, quick=args.quick, out=args.json, sweep_name=args.sweep,
+                       say=lambda m: print(m, flush=True))
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

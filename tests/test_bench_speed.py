@@ -25,23 +25,35 @@ ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = sorted((ROOT / "bench").glob("vllm-speed*.json"))
 
 
-def test_the_speed_benchmark_reruns_into_an_empty_folder(smoke_demo, tmp_path, monkeypatch):
-    monkeypatch.setattr(speed, "QUICK", {**speed.QUICK, "ks": [1, 2]})
-    out = tmp_path / "empty" / "vllm-speed.json"
+@pytest.mark.parametrize("name", ["main", "warmup"])
+def test_each_speed_benchmark_reruns_into_an_empty_folder(name, smoke_demo, tmp_path, monkeypatch):
+    ks = [1, 2] if name == "main" else [1]
+    monkeypatch.setattr(speed, "QUICK", {**speed.QUICK, "ks": ks, "in_process": False})
+    out = tmp_path / "empty" / speed.SWEEPS[name][2]
     stand = Stand(smoke_demo)
-    figs = speed.measure(smoke_demo, quick=True, out=out, start=stand.start, stop=stand.stop)
+    figs = speed.measure(smoke_demo, quick=True, out=out, sweep_name=name, start=stand.start, stop=stand.stop)
     state = json.loads(out.read_text())
     assert state["complete"] and not stand.live
-    assert sorted((r["draft"], r["k"]) for r in state["rows"]) == [
-        ("draft-mismatched", 1), ("draft-mismatched", 2), ("draft-mismatched-fixed", 1), ("draft-mismatched-fixed", 2)]
-    fixed = json.loads((tmp_path / "empty" / "vllm-speed-drafts" / "draft-mismatched-fixed" / "config.json").read_text())
-    assert fixed["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4]      # vLLM then feeds the trained embed,L1,L3
+    drafts = [d.split(":", 1)[1] + "-fixed" if d.startswith("fixed:") else d for d in speed.SWEEPS[name][0]]
+    assert sorted((r["draft"], r["k"]) for r in state["rows"]) == sorted((d, k) for d in drafts for k in ks)
     served = {r["draft"]: r["served_wiring"] for r in state["rows"]}
-    assert served == {"draft-mismatched": "L0,L2,L3", "draft-mismatched-fixed": "embed,L1,L3"}
+    assert served["draft-mismatched"] == "L0,L2,L3"
+    if "draft-mismatched-fixed" in served:                 # the fix the command made: vLLM feeds the trained taps
+        fixed = json.loads((out.parent / f"{out.stem}-drafts" / "draft-mismatched-fixed" / "config.json").read_text())
+        assert fixed["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4]
+        assert served["draft-mismatched-fixed"] == "embed,L1,L3"
     assert {f["key"] for f in figs} >= {"speed_predicted_error", "speed_sign_right"}
     again = Stand(smoke_demo)                             # the same command again: everything resumed
-    speed.measure(smoke_demo, quick=True, out=out, start=again.start, stop=again.stop)
+    speed.measure(smoke_demo, quick=True, out=out, sweep_name=name, start=again.start, stop=again.stop)
     assert again.started == []
+
+
+def test_a_sweep_at_a_longer_reply_keeps_the_rows_that_have_it(smoke_demo, tmp_path):
+    rows = speed.long_rows(smoke_demo / "val.jsonl", 16, tmp_path)
+    lines = [json.loads(x) for x in rows.read_text().splitlines()]
+    assert lines and all(sum(r["loss_mask"]) >= 16 for r in lines)
+    every = [json.loads(x) for x in (smoke_demo / "val.jsonl").read_text().splitlines()]
+    assert len(lines) == sum(sum(r["loss_mask"]) >= 16 for r in every)
 
 
 def test_the_docs_speed_rows_are_the_files():
