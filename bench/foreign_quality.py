@@ -2,6 +2,7 @@
 
     $ .venv/bin/python -m bench.foreign_quality --root data/demo-real     # writes bench/foreign-quality.json
     $ .venv/bin/python -m bench.foreign_quality --root data/demo-real --measure-only
+    $ .venv/bin/python -m bench.foreign_quality --docs        # rewrites its tables in docs/foreign-drafts.md
 
 Needs the real demo (``make demo-real``'s build) and the real trainers (``make trainers``). One command trains what
 is missing and measures; every part resumes (the foreign trainers through their manifests, the project's trainer
@@ -42,6 +43,11 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 
 OUT = Path(__file__).resolve().parent / "foreign-quality.json"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "foreign-drafts.md"
+BEGIN = "<!-- foreign-quality tables: python -m bench.foreign_quality --docs -->"
+END = "<!-- end of the foreign-quality tables -->"
+FIELDS = ("rows", "epochs", "seed", "draft_vocab", "ttt_steps", "step_weight", "lr", "optimizer", "batch", "labels",
+          "checkpoint", "precision")
 K = 4
 N_BOOT = 2000
 TAPS = "L1,L14,L26"
@@ -50,7 +56,7 @@ FOLDERS = {"ours": None, "ours-foreign-settings": None, "modelopt-norope": "draf
            "modelopt": "draft-modelopt", "speculators": "draft-speculators"}
 PAIRS = [("ours", "ours-foreign-settings"), ("ours", "modelopt-norope"), ("ours", "speculators"),
          ("ours-foreign-settings", "modelopt-norope"), ("ours-foreign-settings", "speculators"),
-         ("modelopt-norope", "speculators"), ("modelopt-norope", "modelopt")]
+         ("modelopt-norope", "speculators")]
 
 # Each recipe as it ran here, and where each value comes from (the trainer's default, or why it differs).
 RECIPES = {
@@ -148,25 +154,37 @@ def paired_interval(a: tuple, b: tuple, *, n_boot: int = N_BOOT, seed: int = 0) 
 
 
 def measure(root: Path, folders: dict, *, taps: str = TAPS, say=_say) -> dict:
+    """Each draft's accept length on ``taps`` (the trained ones) and on the taps vLLM feeds it (its record's
+    reading of the config as exported), per row; the paired differences of :data:`PAIRS` on the trained taps,
+    and ModelOpt's default export against the same weights without the rope injection on both."""
     from workbench import rows as data
+    from workbench.engines.wiring import resolve
     from workbench.load import inputs
     from workbench.model import checkpoint
     from workbench.simulate import acceptance
 
     target = inputs.target(root / "target")
     val = data.load(root / "val.jsonl")
-    rows, accept, notes = {}, {}, {}
+    rows, served_rows, accept = {}, {}, {}
     for name, folder in folders.items():
         say(f"measuring {name} ({folder})")
         d = checkpoint.load_draft(folder, target)
-        res = acceptance.simulate(target, d, val, [taps], K=K, progress=False, acc_topk=1,
-                                  cache_dir=root / "foreign-drafts.cache")[taps]
-        rows[name] = per_row(res)
-        accept[name] = {"accept_length": round(float(res.decode_path["accept_length"]), 4),
-                        "top1": round(float(res.top1), 4), "rows": int(res.n_samples),
-                        "notes": list(d.notes)}
+        fed = ",".join(resolve("vllm", target.n_layers, d.raw_config).taps)
+        specs = list(dict.fromkeys([taps, fed]))
+        res = acceptance.simulate(target, d, val, specs, K=K, progress=False, acc_topk=1,
+                                  cache_dir=root / "foreign-drafts.cache")
+        rows[name], served_rows[name] = per_row(res[taps]), per_row(res[fed])
+        accept[name] = {"accept_length": round(float(res[taps].decode_path["accept_length"]), 4),
+                        "top1": round(float(res[taps].top1), 4), "rows": int(res[taps].n_samples),
+                        "vllm_feeds": fed,
+                        "accept_length_as_vllm_feeds": round(float(res[fed].decode_path["accept_length"]), 4),
+                        "rope_scaling": d.raw_config.get("rope_scaling"), "notes": list(d.notes)}
     diffs = [{"a": a, "b": b, **paired_interval(rows[a], rows[b])} for a, b in PAIRS if a in rows and b in rows]
-    return {"accept": accept, "differences": diffs}
+    yarn = {}
+    if "modelopt" in rows and "modelopt-norope" in rows:
+        yarn = {"trained_taps": paired_interval(rows["modelopt"], rows["modelopt-norope"]),
+                "as_vllm_feeds": paired_interval(served_rows["modelopt"], served_rows["modelopt-norope"])}
+    return {"accept": accept, "differences": diffs, "modelopt_default_rope_cost": yarn}
 
 
 def manifests(root: Path, work: Path) -> dict:
@@ -184,12 +202,54 @@ def manifests(root: Path, work: Path) -> dict:
     return out
 
 
+def tables_md(doc: dict) -> str:
+    """The results and the recipes of ``doc`` (``bench/foreign-quality.json``) as the markdown docs/foreign-drafts.md
+    shows (:func:`write_docs`)."""
+    acc = doc["accept"]
+    lines = [f"Accept length ({doc['metric']}), {next(iter(acc.values()))['rows']} held-out rows of "
+             f"`{doc['data']}`; {doc['interval']}:", "",
+             "| draft | accept, trained taps `" + doc["taps"] + "` | step-1 top-1 | vLLM feeds | accept as vLLM feeds it |",
+             "|---|---|---|---|---|"]
+    for name, a in acc.items():
+        lines.append(f"| `{name}` | {a['accept_length']:.3f} | {a['top1']:.3f} | `{a['vllm_feeds']}` | "
+                     f"{a['accept_length_as_vllm_feeds']:.3f} |")
+    lines += ["", "| difference | accept length | 95% interval | told apart |", "|---|---|---|---|"]
+    for d in doc["differences"]:
+        lines.append(f"| `{d['a']}` − `{d['b']}` | {d['difference']:+.3f} | [{d['low']:+.3f}, {d['high']:+.3f}] | "
+                     f"{'yes' if d['told_apart'] else 'no'} |")
+    for key, d in (doc.get("modelopt_default_rope_cost") or {}).items():
+        where = "trained taps" if key == "trained_taps" else "as vLLM feeds it"
+        lines.append(f"| `modelopt` (default YaRN export) − `modelopt-norope`, {where} | {d['difference']:+.3f} | "
+                     f"[{d['low']:+.3f}, {d['high']:+.3f}] | {'yes' if d['told_apart'] else 'no'} |")
+    rec = doc["recipes"]
+    names = list(rec)
+    lines += ["", "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|"]
+    for f in FIELDS:
+        lines.append(f"| {f.replace('_', ' ')} | " + " | ".join(str(rec[n].get(f, "—")) for n in names) + " |")
+    tr = doc.get("trained", {})
+    lines.append("| trained in | " + " | ".join(
+        f"{tr[k]['wall_s'] / 60:.1f} min" if tr.get(k, {}).get("wall_s") else "—"
+        for k in ("ours", "ours-foreign-settings", "modelopt", "speculators")) + " |")
+    return "\n".join(lines)
+
+
+def write_docs(doc: dict, path: Path = DOC) -> None:
+    """Replace the tables between the markers of ``docs/foreign-drafts.md`` with :func:`tables_md`."""
+    text = path.read_text()
+    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
+    path.write_text(text[:a] + "\n" + tables_md(doc) + "\n" + text[b:])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default="data/demo-real", help="the real demo's folder (default data/demo-real)")
     ap.add_argument("--json", default=str(OUT), help="where to write (default bench/foreign-quality.json)")
     ap.add_argument("--measure-only", action="store_true", help="train nothing; measure the drafts present")
+    ap.add_argument("--docs", action="store_true", help="only rewrite the tables in docs/foreign-drafts.md from --json")
     args = ap.parse_args(argv)
+    if args.docs:
+        write_docs(json.loads(Path(args.json).read_text()))
+        return 0
     root = Path(args.root)
     work = root / "foreign-quality.work"
     t0 = time.time()
@@ -220,6 +280,9 @@ def main(argv=None) -> int:
     write_json(args.json, doc, indent=1)
     for name, a in result["accept"].items():
         _say(f"{name}: accept length {a['accept_length']} (step-1 top-1 {a['top1']}) on {a['rows']} rows")
+    for key, d in result["modelopt_default_rope_cost"].items():
+        _say(f"ModelOpt's default YaRN export - without it ({key}): {d['difference']:+.3f} [{d['low']:+.3f}, "
+             f"{d['high']:+.3f}]")
     for d in result["differences"]:
         _say(f"{d['a']} - {d['b']}: {d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
              f"{'' if d['told_apart'] else ' (not told apart)'}")
