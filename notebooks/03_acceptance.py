@@ -107,6 +107,16 @@ cands.show_agreement()
 cands.foreign_data()
 
 # %% [markdown]
+# ## Acceptance at long context
+# Accept length by where a chain starts in the context, out to 8k tokens on the real demo's long rows (held-out
+# sources and HumanEval files with the target's own replies): where it falls against the length the drafts were
+# trained on, and whether the served wiring's loss holds there. Read from `long-context.json` beside the target
+# (`python -m bench.long_context`); skipped on the default demo.
+
+# %%
+cands.plot_long_context()
+
+# %% [markdown]
 # ## Per-position acceptance
 
 # %%

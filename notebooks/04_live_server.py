@@ -55,6 +55,7 @@ concurrency = 4      # requests in flight at most
 timeout = 120.0      # seconds per request
 device = "cpu"       # cpu, cuda, cuda:N for the offline side
 speed = ""           # a `workbench vllm speed --json` sweep, empty: vllm-speed.json beside the draft's folder, if any
+load = ""            # a `workbench vllm load --json` grid (concurrency x context), empty: vllm-load.json beside it, if any
 
 # %%
 import workbench as wb
@@ -63,7 +64,7 @@ wb.setup_notebook()
 target, draft, data = wb.fill_paths(demo, size, target=target, draft=draft, data=data).values()
 live = wb.check_live(target, draft, data, server=server, server_url=server_url, server_engine=server_engine,
                      steps=steps, limit=limit or None, concurrency=concurrency, timeout=timeout, device=device,
-                     temperature=temperature, top_p=top_p, top_k=top_k, speed=speed)
+                     temperature=temperature, top_p=top_p, top_k=top_k, speed=speed, load=load)
 live.answer
 
 # %% [markdown]
@@ -113,6 +114,17 @@ live.requests()
 # %%
 live.show_speed()
 live.plot_speed()
+
+# %% [markdown]
+# ## At your load
+# A production server batches: at concurrency C every verify step runs K+1 positions for each sequence, so
+# speculation's gain shrinks with load. From `workbench vllm load` (concurrency 1-16 and longer prompts, measured on
+# the draft's shape twin: the cost surface; each draft cell predicted from it and its offline accept length): up to
+# which concurrency speculation pays, at which K, and what it costs past it.
+
+# %%
+live.show_load()
+live.plot_load()
 
 # %% [markdown]
 # ## Verdict

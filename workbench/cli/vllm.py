@@ -162,7 +162,84 @@ def _add_speed(sub):
     p.set_defaults(sub_run=_run_speed)
 
 
-SUBCOMMANDS = [_add_lint, _add_compare, _add_serve, _add_stop, _add_speed, add_taps, add_capture]
+def _add_load(sub):
+    p = sub.add_parser("load", help="tokens/s at load and context length: a cost surface measured on the server, every "
+                                    "(K, context, concurrency) cell predicted from it, the crossover concurrency",
+                       description="Start a real vLLM (.venv-vllm) for TARGET without speculation and, beside it, the "
+                                   "drafts' shape twin and each DRAFT at each K; on each, every cell (context bucket x "
+                                   "concurrency): repeats interleaved with the baseline. The twin's cells are the cost "
+                                   "surface (written beside --json as -surface.json); each draft cell is predicted from "
+                                   "it and the draft's offline accept length, never from its own passes. Prints, per "
+                                   "draft, up to which concurrency speculation pays and the best K at each. With "
+                                   "--surface: predict from a surface measured before, no server. docs/load.md.")
+    p.add_argument("--target", required=True, metavar="DIR", help="the target model folder")
+    p.add_argument("--draft", required=True, action="append", metavar="DIR", help="an EAGLE-3 draft folder (repeat)")
+    p.add_argument("--data", required=True, metavar="PATH",
+                   help="tokenised rows whose responses are the target's: the 'data' context bucket")
+    p.add_argument("--context", action="append", default=[], metavar="TOKENS=PATH",
+                   help="a longer context bucket: the rows of PATH whose prompt is within 15%% of TOKENS (e.g. "
+                        "1024=data/demo-real/val-long.jsonl; python -m workbench.demo.long_rows builds them)")
+    p.add_argument("-K", "--num-speculative-tokens", default="1,2", metavar="K[,K...]", help="draft depths (1,2)")
+    p.add_argument("--concurrency", default="1,2,4,8,16", metavar="C[,C...]", help="requests in flight (1,2,4,8,16)")
+    p.add_argument("--max-tokens", type=int, default=32, help="tokens per request (32)")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved pass pairs per cell (3)")
+    p.add_argument("--min-requests", type=int, default=2, help="requests per pass at least (2; C when larger)")
+    p.add_argument("--in-flight", type=int, default=4096,
+                   help="leave out cells whose concurrency x prompt tokens exceed this (4096; a CPU's prefill)")
+    p.add_argument("--max-num-seqs", type=int, default=None, help="the servers' --max-num-seqs (default: the largest C)")
+    p.add_argument("--json", metavar="OUT", default="vllm-load.json",
+                   help="cells written as they are measured; the same command resumes (default vllm-load.json)")
+    p.add_argument("--surface", metavar="FILE", help="predict from this surface file; start no server")
+    p.add_argument("--engine-version", metavar="X.Y.Z", help="with --surface: the release the user serves")
+    p.add_argument("--any-machine", action="store_true",
+                   help="with --surface: accept a surface measured on another machine (it describes that one)")
+    p.set_defaults(sub_run=_run_load)
+
+
+def _run_load(args) -> int:
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.files import write_json
+    from workbench.live import vllm_load
+
+    def ints(text, what):
+        try:
+            return [int(x) for x in str(text).split(",") if x.strip()]
+        except ValueError:
+            raise WorkbenchError(f"{what} {text}: expected integers such as 1,2,4") from None
+
+    drafts = {}
+    for d in args.draft:
+        name = Path(d).name or str(d)
+        drafts[name if name not in drafts else str(d)] = d
+    contexts = {"data": args.data}
+    for c in args.context:
+        name, _, path = c.partition("=")
+        if not name.strip().isdigit() or not path:
+            raise WorkbenchError(f"--context {c}: expected TOKENS=PATH, e.g. 1024=val-long.jsonl")
+        contexts[name.strip()] = path
+    if args.surface:
+        state = vllm_load.from_surface(args.surface, args.target, drafts, contexts,
+                                       engine_version=args.engine_version, any_machine=args.any_machine)
+    else:
+        say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+        kw = {"max_num_seqs": args.max_num_seqs} if args.max_num_seqs else {}
+        try:
+            state = vllm_load.measure(args.target, drafts, contexts, ints(args.num_speculative_tokens, "-K"),
+                                      concurrency=ints(args.concurrency, "--concurrency"), max_tokens=args.max_tokens,
+                                      repeats=args.repeats, min_requests=args.min_requests, in_flight=args.in_flight,
+                                      out=args.json, server_kw=kw, say=say)
+        except KeyboardInterrupt:
+            print(f"interrupted: the finished cells are kept in {args.json}; the same command resumes", file=sys.stderr)
+            return 130
+        surf = Path(args.json).with_name(Path(args.json).stem + "-surface.json")
+        write_json(surf, state["surface"], indent=1)
+        print(f"surface: {surf}")
+    print("\n".join(vllm_load.answer_line(state, d) for d in state["twins"]) + "\n")
+    print(vllm_load.table(state))
+    return 0
+
+
+SUBCOMMANDS = [_add_lint, _add_compare, _add_serve, _add_stop, _add_speed, _add_load, add_taps, add_capture]
 
 
 def add_arguments(parser):
@@ -279,4 +356,20 @@ def _run_speed(args) -> int:
     wrong = [f"{r['draft']} K={r['k']}" for r in state["rows"] if r.get("sign_right") is False]
     if wrong:
         print("note: the prediction from the server's costs has the sign of the speed-up wrong for " + ", ".join(wrong))
+    print(_at_load(Path(args.json).with_name("vllm-load.json"), drafts))
     return 0
+
+
+def _at_load(path: Path, drafts: dict) -> str:
+    """The load grid's line for these drafts (``vllm-load.json`` beside the sweep), or where to get it."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.live import vllm_load
+
+    try:
+        grid = vllm_load.load_grid(path) if path.is_file() else None
+    except WorkbenchError:
+        grid = None
+    said = [vllm_load.answer_line(grid, d) for d in drafts if grid and d in grid.get("twins", {})]
+    return ("at load: " + "; ".join(said)) if said else (
+        "at load: not measured (this sweep is one request at a time; `workbench vllm load` measures concurrency 1-16 "
+        "and long prompts, docs/load.md)")

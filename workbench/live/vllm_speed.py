@@ -66,6 +66,7 @@ from workbench.model import shape_twin
 from workbench.rows.dataset import load
 from workbench.simulate.acceptance import accept
 from workbench.stats import cost
+from workbench.stats.load_surface import verify_steps  # noqa: F401  (the one definition; re-exported)
 from workbench.stats.ttest import log_ratio_p
 
 NOISE = 0.05          # a speed-up within 5% of 1, or a spread this wide around it, ranks nothing
@@ -103,14 +104,6 @@ def _per_step(p: dict, timed: bool) -> float:
     return (p["decode"] if timed else p["wall"]) / p["steps"] / p["baseline_wall"]
 
 
-def verify_steps(tokens, accept_length: float) -> float:
-    """Verify steps to generate requests of ``tokens`` new tokens each at ``accept_length`` tokens per step (the
-    first token of each is the prefill's)."""
-    if not accept_length or accept_length <= 0 or math.isnan(accept_length):
-        return math.nan
-    return round(sum((n - 1) / accept_length for n in tokens), 4)
-
-
 def predict_speedup(cost: dict, steps: float) -> float:
     """Speed-up over no speculation of a pass of ``steps`` verify steps on a server of ``cost`` (:func:`step_cost`,
     in baseline-pass units): 1 / (fixed + per_step x steps)."""
@@ -126,13 +119,19 @@ class Pass:
     concurrency: int
     wall: float
     requests: list = field(default_factory=list)
+    pooled: dict | None = None       # requests in flight together: the server's timers summed over the pass
 
     def totals(self) -> dict:
-        """Wall, decode seconds (None without timers) and verify steps of the pass."""
+        """Wall, decode seconds (None without timers; summed over requests, which overlap when ``concurrency`` >
+        1) and verify steps of the pass."""
         dec = [r[4] for r in self.requests]
-        return {"wall": round(self.wall, 5), "decode": None if None in dec else round(sum(dec), 5),
-                "prefill": None if None in dec else round(sum(r[3] for r in self.requests), 5),
-                "steps": sum(r[2] for r in self.requests)}
+        if None in dec and self.pooled:
+            dec_s, pre_s = self.pooled["decode"], self.pooled["prefill"]
+        else:
+            dec_s = None if None in dec else sum(dec)
+            pre_s = None if None in dec else sum(r[3] for r in self.requests)
+        return {"wall": round(self.wall, 5), "decode": None if dec_s is None else round(dec_s, 5),
+                "prefill": None if pre_s is None else round(pre_s, 5), "steps": sum(r[2] for r in self.requests)}
 
     @property
     def tokens(self) -> int:
@@ -145,8 +144,9 @@ class Pass:
 
 def one_pass(client: Client, prompts, max_tokens: int, concurrency: int = 1) -> Pass:
     """Every prompt once (greedy, ``ignore_eos``, ``max_tokens`` each), ``concurrency`` in flight. One at a time,
-    the server's request timers are read around each request (:meth:`Client.request_timers`); the reads are left
-    out of the pass's wall time."""
+    the server's request timers are read around each request (:meth:`Client.request_timers`); with several in
+    flight, around the whole pass (``Pass.pooled``, the sums over its requests); the reads are left out of the
+    pass's wall time."""
     params = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "ignore_eos": True}
 
     def ask(prompt):
@@ -159,10 +159,16 @@ def one_pass(client: Client, prompts, max_tokens: int, concurrency: int = 1) -> 
         return len(out), seconds, steps
 
     if concurrency > 1:
+        before = client.request_timers()
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             reqs = [(*r, None, None) for r in pool.map(ask, prompts)]
-        return Pass(concurrency, time.perf_counter() - t0, reqs)
+        wall = time.perf_counter() - t0
+        after = _timers_after(client, before, n=len(prompts))
+        pooled = None
+        if {"prefill", "decode"} <= set(before) and after.get("requests", 0) == before.get("requests", 0) + len(prompts):
+            pooled = {"prefill": after["prefill"] - before["prefill"], "decode": after["decode"] - before["decode"]}
+        return Pass(concurrency, wall, reqs, pooled)
     reqs, reading = [], 0.0
     before = client.request_timers()
     t0 = time.perf_counter()
@@ -178,13 +184,13 @@ def one_pass(client: Client, prompts, max_tokens: int, concurrency: int = 1) -> 
     return Pass(1, time.perf_counter() - t0 - reading, reqs)
 
 
-def _timers_after(client: Client, before: dict, wait: float = 1.0) -> dict:
-    """The server's timers once they count one more finished request (vLLM records them as the reply goes out;
+def _timers_after(client: Client, before: dict, wait: float = 1.0, n: int = 1) -> dict:
+    """The server's timers once they count ``n`` more finished requests (vLLM records them as the reply goes out;
     polled for up to ``wait`` seconds); as they are when the server has none."""
     deadline = time.perf_counter() + wait
     while True:
         after = client.request_timers()
-        if not after or after.get("requests", 0) > before.get("requests", 0) or time.perf_counter() > deadline:
+        if not after or after.get("requests", 0) >= before.get("requests", 0) + n or time.perf_counter() > deadline:
             return after
         time.sleep(0.01)
 
@@ -248,6 +254,11 @@ def speed_rows(data, n_rows: int, max_tokens: int | None) -> tuple[list[dict], i
     rows = load(data).rows()[:int(n_rows)]
     if not rows:
         raise WorkbenchError(f"{data}: no rows")
+    return cut_rows(rows, max_tokens, data)
+
+
+def cut_rows(rows, max_tokens: int | None, where) -> tuple[list[dict], int]:
+    """:func:`speed_rows` on rows already read (``where`` names them in an error)."""
     cut = []
     for i, r in enumerate(rows):
         n_prompt = r["loss_mask"].index(1) if 1 in r["loss_mask"] else len(r["input_ids"])
@@ -256,7 +267,7 @@ def speed_rows(data, n_rows: int, max_tokens: int | None) -> tuple[list[dict], i
     short = [c for c in cut if c[2] < n]
     if short or n < 1:
         i, _, have = short[0] if short else cut[0]
-        raise WorkbenchError(f"{data}: row {i} has {have} response tokens, fewer than --max-tokens {n} (the offline "
+        raise WorkbenchError(f"{where}: row {i} has {have} response tokens, fewer than --max-tokens {n} (the offline "
                              f"accept length needs the target's own tokens for every generated one)")
     out = [{"input_ids": rows[i]["input_ids"][:p + n], "loss_mask": [0] * p + [1] * n, "n_prompt_tokens": p}
            for i, p, _ in cut]

@@ -76,6 +76,12 @@ def _read(draft: Path) -> tuple[dict, list[Path], dict]:
     return config, files, tensors
 
 
+def twin_name(draft) -> str:
+    """The folder name :func:`make` gives ``draft``'s shape twin (``twin-<key>``), without making it."""
+    config, _, tensors = _read(Path(draft))
+    return f"twin-{shape_key(config, tensors)}"
+
+
 def make(draft, root, seed: int = 0) -> Path:
     """The shape twin of ``draft`` under ``root`` (``root/twin-<key>``), made once and reused."""
     import torch

