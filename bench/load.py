@@ -96,13 +96,14 @@ def figures(state: dict) -> dict:
 def render(state: dict) -> str:
     """docs/load.md's measured section, from a finished grid."""
     from workbench.live.vllm_load import answer_line, table
+    from workbench.stats.load_surface import measured_line
 
     f = figures(state)
     lines = [f"Measured on {state.get('measured_on', '?')}; {state.get('wall_s', 0) / 60:.0f} minutes of servers "
              f"(`wall_s`); {state['settings']['max_tokens']} tokens per request, greedy, median of "
              f"{state['settings']['repeats']} interleaved passes.", "",
-             *[f"- {answer_line(state, d)}" for d in state["twins"]],
-             *[f"- {answer_line(state, d, 'trained')}" for d in state["twins"]], "",
+             *[f"- {answer_line(state, d)} (predicted from the surface); "
+               f"{measured_line(state['predictions'], d)}" for d in state["twins"]], "",
              f"{f['cells']} measured cells: worst |error| {f['worst_error'] * 100:.1f}%, "
              f"{f['within_10pct'] * 100:.0f}% within 10% (goal: every cell). Crossover within one grid step: "
              f"{f['crossover_within_one_step'] or 'undecided (no measured crossover)'}. Best K right: "

@@ -5,10 +5,10 @@
 
 The rows: the demo's validation rows (82-343 prompt tokens) and its long rows (``val-long.jsonl``, prompts of 512 to
 8,064 tokens with the target's 64-token greedy replies; :mod:`workbench.demo.long_rows`, built first when missing).
-For each draft and wiring of :data:`RUNS`, ``workbench accept``'s computation (K=4, decode path and every position)
-binned by chain start (:func:`workbench.stats.context_length.by_position`, bins of :data:`WIDTH` tokens, 95%
+The demo's ``draft-mismatched`` under vLLM's reading, fed the taps vLLM feeds it and the taps it was trained on (the
+one-line fix), both from one target pass (``simulate``; K=4, decode path and every position), binned by chain start (:func:`workbench.stats.context_length.by_position`, bins of :data:`WIDTH` tokens, 95%
 bootstrap over rows): where the accept length falls against the drafts' trained lengths (their longest training row),
-and whether the served wiring's loss holds at long context. Each run's seconds and the process's peak memory are kept.
+and whether the served wiring's loss holds at long context. The seconds and the process's peak memory are kept.
 """
 
 from __future__ import annotations
@@ -30,42 +30,46 @@ DOC = ROOT / "docs" / "load.md"
 IMG = ROOT / "docs" / "img" / "long-context.png"
 WIDTH = 512
 K = 4
-# label: (draft folder, engine whose reading feeds it; None: the wiring it was trained on)
-RUNS = {"draft-aligned (as vLLM feeds it)": ("draft-aligned", "vllm"),
-        "draft-mismatched as vLLM feeds it (L0,L13,L25)": ("draft-mismatched", "vllm"),
-        "draft-mismatched, trained wiring (embed,L1,L14)": ("draft-mismatched", None)}
+DRAFT = "draft-mismatched"
+# label: the wiring, both under vLLM's reading of the draft (one target pass for both)
+RUNS = {"as vLLM feeds it (L0,L13,L25)": "L0,L13,L25",
+        "with the one-line fix: the trained taps (embed,L1,L14)": "embed,L1,L14"}
 
 
 def measure(demo, out=OUT, img=IMG, progress: bool = True) -> dict:
     from workbench.demo.long_rows import build_long_rows
+    from workbench.load import inputs
     from workbench.report.context_figure import position_figure
     from workbench.rows.dataset import load
-    from workbench.simulate.acceptance import accept
+    from workbench.simulate.acceptance import simulate
     from workbench.stats.context_length import by_position
 
     demo = Path(demo)
     if not (demo / "val-long.jsonl").is_file():
         build_long_rows(demo, progress=progress)
-    rows = load(demo / "val.jsonl").rows() + load(demo / "val-long.jsonl").rows()
+    both = demo / ".val-long.work" / "val-and-long.jsonl"       # one file: one row index per row
+    both.parent.mkdir(exist_ok=True)
+    both.write_text((demo / "val.jsonl").read_text(encoding="utf-8") + (demo / "val-long.jsonl").read_text(
+        encoding="utf-8"), encoding="utf-8")
+    tgt, drf, ds = inputs.load(str(demo / "target"), str(demo / DRAFT), str(both), device="cpu", progress=progress)
+    rows = ds.rows()
     trained_len = max(len(r["input_ids"]) for r in load(demo / "train.jsonl").rows())
-    state, tables = {"k": K, "width": WIDTH, "rows": len(rows), "longest_row": max(len(r["input_ids"]) for r in rows),
-                     "longest_training_row": trained_len, "runs": {}}, {}
-    for label, (draft, engine) in RUNS.items():
-        t0 = time.perf_counter()
-        result, _ = accept(str(demo / "target"), str(demo / draft), rows, engine=engine, K=K, progress=progress,
-                           batch_size=1, cost_ratio=0.05)
+    state = {"draft": DRAFT, "engine": "vllm", "k": K, "width": WIDTH, "rows": len(rows),
+             "longest_row": max(len(r["input_ids"]) for r in rows), "longest_training_row": trained_len, "runs": {}}
+    t0 = time.perf_counter()
+    results = simulate(tgt, drf, ds, list(RUNS.values()), K=K, engine="vllm", batch_size=1, progress=progress)
+    state["seconds"] = round(time.perf_counter() - t0, 1)
+    tables = {}
+    for label, spec in RUNS.items():
+        result = results[spec]
         table = by_position(result, WIDTH, estimator="every-position")
         tables[label] = table
-        state["runs"][label] = {"draft": draft, "engine": engine or "trained", "wiring": result.spec,
-                                "accept_length_decode_path": round(result.decode_path["accept_length"], 4),
-                                "by_position": table.to_dict(), "seconds": round(time.perf_counter() - t0, 1)}
-        if progress:
-            print(f"{label}: {result.spec}, {state['runs'][label]['seconds']} s", flush=True)
+        state["runs"][label] = {"wiring": result.spec, "accept_length_decode_path":
+                                round(result.decode_path["accept_length"], 4), "by_position": table.to_dict()}
     state["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     fig = position_figure(tables, max_positions=8192,
-                          title=f"Accept length by chain start on the real demo (K={K}, every position; long rows "
-                                f"to {state['longest_row']} tokens; the drafts trained on rows of at most "
-                                f"{trained_len} tokens)")
+                          title=f"{DRAFT} served by vLLM: accept length by chain start (K={K}, every position; rows "
+                                f"to {state['longest_row']} tokens; trained on rows of at most {trained_len} tokens)")
     ax = fig.axes[0]
     ax.axvline(trained_len, color="#e45756", linestyle=":", linewidth=1,
                label=f"the longest training row ({trained_len} tokens)")
@@ -83,9 +87,9 @@ def render(state: dict) -> str:
     head = "| chain start t | " + " | ".join(runs) + " |"
     lines = [f"K={state['k']}, every position, bins of {state['width']} tokens, 95% bootstrap over rows; "
              f"{state['rows']} rows (the validation rows and the long rows), the longest {state['longest_row']} "
-             f"tokens; the drafts' longest training row: {state['longest_training_row']} tokens. Peak memory "
-             f"{state['peak_rss_mib']:.0f} MiB; seconds per run: "
-             + ", ".join(f"{run['seconds']:.0f}" for run in runs.values()) + ".", "", head,
+             f"tokens; the draft's longest training row: {state['longest_training_row']} tokens. {state['draft']} "
+             f"under vLLM's reading, both wirings from one target pass: {state['seconds']:.0f} s, peak memory "
+             f"{state['peak_rss_mib']:.0f} MiB.", "", head,
              "|" + "---|" * (len(runs) + 1)]
     for s in starts:
         cells = []

@@ -28,8 +28,8 @@ def _humaneval(tmp_path) -> Path:
 
 def test_long_prompts_reach_their_length_and_hold_held_out_text_only(smoke_demo, tmp_path):
     tok = load_tokenizer(smoke_demo / "tokenizer")
-    recs = lr.long_records(tok, _humaneval(tmp_path), lengths=(128, 256), per_length={"doc": 1, "code": 1})
-    assert [(r["source"], r["length"]) for r in recs] == [("doc", 128), ("code", 128), ("doc", 256), ("code", 256)]
+    recs = lr.long_records(tok, _humaneval(tmp_path), lengths=(300, 440), per_length={"doc": 1, "code": 1})
+    assert [(r["source"], r["length"]) for r in recs] == [("doc", 300), ("code", 300), ("doc", 440), ("code", 440)]
     for r in recs:
         n = lr.prompt_tokens(tok, r["prompt"])
         assert 0.85 * r["length"] <= n <= r["length"] + 2, (r["id"], n)
@@ -42,17 +42,19 @@ def test_long_prompts_reach_their_length_and_hold_held_out_text_only(smoke_demo,
 
 def test_the_build_writes_rows_with_the_targets_replies_and_keeps_a_finished_one(smoke_demo, tmp_path):
     gz = _humaneval(tmp_path)
-    info = lr.build_long_rows(smoke_demo, lengths=(128, 256), per_length={"doc": 1, "code": 1}, reply_tokens=8,
+    info = lr.build_long_rows(smoke_demo, lengths=(300, 440), per_length={"doc": 1, "code": 1}, reply_tokens=8,
                               humaneval_gz=gz, progress=False)
     rows = load(smoke_demo / lr.ROWS).rows()
     assert info["rows"] == len(rows) == 4 and all(sum(r["loss_mask"]) == 8 for r in rows)
     assert sorted(r["n_prompt_tokens"] for r in rows) == info["prompt_tokens"]
     before = (smoke_demo / lr.ROWS).stat().st_mtime_ns
-    assert lr.build_long_rows(smoke_demo, lengths=(128, 256), per_length={"doc": 1, "code": 1}, reply_tokens=8,
+    assert lr.build_long_rows(smoke_demo, lengths=(300, 440), per_length={"doc": 1, "code": 1}, reply_tokens=8,
                               humaneval_gz=gz, progress=False) == info
     assert (smoke_demo / lr.ROWS).stat().st_mtime_ns == before                  # kept, not rebuilt
     with pytest.raises(WorkbenchError, match="exceeds the target's max_position_embeddings 512"):
         lr.build_long_rows(smoke_demo, lengths=(500,), reply_tokens=64, humaneval_gz=gz, progress=False)
+    with pytest.raises(WorkbenchError, match="tokens for the document after the chat template"):
+        lr.long_records(load_tokenizer(smoke_demo / "tokenizer"), gz, lengths=(40,))
 
 
 def _block(doc: str, name: str) -> str:

@@ -127,7 +127,7 @@ def test_bad_inputs_are_one_line_each(smoke_demo, tmp_path):
         vl.check_surface(surf, twin="twin-000")
     with pytest.raises(WorkbenchError, match="not 0.20.0"):
         vl.check_surface(surf, engine_version="0.20.0")
-    with pytest.raises(WorkbenchError, match="a load grid of another concurrency"):
+    with pytest.raises(WorkbenchError, match="a load grid of another .*concurrency; use another --json"):
         _grid(smoke_demo, tmp_path / "s.json", Stand(smoke_demo), concurrency=[1, 4])
 
 
@@ -171,3 +171,26 @@ def test_a_real_vllm_at_concurrency_two_reports_pooled_timers_and_every_cell_is_
         assert p["served"]["speedup"] == ls.speedup_at(ls.cell_cost(tw["passes"]), [12] * 4, p["served_accept_length"],
                                                        p["concurrency"])
     assert len(st["predictions"]) == 2 and all("error" in p for p in st["predictions"])
+
+
+def test_a_surface_predicts_another_draft_of_the_shape_without_a_server(smoke_demo, tmp_path, capsys):
+    """The twin's surface, measured once, predicts a draft it never served (same shape: draft-aligned) from its
+    offline accept length alone; the CLI prints the answer line and the table."""
+    from workbench.cli import main as cli
+
+    out = tmp_path / "vllm-load.json"
+    st = _grid(smoke_demo, out, Stand(smoke_demo))
+    surf = tmp_path / "vllm-load-surface.json"
+    surf.write_text(json.dumps(st["surface"]))
+    got = vl.from_surface(surf, smoke_demo / "target", {"draft-aligned": str(smoke_demo / "draft-aligned")},
+                          {"data": str(smoke_demo / "val.jsonl")})
+    assert {(p["draft"], p["concurrency"]) for p in got["predictions"]} == {("draft-aligned", 1), ("draft-aligned", 2)}
+    assert all("measured" not in p for p in got["predictions"])
+    cost = {c["concurrency"]: c for c in st["surface"]["cells"]}
+    for p in got["predictions"]:
+        assert p["served"]["speedup"] == ls.speedup_at(cost[p["concurrency"]], [6] * cost[p["concurrency"]]["requests"],
+                                                       p["served_accept_length"], p["concurrency"])
+    rc = cli(["vllm", "load", "--surface", str(surf), "--target", str(smoke_demo / "target"), "--draft",
+              str(smoke_demo / "draft-aligned"), "--data", str(smoke_demo / "val.jsonl")])
+    text = capsys.readouterr().out
+    assert rc == 0 and "draft-aligned as served, prompts of the data bucket:" in text and "| draft-aligned | 1 |" in text

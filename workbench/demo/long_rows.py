@@ -54,6 +54,9 @@ def held_out_modules() -> list[Path]:
 
 def _fit(tokenizer, text: str, budget: int) -> str:
     """``text`` cut to its first ``budget`` tokens (at a line end when one is near)."""
+    if budget < 16:
+        raise WorkbenchError(f"long rows: a length leaves {budget} tokens for the document after the chat template "
+                             f"and the question (expected a longer length)")
     ids = tokenizer.encode(text, add_special_tokens=False)
     if len(ids) <= budget:
         return text

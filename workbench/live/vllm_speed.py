@@ -164,7 +164,7 @@ def one_pass(client: Client, prompts, max_tokens: int, concurrency: int = 1) -> 
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             reqs = [(*r, None, None) for r in pool.map(ask, prompts)]
         wall = time.perf_counter() - t0
-        after = _timers_after(client, before, n=len(prompts))
+        after = _timers_after(client, before, wait=10.0, n=len(prompts))   # all of them, however loaded the machine
         pooled = None
         if {"prefill", "decode"} <= set(before) and after.get("requests", 0) == before.get("requests", 0) + len(prompts):
             pooled = {"prefill": after["prefill"] - before["prefill"], "decode": after["decode"] - before["decode"]}

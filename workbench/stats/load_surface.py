@@ -191,20 +191,59 @@ def answer_line(state: dict, draft: str, wiring: str = "served") -> str:
     cs = sorted(best)
     pays = [c for c in cs if best[c][wiring]["speedup"] > 1.0]
     head = f"{draft} as {wiring}, prompts of the {b} bucket"
-    if not pays:
-        return f"{head}: never pays (at concurrency {cs[0]}, the best K (K={best[cs[0]]['k']}) costs " \
-               f"{(1 - best[cs[0]][wiring]['speedup']) * 100:.0f}%)"
+    if cs[0] not in pays:
+        return f"{head}: does not pay even at concurrency {cs[0]} (its best K, K={best[cs[0]]['k']}, " \
+               f"{_costs(best[cs[0]][wiring]['speedup'])})"
     top = max(c for c in pays if all(x in pays for x in cs if x <= c))
     line = f"{head}: pays up to concurrency {top} at K={best[top]['k']} ({best[top][wiring]['speedup']:.2f}x)"
     past = [c for c in cs if c > top]
     if past:
         c = past[0]
-        line += f"; past it, at concurrency {c}, the best K (K={best[c]['k']}) costs {(1 - best[c][wiring]['speedup']) * 100:.0f}%"
+        line += f"; past it, at concurrency {c}, the best K (K={best[c]['k']}) {_costs(best[c][wiring]['speedup'])}"
     else:
-        line += f" (the highest measured)"
+        line += " (the highest measured)"
     return line
 
 
+def _costs(speedup: float) -> str:
+    """``costs 12%`` (of no speculation's tokens/s), or ``about breaks even`` within 1%."""
+    loss = (1.0 - speedup) * 100
+    return "about breaks even" if abs(loss) < 1 else f"costs {loss:.0f}%"
 
-__all__ = ["verify_steps", "cell_cost", "speedup_at", "predict_cell", "predict", "crossover", "best_k_by_c",
+
+
+def measured_line(preds: list, draft: str) -> str:
+    """What the server measured per C on the crossover's bucket, each cell called by its test: "faster" where a K's
+    paired t test calls faster, "slower" where every K's calls slower, else "too noisy to call" ('' without
+    measurements).
+
+        >>> m = lambda c, k, sp, noisy: {"draft": "d", "k": k, "context": "data", "concurrency": c,
+        ...     "served": {"speedup": 1.0}, "trained": {"speedup": 1.0},
+        ...     "measured": {"measured_speedup": sp, "too_noisy": noisy}}
+        >>> measured_line([m(1, 1, 1.2, False), m(1, 2, 1.1, True), m(4, 1, 0.6, False), m(4, 2, 0.5, False)], "d")
+        'measured: C=1 faster (K=1, 1.20x); C=4 slower at every K (best 0.60x)'
+    """
+    co = crossover(preds, draft)
+    if not co:
+        return ""
+    out = []
+    for c in co["grid"]:
+        cell = [p for p in preds if p["draft"] == draft and p["context"] == co["context"] and p["concurrency"] == c
+                and "measured" in p]
+        if not cell:
+            continue
+        best = max(cell, key=lambda p: p["measured"]["measured_speedup"])
+        sides = [_side(p["measured"]) for p in cell]
+        sp = best["measured"]["measured_speedup"]
+        if 1 in sides:
+            fast = max((p for p in cell if _side(p["measured"]) == 1), key=lambda p: p["measured"]["measured_speedup"])
+            out.append(f"C={c} faster (K={fast['k']}, {fast['measured']['measured_speedup']:.2f}x)")
+        elif all(x == -1 for x in sides):
+            out.append(f"C={c} slower at every K (best {sp:.2f}x)")
+        else:
+            out.append(f"C={c} too noisy to call (best K={best['k']}, {sp:.2f}x)")
+    return "measured: " + "; ".join(out) if out else ""
+
+
+__all__ = ["verify_steps", "measured_line", "cell_cost", "speedup_at", "predict_cell", "predict", "crossover", "best_k_by_c",
            "answer_line"]
