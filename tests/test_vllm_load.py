@@ -158,7 +158,7 @@ def test_a_real_vllm_at_concurrency_two_reports_pooled_timers_and_every_cell_is_
             pytest.fail(f"no real vLLM: {why}")
         pytest.skip(f"NO REAL vLLM: {why}")
     st = vl.measure(str(smoke_demo / "target"), {"draft-mismatched": str(smoke_demo / "draft-mismatched")},
-                    {"data": str(smoke_demo / "val.jsonl")}, [2], concurrency=[1, 2], max_tokens=12, repeats=2,
+                    {"data": str(smoke_demo / "val.jsonl")}, [1], concurrency=[1, 2], max_tokens=12, repeats=1,
                     min_requests=4, out=str(tmp_path / "load.json"), say=lambda m: print(m, flush=True))
     print("MEASURED vllm load (smoke demo)\n" + vl.table(st))
     for c in st["cells"]:

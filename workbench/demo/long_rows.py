@@ -35,7 +35,8 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, write_json
 from workbench.demo.fetch import HUMANEVAL, fetch
 from workbench.demo.recipe import stdlib_files
-from workbench.rows.dataset import load_tokenizer
+from workbench.live.chat_regen import regenerate_chats
+from workbench.rows.dataset import load, load_tokenizer
 
 LENGTHS = (512, 1024, 2048, 3072, 4096, 6144, 8064)   # prompt tokens; 8064 + the reply stays within 8,192 positions
 REPLY_TOKENS = 64
@@ -142,8 +143,6 @@ def build_long_rows(demo, *, lengths=LENGTHS, per_length: dict | None = None, re
     """Write ``<demo>/val-long.jsonl`` (the rows) and ``<demo>/val-long.json`` (what was built, how long it took);
     returns the latter. ``humaneval_gz``: HumanEval's ``HumanEval.jsonl.gz`` (default: fetched, as the real demo's
     build does). Resumes an interrupted build; a finished one with the same grid is kept as it is."""
-    from workbench.live.chat_regen import regenerate_chats
-
     demo = Path(demo)
     target = demo / "target"
     if not (target / "config.json").is_file():
@@ -188,8 +187,6 @@ def build_long_rows(demo, *, lengths=LENGTHS, per_length: dict | None = None, re
 
 
 def load_rows(path) -> list[dict]:
-    from workbench.rows.dataset import load
-
     return load(path).rows()
 
 

@@ -40,7 +40,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files import beside, content_digest, write_json
 from workbench.live import vllm_server
 from workbench.live.vllm_live import Client, pick_engine
-from workbench.live.vllm_speed import Pass, _stop, check_inputs, compare_passes, cut_rows, offline, one_pass
+from workbench.live.vllm_speed import Pass, check_inputs, compare_passes, cut_rows, offline, one_pass, stop_server
 from workbench.load import inputs
 from workbench.model import shape_twin
 from workbench.rows.dataset import load
@@ -235,10 +235,10 @@ def measure(target, drafts: dict, contexts: dict, ks, *, concurrency=CONCURRENCY
                                      f"{out}; the same command resumes)") from None
             finally:
                 if srv is not None:
-                    _stop(stop, srv)
+                    stop_server(stop, srv)
     finally:
         if base_srv is not None:
-            _stop(stop, base_srv)
+            stop_server(stop, base_srv)
         if jobs:
             state["wall_s"] = round(state.get("wall_s", 0.0) + time.perf_counter() - t0, 1)   # every resumed part
             _save(out, state)

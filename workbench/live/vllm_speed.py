@@ -379,7 +379,7 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
                     from None
             finally:
                 if srv is not None:
-                    _stop(stop, srv)
+                    stop_server(stop, srv)
             row = {"draft": name, "k": k, **compare_passes(passes["base1"], passes["spec1"]),
                    "steps": [[s, round(t, 5), n, pre, dec] for p in passes["spec1"] for n, t, s, pre, dec in p.requests],
                    "passes": [_paired(b, p) for b, p in zip(passes["base1"], passes["spec1"])]}
@@ -397,7 +397,7 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
                                                 f"quieter machine would decide it" if row["too_noisy"] else ""))
     finally:
         if base_srv is not None:
-            _stop(stop, base_srv)
+            stop_server(stop, base_srv)
     _predict(state, target, drafts, cut, n_tok, in_process, say)
     _save(out, state)
     return state
@@ -410,7 +410,7 @@ def _paired(base: Pass, spec: Pass) -> dict:
             **spec.totals()}
 
 
-def _stop(stop, srv) -> None:
+def stop_server(stop, srv) -> None:
     """Stop a server by its pid (``stop``: vllm_server.stop, or a test's stand-in), then remove its pid file."""
     stop(srv.pid)
     vllm_server.remove_pid_file(srv)

@@ -14,15 +14,18 @@ wirings the diagnosis already measured in full (same rows, same chain) are taken
 from __future__ import annotations
 
 import copy
+import json
 import os
 
 from workbench.engines.candidates import serving_candidates
 from workbench.engines.trainers import trained_wiring_from_config
 from workbench.load import inputs
 from workbench.report import evidence, plots, widgets
+from workbench.report.context_figure import position_figure
 from workbench.report.export import agreement_table
 from workbench.simulate.acceptance import attach_cost_model, simulate
 from workbench.stats import cost
+from workbench.stats.context_length import PositionTable
 
 
 def reusable(run, specs, limit) -> dict:
@@ -90,11 +93,6 @@ class Candidates:
     def plot_long_context(self):
         """Accept length by position out to 8k tokens, from ``long-context.json`` beside the target (the real demo's,
         written by ``python -m bench.long_context``), or the reason the section is skipped."""
-        import json
-
-        from workbench.report.context_figure import position_figure
-        from workbench.stats.context_length import PositionTable
-
         target = self.run.paths.get("target", "")
         path = os.path.join(os.path.dirname(target), "long-context.json")
         if os.path.basename(target) != "target" or not os.path.exists(path):
