@@ -68,3 +68,15 @@ def peak_rss(fn, every_s: float = 0.0002):
         state["stop"] = True
         th.join()
     return max(state["peak"], rss_bytes()), before, got
+
+
+def splice(doc, begin: str, end: str, body: str) -> None:
+    """Replace what lies between the markers ``begin`` and ``end`` of the file ``doc`` with ``body`` (a bench
+    command's ``--docs``); one line when a marker is missing."""
+    from workbench.core.errors import WorkbenchError
+
+    text = Path(doc).read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        raise WorkbenchError(f"{doc}: no {begin} ... {end} markers")
+    a, b = text.index(begin) + len(begin), text.index(end)
+    Path(doc).write_text(text[:a] + "\n" + body + "\n" + text[b:], encoding="utf-8")

@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import splice
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tests" / "data" / "smoke-demo"
 TARGET = DEMO / "target"
@@ -324,9 +326,7 @@ def _short_refusal(line: str) -> str:
 
 def write_docs(doc: dict, path: Path = DOC) -> None:
     """Replace the table between the markers of ``docs/engine-matrix.md`` with :func:`table_md`."""
-    text = path.read_text()
-    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
-    path.write_text(text[:a] + "\n" + table_md(doc) + "\n" + text[b:])
+    splice(path, BEGIN, END, table_md(doc))
 
 
 def _version(release: str) -> tuple:

@@ -37,6 +37,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from bench.common import splice
+
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
@@ -235,9 +237,7 @@ def tables_md(doc: dict) -> str:
 
 def write_docs(doc: dict, path: Path = DOC) -> None:
     """Replace the tables between the markers of ``docs/foreign-drafts.md`` with :func:`tables_md`."""
-    text = path.read_text()
-    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
-    path.write_text(text[:a] + "\n" + tables_md(doc) + "\n" + text[b:])
+    splice(path, BEGIN, END, tables_md(doc))
 
 
 def main(argv=None) -> int:

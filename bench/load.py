@@ -23,6 +23,8 @@ import json
 import sys
 from pathlib import Path
 
+from bench.common import splice
+
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 
@@ -131,12 +133,7 @@ def docs(state: dict, doc=DOC, img=IMG) -> None:
     fig = context_figure(state)
     if fig is not None:
         fig.savefig(img / "load-context.png", dpi=110, bbox_inches="tight")
-    text = Path(doc).read_text(encoding="utf-8")
-    a, b = "<!-- bench.load:begin -->", "<!-- bench.load:end -->"
-    if a not in text or b not in text:
-        raise WorkbenchError(f"{doc}: no {a} ... {b} markers")
-    Path(doc).write_text(text[:text.index(a) + len(a)] + "\n" + render(state) + "\n" + text[text.index(b):],
-                         encoding="utf-8")
+    splice(doc, "<!-- bench.load:begin -->", "<!-- bench.load:end -->", render(state))
 
 
 def main(argv=None) -> int:

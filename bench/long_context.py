@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.common import splice
+
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
 
@@ -104,12 +106,7 @@ def render(state: dict) -> str:
 
 
 def docs(state: dict, doc=DOC) -> None:
-    text = Path(doc).read_text(encoding="utf-8")
-    a, b = "<!-- long-context:begin -->", "<!-- long-context:end -->"
-    if a not in text or b not in text:
-        raise WorkbenchError(f"{doc}: no {a} ... {b} markers")
-    Path(doc).write_text(text[:text.index(a) + len(a)] + "\n" + render(state) + "\n" + text[text.index(b):],
-                         encoding="utf-8")
+    splice(doc, "<!-- long-context:begin -->", "<!-- long-context:end -->", render(state))
 
 
 def main(argv=None) -> int:
