@@ -207,10 +207,7 @@ def _run_load(args) -> int:
         except ValueError:
             raise WorkbenchError(f"{what} {text}: expected integers such as 1,2,4") from None
 
-    drafts = {}
-    for d in args.draft:
-        name = Path(d).name or str(d)
-        drafts[name if name not in drafts else str(d)] = d
+    drafts = _by_name(args.draft)
     contexts = {"data": args.data}
     for c in args.context:
         name, _, path = c.partition("=")
@@ -330,6 +327,15 @@ def _run_compare(args) -> int:
     return 0 if res.verdict_code == "match-trained" else 1
 
 
+def _by_name(paths) -> dict:
+    """``{name: path}`` of the ``--draft`` folders: each by its folder name, by its whole path when two share one."""
+    drafts = {}
+    for d in paths:
+        name = Path(d).name or str(d)
+        drafts[name if name not in drafts else str(d)] = d
+    return drafts
+
+
 def _run_speed(args) -> int:
     from workbench.core.errors import WorkbenchError
     from workbench.live.vllm_speed import answer, sweep, table
@@ -338,10 +344,7 @@ def _run_speed(args) -> int:
         ks = [int(k) for k in str(args.num_speculative_tokens).split(",") if k.strip()]
     except ValueError:
         raise WorkbenchError(f"-K {args.num_speculative_tokens}: expected draft depths such as 1,2,3,4") from None
-    drafts = {}
-    for d in args.draft:
-        name = Path(d).name or str(d)
-        drafts[name if name not in drafts else str(d)] = d
+    drafts = _by_name(args.draft)
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     try:
         state = sweep(args.target, drafts, args.data, ks, rows=args.rows, max_tokens=args.max_tokens,

@@ -37,10 +37,11 @@ from pathlib import Path
 
 from workbench.core.devices import cpu_model
 from workbench.core.errors import WorkbenchError
-from workbench.core.files import beside, content_digest, write_json
+from workbench.core.files import content_digest, write_json
 from workbench.live import vllm_server
 from workbench.live.vllm_live import Client, pick_engine
-from workbench.live.vllm_speed import Pass, check_inputs, compare_passes, cut_rows, offline, one_pass, stop_server
+from workbench.live.vllm_speed import (Pass, check_inputs, compare_passes, cut_rows, find_result, offline, one_pass,
+                                       read_result, stop_server)
 from workbench.load import inputs
 from workbench.model import shape_twin
 from workbench.rows.dataset import load
@@ -344,23 +345,15 @@ def from_surface(path, target, drafts: dict, contexts: dict, *, engine_version: 
 
 def load_grid(path) -> dict:
     """A finished ``workbench vllm load --json`` file (one line naming it when it is not one)."""
-    try:
-        state = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise WorkbenchError(f"{path}: no such file (write it with `workbench vllm load ... --json {path}`)") from None
-    except (OSError, ValueError) as e:
-        raise WorkbenchError(f"{path}: not a load grid JSON ({e})") from None
-    if not isinstance(state, dict) or not state.get("complete") or not state.get("predictions"):
+    state = read_result(path, "load grid", "workbench vllm load")
+    if not state.get("complete") or not state.get("predictions"):
         raise WorkbenchError(f"{path}: an unfinished load grid: run the same `workbench vllm load` command again")
     return state
 
 
 def find(path="", draft="") -> dict | None:
     """The grid at ``path``; with no path, ``vllm-load.json`` beside the draft's folder (a demo's), else None."""
-    if path:
-        return load_grid(path)
-    found = beside(draft, FILE_NAME) if draft else None
-    return load_grid(found) if found else None
+    return find_result(path, draft, FILE_NAME, load_grid)
 
 
 NOT_MEASURED = ("Tokens/s at load: not measured for this draft. `workbench vllm load --target T --draft D --data F "

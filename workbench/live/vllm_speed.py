@@ -446,15 +446,31 @@ def _resume(out, settings: dict, key: dict) -> dict:
     return fresh
 
 
-def load_sweep(path) -> dict:
-    """A finished ``workbench vllm speed --json`` file (one line naming it when it is not one)."""
+def read_result(path, what: str, command: str) -> dict:
+    """The JSON object a long command wrote to ``path`` (``what`` names it, ``command`` writes it), or one line."""
     try:
         state = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise WorkbenchError(f"{path}: no such file (write it with `workbench vllm speed ... --json {path}`)") from None
+        raise WorkbenchError(f"{path}: no such file (write it with `{command} ... --json {path}`)") from None
     except (OSError, ValueError) as e:
-        raise WorkbenchError(f"{path}: not a speed sweep JSON ({e})") from None
-    if not isinstance(state, dict) or not state.get("rows") or not state.get("complete"):
+        raise WorkbenchError(f"{path}: not a {what} JSON ({e})") from None
+    if not isinstance(state, dict):
+        raise WorkbenchError(f"{path}: not a {what} JSON (not an object)")
+    return state
+
+
+def find_result(path, draft, name: str, reader) -> dict | None:
+    """``reader(path)``; with no path, ``reader`` of the file ``name`` beside the draft's folder (a demo's), else None."""
+    if path:
+        return reader(path)
+    found = beside(draft, name) if draft else None
+    return reader(found) if found else None
+
+
+def load_sweep(path) -> dict:
+    """A finished ``workbench vllm speed --json`` file (one line naming it when it is not one)."""
+    state = read_result(path, "speed sweep", "workbench vllm speed")
+    if not state.get("rows") or not state.get("complete"):
         raise WorkbenchError(f"{path}: an unfinished speed sweep (no rows, or no predictions yet): run the same "
                              f"`workbench vllm speed` command again to finish it")
     return state
@@ -462,10 +478,7 @@ def load_sweep(path) -> dict:
 
 def find(path="", draft="") -> dict | None:
     """The sweep at ``path``; with no path, ``vllm-speed.json`` beside the draft's folder (a demo's), else None."""
-    if path:
-        return load_sweep(path)
-    found = beside(draft, FILE_NAME) if draft else None
-    return load_sweep(found) if found else None
+    return find_result(path, draft, FILE_NAME, load_sweep)
 
 
 def _save(out, state: dict) -> None:
