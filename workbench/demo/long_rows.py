@@ -176,7 +176,7 @@ def build_long_rows(demo, *, lengths=LENGTHS, per_length: dict | None = None, re
         parts.append(part.read_text(encoding="utf-8"))
     with atomic_write(out) as f:
         f.write("".join(parts))
-    rows = load_rows(out)
+    rows = load(out).rows()
     info = {"grid": grid, "rows": len(rows), "prompt_tokens": sorted(r["n_prompt_tokens"] for r in rows),
             "seconds_this_run": round(time.perf_counter() - t0, 1), "new_tokens_this_run": new_tokens,
             "command": f"python -m workbench.demo.long_rows --demo {demo}",
@@ -184,10 +184,6 @@ def build_long_rows(demo, *, lengths=LENGTHS, per_length: dict | None = None, re
                     f"replies of {reply_tokens} tokens (ignore_eos)"}
     write_json(info_path, info, indent=1)
     return info
-
-
-def load_rows(path) -> list[dict]:
-    return load(path).rows()
 
 
 def main(argv=None) -> int:
