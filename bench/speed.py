@@ -13,7 +13,7 @@ One :func:`workbench.live.vllm_speed.sweep` (``workbench vllm speed``) over :dat
 speculation and with each draft at each K, the same prompts one request at a time, repeats interleaved. The
 drafts are the demo's ``draft-mismatched`` as shipped and ``draft-mismatched-fixed``: the same folder with the
 one line ``workbench wiring`` prints for vLLM (top-level ``eagle_aux_hidden_state_layer_ids`` for the taps it
-was trained on), made by this command beside ``--json`` (:func:`fixed_draft`); nothing is made by hand. Beside each measured
+was trained on), made by this command beside ``--json`` (:func:`workbench.engines.ids_fix.fixed_copy`); nothing is made by hand. Beside each measured
 tokens/s, the prediction from the server's own step cost and the offline accept length (a), and from the
 in-process cost model (b). The sweep is written to ``bench/vllm-speed.json``; ``workbench bench`` shows that
 last sweep's rows in its table without re-running it (each server start costs 1-2 minutes here).
@@ -102,40 +102,6 @@ def last_figures(path=OUT) -> list:
                                    lambda state: figures(state, label_of(state)))
 
 
-def fixed_draft(draft, target, folder) -> Path:
-    """``draft`` copied into ``folder``/``<name>-fixed`` with the fix ``workbench wiring`` gives for vLLM: the
-    top-level ids that make vLLM's record feed the taps the draft was trained on (its ``workbench.trained_taps``).
-    Made again whenever the source changed (the copy is keyed by what it was made from)."""
-    import json
-    import shutil
-
-    from workbench.core.files import content_digest, write_json
-    from workbench.engines import records
-    from workbench.engines.trainers import trained_wiring_from_config
-    from workbench.engines.taps import load_config
-
-    draft, target = Path(draft), Path(target)
-    cfg = dict(load_config(draft / "config.json", "draft config"))
-    tcfg = load_config(target / "config.json", "target config")
-    trained = trained_wiring_from_config(cfg, tcfg)
-    if trained is None:
-        raise WorkbenchError(f"{draft}/config.json: no trained taps (workbench.trained_taps): no fix to make")
-    fix = records.ids_for_taps("vllm", trained.taps, tcfg)
-    if not fix.feasible:
-        raise WorkbenchError(f"{draft}: {fix.reason}")
-    out = Path(folder) / f"{draft.name}-fixed"
-    made_from = {"source": content_digest(draft), "ids": fix.ids}
-    stamp = out / ".made-from.json"
-    if stamp.is_file() and json.loads(stamp.read_text()) == made_from:
-        return out
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(draft, out, ignore=shutil.ignore_patterns(".*"))
-    cfg["eagle_aux_hidden_state_layer_ids"] = fix.ids
-    write_json(out / "config.json", cfg, indent=2)
-    write_json(stamp, made_from)
-    return out
-
-
 def long_rows(data, n_tokens: int, folder) -> Path:
     """The rows of ``data`` whose reply holds at least ``n_tokens`` tokens, in order, written into ``folder``
     (a sweep at a reply length the shorter rows cannot give)."""
@@ -158,10 +124,11 @@ def long_rows(data, n_tokens: int, folder) -> Path:
 def measure(demo=None, *, quick: bool = False, out=None, sweep_name: str = "main", say=None, start=None,
             stop=None) -> list[dict]:
     """Run the sweep :data:`SWEEPS` names on ``demo`` (its settings, or :data:`QUICK`'s), making the drafts it
-    makes (:func:`fixed_draft`) beside ``out``, write it to ``out`` (default its file in ``bench/``; resumable: the
+    makes (:func:`workbench.engines.ids_fix.fixed_copy`) beside ``out``, write it to ``out`` (default its file in ``bench/``; resumable: the
     same key continues), and return its figures. ``start``/``stop``: the tests' stand-in servers."""
     from bench.common import find_demo
     from workbench.live.vllm_server import find_python
+    from workbench.engines.ids_fix import fixed_copy
     from workbench.live.vllm_speed import sweep
 
     if sweep_name not in SWEEPS:
@@ -182,7 +149,7 @@ def measure(demo=None, *, quick: bool = False, out=None, sweep_name: str = "main
     for name in names:
         if name.startswith("fixed:"):
             src = demo / name.split(":", 1)[1]
-            made = fixed_draft(src, demo / "target", work)
+            made = fixed_copy(src, demo / "target", work)
             drafts[made.name] = str(made)
         else:
             drafts[name] = str(demo / name)

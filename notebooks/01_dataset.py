@@ -30,7 +30,8 @@ tokenizer = ""       # local tokenizer folder, empty: <demo>/tokenizer
 sample = 0           # dataset row to decode
 target = ""          # target model folder (HF format) for the greedy agreement, empty: <demo>/target
 draft = ""           # EAGLE-3 draft folder for the answer, empty: <demo>/draft-mismatched
-engine = "sglang"    # the serving engine and version the answer judges: sglang | sglang-2026.04 | vllm | ...
+engine = "vllm"      # the serving engine and version every answer is for (`workbench wiring --engines`): vllm (the demo serves it live) | vllm-0.21 | sglang | ...
+speed = ""           # tokens/s measured on a real vLLM (`workbench vllm speed --json`), empty: vllm-speed.json beside the draft's folder, if any
 steps = 4            # K: draft tokens per chain for the answer's accept lengths (notebook 03's default)
 device = "cpu"       # cpu, cuda, cuda:N (the target's one pass for the agreement)
 foreign = ""         # data the target did not write, shown next to `data`, empty: <demo>/val-foreign.jsonl if the demo has it
@@ -43,7 +44,7 @@ import workbench as wb
 
 wb.setup_notebook()
 paths = wb.fill_paths(demo, size, data=data, tokenizer=tokenizer, target=target, draft=draft)
-run = wb.diagnose(paths["target"], paths["draft"], paths["data"], engine=engine, K=steps, device=device,
+run = wb.diagnose(paths["target"], paths["draft"], paths["data"], engine=engine, K=steps, speed=speed, device=device,
                   evidence="this page: the data the answer rests on (greedy agreement ≥ 0.98: a server would see "
                             "the same); the accept lengths and the fix measured: notebook 03")
 run.show()

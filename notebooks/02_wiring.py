@@ -31,7 +31,8 @@ data = ""            # dataset for the answer and the tap statistics, empty: <de
 limit = 32           # rows used for the tap statistics (0: all); the answer uses every row, as notebook 03 does
 steps = 4            # K: draft tokens per chain for the answer's accept lengths (notebook 03's default)
 device = "cpu"       # cpu, cuda, cuda:N
-engine = "sglang"    # the serving engine and version to highlight (`workbench wiring --engines`): sglang | sglang-2026.04 | vllm | ...
+engine = "vllm"      # the serving engine and version every answer is for (`workbench wiring --engines`): vllm (the demo serves it live) | vllm-0.21 | sglang | ...
+speed = ""           # tokens/s measured on a real vLLM (`workbench vllm speed --json`), empty: vllm-speed.json beside the draft's folder, if any
 train_data = ""      # training data for the rewire the answer measures, empty: train.jsonl beside the draft
 fidelity = ""        # engine-vs-HF features JSON (`workbench vllm capture --fidelity`), empty: engine-fidelity.json beside the draft's folder, if any
 
@@ -40,7 +41,7 @@ import workbench as wb
 
 wb.setup_notebook()
 target, draft, data = wb.fill_paths(demo, size, target=target, draft=draft, data=data).values()
-run = wb.diagnose(target, draft, data, engine=engine, K=steps, train_data=train_data or None, device=device,
+run = wb.diagnose(target, draft, data, engine=engine, K=steps, speed=speed, train_data=train_data or None, device=device,
                   evidence="this page: what each engine feeds the draft and why, and how unlike each other the "
                             "taps are; the accept lengths behind the cost: notebook 03")
 run.show()
@@ -72,7 +73,7 @@ page.engines()
 # With the demo folder `data/demo-real`, after `make foreign-drafts`: the drafts NVIDIA ModelOpt and
 # vllm-project/speculators trained for the same target, exactly as they exported them (docs/foreign-drafts.md). For
 # each: who wrote it and how it counts layer ids, the config keys read, and what each engine feeds it against the
-# taps the trainer captured. An engine that feeds other taps is the seed's bug, made by two real tools; the fix is
+# taps the trainer captured. An engine that feeds other taps makes the wiring bug these pages measure, with two real tools; the fix is
 # one line.
 
 # %%
@@ -108,6 +109,3 @@ wb.record_headline("02_wiring", {**page.headline(), **foreign.headline()});
 # ## Next step
 # The fix the answer names, measured on held-out data, and the accept lengths behind its cost: notebook 03
 # (`03_acceptance`). Whether a running server really feeds what this page says: notebook 04 (`04_live_server`).
-
-# %%
-run.answer

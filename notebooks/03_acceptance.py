@@ -33,7 +33,8 @@ limit = 0            # rows to evaluate (0: all)
 device = "cpu"       # cpu, cuda, cuda:N
 ratio = 0.0          # draft-step / target-forward cost for the speed-up projection (0: measured here, once, kept beside the draft)
 sample = 0           # which evaluated sample to colour
-engine = "sglang"    # engine and version whose wiring the diagnosis judges (`workbench wiring --engines`): sglang, sglang-2026.04, vllm, ...
+engine = "vllm"      # the serving engine and version every answer is for (`workbench wiring --engines`): vllm (the demo serves it live) | vllm-0.21 | sglang | ...
+speed = ""           # tokens/s measured on a real vLLM (`workbench vllm speed --json`), empty: vllm-speed.json beside the draft's folder, if any
 train_data = ""      # training data for the rewire refit, empty: <demo>/train.jsonl (only with the demo's target)
 rewire_limit = 64    # training rows the rewire refit reads (0: all)
 
@@ -43,10 +44,11 @@ import workbench as wb
 
 wb.setup_notebook()
 target, draft, data = wb.fill_paths(demo, size, target=target, draft=draft, data=data).values()
-run = wb.diagnose(target, draft, data, engine=engine, K=steps, limit=limit or None, train_data=train_data or None,
+run = wb.diagnose(target, draft, data, engine=engine, K=steps, speed=speed, limit=limit or None, train_data=train_data or None,
                   rewire_limit=rewire_limit or None, device=device,
-                  evidence="this page: the diagnosis, the rewire measured on held-out data, then per-position "
-                            "acceptance, trees and temperature for the fixed wiring; the live check: notebook 04")
+                  evidence="this page: the diagnosis, every candidate wiring and each engine's, the fix measured "
+                            "where it is a rewire, then the drafting shapes and temperature after the fix; the live "
+                            "check: notebook 04")
 run.show()
 
 # %% [markdown]
@@ -57,7 +59,7 @@ run.show()
 # The same as `workbench diagnose`.
 
 # %%
-print(run.diagnosis.summary())
+print(run.diagnosis.summary(data=False))   # the greedy agreement: its own section below
 
 # %% [markdown]
 # ## The fix, measured: rewire
@@ -67,14 +69,7 @@ print(run.diagnosis.summary())
 # for this target, draft, data and engine, and kept beside the draft (`.workbench-cache/`): every page reuses it.
 
 # %%
-print(run.rewired.summary() if run.rewired is not None else f"no rewire measured here: {run.answer.fix}")
-run.plot()
-
-# %% [markdown]
-# ## The verdict in full
-
-# %%
-run.verdict()
+run.show_rewire()
 
 # %% [markdown]
 # ## Candidate wirings, side by side
@@ -85,6 +80,15 @@ run.verdict()
 # %%
 cands = run.candidates(wirings, limit=limit or None, ratio=ratio)
 cands.show()
+
+# %% [markdown]
+# ## If you serve with another engine
+# Each other engine, from its record: the taps it would feed this draft as configured, their accept length on the
+# decode path (the same results as above) and the cheapest fix for that engine. Only this report's engine is
+# checked live (notebook 04).
+
+# %%
+cands.show_other_engines()
 
 # %% [markdown]
 # ### The data: the target's own greedy output?
@@ -175,11 +179,12 @@ cands.plot_speed()
 cands.explore(sample)
 
 # %% [markdown]
-# ## After the fix: what SGLang drafts
+# ## After the fix: what the engine drafts
 # The rest of this page analyses the wiring the server runs **once the fix is applied** (the answer above), not the
-# wiring it just called wrong. With `--speculative-eagle-topk` > 1 SGLang drafts a **tree** (steps S, branching k,
-# N verified tokens including the root; docs/trees.md); Llama targets get one by default (steps 5, topk 4, 8 draft
-# tokens when the flags are unset). Here: the chain and the engine's tree, from the same samples.
+# wiring it just called wrong, in the drafting shape the engine serves; every number names that shape. vLLM drafts
+# one chain of K tokens (`num_speculative_tokens`). SGLang drafts a **tree** when `--speculative-eagle-topk` > 1
+# (steps S, branching k, N verified tokens including the root; docs/trees.md), and Llama targets get one by
+# default (steps 5, topk 4, 8 draft tokens when the flags are unset): then the chain and the tree are shown.
 
 # %%
 fixed = run.after_fix(limit=limit or None, cost_model=cands.cost_model)
@@ -188,9 +193,10 @@ fixed.plot()
 
 # %% [markdown]
 # ## Which flags, after the fix? The sweep
-# Every (steps, eagle_topk, num_draft_tokens) shape from one target pass and one draft run per
-# eagle_topk (a reduced grid here: steps 1..6, topk 1, 2, 4, N ≤ 32; `workbench tune` sweeps steps
-# 1..8, topk 1, 2, 4, 8, N ≤ 64), for the fixed wiring. Without a cost model measured on the serving GPU
+# Every drafting shape the engine can serve from one target pass and one draft run per eagle_topk, for the fixed
+# wiring: K = 1..6 for an engine that drafts chains (vLLM); for SGLang every (steps, eagle_topk,
+# num_draft_tokens) with steps 1..6, topk 1, 2, 4, N ≤ 32 (`workbench tune` sweeps steps 1..8, topk 1, 2, 4, 8,
+# N ≤ 64). Without a cost model measured on the serving GPU
 # (`workbench tune --measure-cost-model cost.json --device cuda`) the shapes are ranked by accept
 # length, and no flags are recommended: CPU timings do not choose GPU flags.
 
@@ -219,11 +225,12 @@ foreign.diagnose(K=steps, limit=limit or None);
 
 # %% [markdown]
 # ## Acceptance at temperature > 0, after the fix
-# Most deployments sample, and accept lengths fall there. At the default thresholds SGLang's verification is
-# lossless and uses only the target's probabilities, and the tree is drafted exactly as at T = 0. So on data
+# Most deployments sample, and accept lengths fall there. At the default thresholds the engines' verification
+# (SGLang's, vLLM's) is lossless and uses only the target's probabilities, and the drafts are made exactly as at T = 0. So on data
 # sampled from the target at T, matching the drafts against the data's own tokens (the decode path) gives the
-# server's tokens per verify step exactly in distribution; the per-depth (Rao–Blackwellised) estimate is the same
-# number with a smaller interval. Here: the engine's drafting shape (the tree above) for the fixed wiring, at
+# server's tokens per verify step exactly in distribution; the per-depth (Rao–Blackwellised: each depth's acceptance
+# computed from the target's probabilities instead of one sampled draw) estimate is the same number with a smaller
+# interval. Here: the engine's drafting shape (above) for the fixed wiring, at
 # T = 0, 0.3, 0.7 and 1.0, each on the demo's file sampled at that temperature (`val.jsonl`, `val-T0.3.jsonl`, ...;
 # top_p 1, no top_k). From a terminal: `workbench accept ... --data val-T0.7.jsonl --temperature 0.7`.
 

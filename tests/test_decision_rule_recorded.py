@@ -105,8 +105,9 @@ def test_without_per_request_fields_the_pooled_counters_decide(world):
     assert (cmp.verdict_code, cmp.matched) == ("match-other", SERVED), cmp.verdict
     assert cmp.verdict.startswith("aggregate comparison of the server's pooled counters (/metrics counter deltas "
                                   "taken around these requests: valid only if the server carried no other traffic "
-                                  "meanwhile): live P(A>=i+1) [0.56, 0.43, 0.32, 0.29] over 103 steps; offline "
-                                  f"{SERVED} [0.56, 0.43, 0.32, 0.29] over 103 steps: the server feeds {SERVED}")
+                                  "meanwhile): live P(A ≥ 1) 0.56, P(A ≥ 2) 0.43, P(A ≥ 3) 0.32, P(A ≥ 4) 0.29 "
+                                  f"over 103 steps; offline {SERVED} P(A ≥ 1) 0.56, P(A ≥ 2) 0.43, P(A ≥ 3) 0.32, "
+                                  f"P(A ≥ 4) 0.29 over 103 steps: the server feeds {SERVED}")
     assert any("carry no metrics.speculative_decoding" in n for n in cmp.notes)
     # one request both wirings decode alike: the counters fit both, and say what would tell them apart
     one, _ = judge(world, "float32", [15], strip=True)

@@ -308,7 +308,8 @@ def test_a_finished_sweep_is_found_beside_the_draft_drawn_and_said_in_the_answer
                                                    "draft-mismatched as served (L0,L2,L3)"]
     assert_clean_layout(fig)
     said = speed_cost(found, demo / "draft-mismatched")
-    assert said.startswith(" In tokens/s on a real vLLM: draft-mismatched as served (L0,L2,L3): ") and "K=" in said
+    assert said.startswith(" Tokens/s measured on vLLM ") and "K=" in said and " as served against " in said
+    assert speed_cost(found, demo / "draft-mismatched", k=2).count("K=2,") == 1                 # the answer's K
     assert speed_cost(None, demo / "draft-mismatched") == "" and speed_cost(found, demo / "other") == ""
     assert speed_cost(found, demo / "draft-mismatched", smoke_demo / "target") == said          # the same target
     assert speed_cost(found, demo / "draft-mismatched", tmp_path) == ""                         # another one

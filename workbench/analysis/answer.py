@@ -88,6 +88,17 @@ def ids_command(draft_path, engine: str, ids) -> str:
             f"{where}[\"eagle_aux_hidden_state_layer_ids\"] = {list(ids)}; json.dump(c, open(p, \"w\"), indent=2)'")
 
 
+def ids_fix(engine: str, spec: str, ids, draft_path) -> tuple[str, str]:
+    """(the fix in words, its command) when ``engine`` feeds ``spec`` once the draft's config holds ``ids``: the one
+    wording of the one-line fix, on every page that names it (offline or live).
+
+        >>> ids_fix("vllm", "embed,L1,L7", [0, 2, 8], "d")[0]
+        "set `eagle_aux_hidden_state_layer_ids (top level)` to `[0, 2, 8]` in the draft's config.json, so that vLLM V1 (current) feeds `embed,L1,L7`."
+    """
+    return (f"set `{where_ids_go(engine)}` to `{list(ids)}` in the draft's config.json, so that "
+            f"{engine_label(engine)} feeds `{spec}`.", ids_command(draft_path, engine, ids))
+
+
 #: what an offline answer says of tokens/s (issue 48: measured, or said to be not measured)
 NO_SPEED = "Tokens/s: not measured here (`workbench vllm speed` measures them on a real vLLM; notebook 04)."
 
@@ -115,8 +126,11 @@ def setting_words(engine: str, setting) -> str:
     return f"{E}, {shape} ({flags})"
 
 
-def answer_for(dx, rewired=None, *, evidence: str = "") -> Answer:
-    """The :class:`Answer` of a :class:`workbench.analysis.diagnose.Diagnosis` (after ``dx.advise(rewired)``)."""
+def answer_for(dx, rewired=None, *, evidence: str = "", speed: str = "") -> Answer:
+    """The :class:`Answer` of a :class:`workbench.analysis.diagnose.Diagnosis` (after ``dx.advise(rewired)``).
+    ``speed``: what a real server measured for this draft, in words (``vllm_speed.measured_words``); without it the
+    cost says tokens/s were not measured (:data:`NO_SPEED`)."""
+    tps = f"Tokens/s {speed}." if speed else NO_SPEED
     E, e, t = engine_label(dx.engine), dx.engine_wiring, dx.trained_wiring
     res, est = dx.results, dx.setting.accept_label("decode-path")
     ev = evidence or "the diagnosis below (every candidate wiring, ranked)"
@@ -132,9 +146,9 @@ def answer_for(dx, rewired=None, *, evidence: str = "") -> Answer:
         b, a = res[e].decode_path["accept_length"], res[t].decode_path["accept_length"]
         cost = (f"accept length {_iv(res[e])} instead of {_iv(res[t])} with {trained}: {abs(b - a) / a:.0%} "
                 f"{'fewer' if b < a else 'more'} tokens per verify step, {where}. Both: {est}, what a server "
-                f"reports. {NO_SPEED}")
+                f"reports. {tps}")
     else:
-        cost = f"nothing measurable: accept length {_iv(res[e])}, {where}; {est} (what a server reports). {NO_SPEED}"
+        cost = f"nothing measurable: accept length {_iv(res[e])}, {where}; {est} (what a server reports). {tps}"
     fix, command = _fix(dx, rewired)
     return Answer(feeds, cost, fix, command, ev, dx.fix)
 
@@ -153,8 +167,7 @@ def _fix(dx, rw) -> tuple[str, str]:
         spec, ids = next(((x, i) for x, i in found if i is not None), (None, None))
         if spec is None:
             return dx.verdict, ""
-        return (f"set `{where_ids_go(dx.engine)}` to `{ids}` in the draft's config.json, so that {E} feeds "
-                f"`{spec}`.", ids_command(dx.paths.get("draft"), dx.engine, ids))
+        return ids_fix(dx.engine, spec, ids, dx.paths.get("draft"))
     command = rewire_command(dx.paths, dx.engine)
     if kind == "rewire" and rw is not None:
         b, a, r = (x.decode_path["accept_length"] for x in (rw.before, rw.after, rw.reference))
@@ -171,4 +184,4 @@ def _fix(dx, rw) -> tuple[str, str]:
     return dx.verdict, ""
 
 
-__all__ = ["Answer", "Markdown", "answer_for", "ids_command", "setting_words", "NO_SPEED"]
+__all__ = ["Answer", "Markdown", "answer_for", "ids_command", "ids_fix", "setting_words", "NO_SPEED"]

@@ -217,9 +217,10 @@ class Diagnosis(Rendered):
             write_json(path, out, indent=2)
         return out
 
-    def summary(self, max_rows: int = 12, width: int = 100) -> str:
+    def summary(self, max_rows: int = 12, width: int = 100, data: bool = True) -> str:
         """The ranked table as text (each row's reasons on indented lines below it, wrapped at ``width``:
-        the table itself never wraps), a key to the columns, then the verdict."""
+        the table itself never wraps), a key to the columns, then the verdict; ``data``: with the data's greedy
+        agreement line (a page that shows it in its own section passes False)."""
         t = self.table.head(max_rows)
         w = max([len("wiring")] + [len(s) for s in t["spec"]])
         E = engine_label(self.engine)
@@ -247,7 +248,7 @@ class Diagnosis(Rendered):
                f"counted chains; feeds = {E} can feed this wiring; a row's reasons below it")
         lines += textwrap.wrap(key, width=width, subsequent_indent="  ", break_on_hyphens=False)
         lines.append(f"verdict: {self.verdict}")          # one line: scripts grep it
-        if self.agreement is not None:               # the data's greedy agreement, under the setting line
+        if self.agreement is not None and data:      # the data's greedy agreement, under the setting line
             lines.insert(2, self.agreement.headline(self.setting))
         return "\n".join(lines)
 

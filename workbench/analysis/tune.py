@@ -142,7 +142,9 @@ class SweepResult(Rendered):
         """SGLang flags of the best shape by projected speed-up; None unless a GPU cost model ranks them."""
         return self.flags(self.best()[0]) if self.ranks_by_speed else None
 
-    def summary(self, max_rows: int = 12) -> str:
+    def summary(self, max_rows: int = 12, data: bool = True) -> str:
+        """The ranked shapes as text; ``data``: with the data's greedy agreement line (a page that shows it in its
+        own section passes False)."""
         t = self.table
         lines = [f"flag sweep for wiring {self.spec}: {len(self.results)} shapes (steps {t['steps'].min()}.."
                  f"{t['steps'].max()}, eagle_topk {sorted(set(t['eagle_topk']))}, N <= {t['num_draft_tokens'].max()}), "
@@ -167,7 +169,7 @@ class SweepResult(Rendered):
                 " (recommended flags need a cost model measured on the serving GPU: workbench tune "
                 "--measure-cost-model cost.json --device cuda, then --cost-model cost.json)")
         a = self.agreement
-        if a is not None:
+        if a is not None and data:
             lines.append(a.headline(self.setting))
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)

@@ -34,7 +34,12 @@ def add_arguments(parser):
     parser.add_argument("--reports", default="reports", help="where the HTML reports go (default: reports/)")
     parser.add_argument("--no-report", action="store_true", help="diagnose but do not execute the notebooks")
     parser.add_argument("--steps", type=int, default=4, help="K, draft tokens per chain (default: 4)")
-    parser.add_argument("--engine", default="sglang", help="the serving engine to diagnose for (default: sglang)")
+    parser.add_argument("--engine", default="vllm",
+                        help="the serving engine every report page answers for (default: vllm, the engine the demo "
+                             "serves live; `workbench wiring --engines` lists them)")
+    parser.add_argument("--no-speed", action="store_true",
+                        help="do not measure tokens/s on the real vLLM (the default demo measures them once, "
+                             "about 3 minutes on 2 cores; kept in <demo>/vllm-speed.json)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -70,13 +75,14 @@ def run(args) -> int:
         dx.to_json(reports / f"diagnosis-{name}.json")
         print(f"\n== {name}: {args.engine} diagnosis (K={args.steps}, val.jsonl)\n{dx.summary()}")
 
+    speed = _speed(args, out, progress)
     if args.no_report:
         print(f"\ndiagnoses written to {reports}/diagnosis-*.json")
         return 0
     from workbench.report.export import run_report
     from workbench.report.foreign import cards
 
-    params = {"demo": str(out), "size": args.size}
+    params = {"demo": str(out), "size": args.size, "engine": args.engine, "speed": str(speed or "")}
     if args.size == "real":            # the real target writes about 14 tokens/s here: 16 foreign rows, not 64
         params["regenerate_limit"] = REAL_REGENERATE_LIMIT
     rep = run_report(reports, parameters=params, no_code=True, progress=progress, cards=cards(params))
@@ -84,3 +90,24 @@ def run(args) -> int:
         print(f"  {page.status:7s} {page.html or page.name}")
     print(f"\nreports: {Path(rep.index).resolve()}")
     return 1 if rep.failed else 0
+
+
+def _speed(args, out, progress: bool):
+    """The sweep every page quotes tokens/s from: the real demo's checked-in one (``bench/vllm-speed.json``, 20
+    minutes to measure: ``python -m bench.speed``), else the default demo's, measured here on the real vLLM it
+    serves (:mod:`workbench.demo.speed`); None when the engine is not vLLM, ``--no-speed``, or no vLLM is here."""
+    from pathlib import Path
+
+    from workbench.demo import speed
+
+    if not str(args.engine).startswith("vllm") or args.no_speed:
+        return None
+    if args.size == "real":
+        found = Path("bench") / "vllm-speed.json"
+        return found if found.is_file() else None
+    def say(m: str) -> None:
+        if progress or m.startswith("note:"):
+            print(m if m.startswith("note:") else f"[speed] {m}", flush=True)
+
+    say("tokens/s on the real vLLM: no speculation, each draft as served, the one-line fix")
+    return speed.measure(out, args.steps, say=say)

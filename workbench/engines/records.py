@@ -93,6 +93,7 @@ class Engine:
     parallel_drafting: bool = False    # serves P-EAGLE's one-pass drafting when asked (docs/families.md)
     dflash_shift: int = 1              # dflash_config.target_layer_ids + this (vLLM 0.22 on: +1; 0.21: as is)
     speculators_types: tuple | None = None   # speculators_model_type values it converts (None: any it is given)
+    trees: bool = True                 # drafts trees when asked (--speculative-eagle-topk > 1); False: chains only
 
     @property
     def feeds_embed(self) -> bool:
@@ -122,7 +123,8 @@ def _from_table(engine: str) -> tuple[Engine, ...]:
                           lowest=r["lowest"], highest_is_last=r["highest_is_last"], embed=r["embed"],
                           lm_head=r["lm_head"], options=options, sources=tuple(s.split(" ")[0] for s in r["sources"]),
                           parallel_drafting=r.get("parallel_drafting", False), dflash_shift=r.get("dflash_shift", 1),
-                          speculators_types=tuple(r["speculators_types"]) if "speculators_types" in r else None))
+                          speculators_types=tuple(r["speculators_types"]) if "speculators_types" in r else None,
+                          trees=r.get("trees", True)))
     return tuple(out)
 
 

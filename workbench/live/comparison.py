@@ -51,6 +51,14 @@ GREEDY_SHARE = 0.05          # more output tokens than this share off the target
 METRICS_SLACK = 0.02         # pooled counters: steps (share of all, at least 1) a fitting wiring may be off by
 
 
+def by_depth(values, digits: int = 2) -> str:
+    """P(A ≥ i) per draft depth i, in words (never a bare list).
+
+        >>> by_depth([0.407, 0.229, 0.2])
+        'P(A ≥ 1) 0.41, P(A ≥ 2) 0.23, P(A ≥ 3) 0.20'
+    """
+    return ", ".join(f"P(A ≥ {i}) {x:.{digits}f}" for i, x in enumerate(values, 1)) or "no verify step"
+
 
 @dataclass(frozen=True)
 class ServerKind:
@@ -344,13 +352,12 @@ class Comparison(Rendered):
             return "no-match", None, head + "the counters moved by 0 verify steps: nothing to compare"
         live = [x / D for x in agg.get("num_accepted_tokens_per_pos") or []]
         fit = self.metrics_fit()
-        vec = lambda xs: "[" + ", ".join(f"{x:.2f}" for x in xs) + "]"  # noqa: E731
-        said = f"live P(A>=i+1) {vec(live)} over {int(D)} steps"
+        said = f"live {by_depth(live)} over {int(D)} steps"
         fits = [f for f in fit if f["fits"]]
         engines = {c.spec: c.engines for c in self.candidates}
         if len(fits) == 1:
             f = fits[0]
-            both = f"{said}; offline {f['wiring']} {vec(f['cumulative'])} over {f['steps']} steps"
+            both = f"{said}; offline {f['wiring']} {by_depth(f['cumulative'])} over {f['steps']} steps"
             if f["wiring"] == self.trained:
                 return "match-trained", f["wiring"], head + f"{both}: the server feeds the trained wiring"
             who = "/".join(e for e in engines.get(f["wiring"], []) if e != "trained") or "given"
@@ -369,7 +376,7 @@ class Comparison(Rendered):
                                               f"{min(f['cumulative'][0] for f in fit):.2f}..); suspect loading, vocab "
                                               f"mapping or flags (run `{self.server.lint}`){extra}")
         return "no-match", None, head + (f"{said} fits no wiring; closest {best['wiring']} "
-                                         f"{vec(best['cumulative'])} over {best['steps']} steps{extra}")
+                                         f"{by_depth(best['cumulative'])} over {best['steps']} steps{extra}")
 
     def _decide_requests(self) -> tuple[str, str | None, str]:
         rk = self.ranking()
@@ -443,9 +450,9 @@ class Comparison(Rendered):
         agg = self.aggregate or {}
         D = agg.get("num_drafts") or 0
         f = next(x for x in self.metrics_fit() if x["wiring"] == wiring)
-        vec = lambda xs: "[" + ", ".join(f"{x:.2f}" for x in xs) + "]"  # noqa: E731
         live = [x / D for x in agg.get("num_accepted_tokens_per_pos") or []] if D else []
-        return f"live P(A>=i+1) {vec(live)} over {int(D)} steps, offline {wiring} {vec(f['cumulative'])} over {f['steps']}"
+        return (f"live {by_depth(live)} over {int(D)} steps, offline {wiring} {by_depth(f['cumulative'])} over "
+                f"{f['steps']}")
 
     def what_would_decide(self, sep: dict, counters) -> str:
         """The undecided verdict's hint: what evidence would separate the two best wirings."""
@@ -632,7 +639,7 @@ class Comparison(Rendered):
             pos = [x / d for x in self.aggregate.get("num_accepted_tokens_per_pos") or []] if d else []
             lines.append(f"pooled counters ({self.server.quiet or 'around these requests'}): {int(d)} steps, accept "
                          f"length {f(1 + self.aggregate.get('num_accepted_tokens', 0) / d if d else None)}, "
-                         f"P(A>=i+1) [{', '.join(f'{x:.3f}' for x in pos)}]")
+                         f"{by_depth(pos, 3)}")
             if self.mode == "per-request":
                 lines.append(f"pooled counters alone: {self.metrics_verdict()[2]}")
         for key, what in (("greedy", "temperature 0"), ("near_zero", "temperature ≈ 0")):

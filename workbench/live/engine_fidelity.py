@@ -36,9 +36,10 @@ from workbench.model import capture
 from workbench.simulate.acceptance import simulate
 
 FILE_NAME = "engine-fidelity.json"
-NOT_MEASURED = ("Features captured by the serving engine: not measured for this target. `workbench vllm capture "
-                "--target T --data F --wiring W --cache-dir DIR --draft D --fidelity engine-fidelity.json` captures "
-                "them through a real vLLM and compares them with HF's (docs/vllm_capture.md).")
+HOW = ("`make engine-fidelity-real` captures the real demo's taps through a real vLLM and compares them with HF's; "
+       "for your own target, `workbench vllm capture` with `--fidelity engine-fidelity.json` beside the draft's folder "
+       "(docs/vllm_capture.md).")
+NOT_MEASURED = f"Features captured by the serving engine: not measured for this target. {HOW}"
 
 
 @dataclasses.dataclass

@@ -356,9 +356,10 @@ def find(path="", draft="") -> dict | None:
     return find_result(path, draft, FILE_NAME, load_grid)
 
 
-NOT_MEASURED = ("Tokens/s at load: not measured for this draft. `workbench vllm load --target T --draft D --data F "
-                "--json vllm-load.json` measures them over concurrency 1-16 (docs/load.md; about an hour on 2 cores "
-                "for two drafts, K=1,2 and four context buckets).")
+HOW = ("`workbench vllm load` with your target, draft and data and `--json vllm-load.json` beside the draft's folder "
+       "measures them over concurrency 1-16 (docs/load.md; about an hour on 2 cores for two drafts, K=1,2 and four "
+       "context buckets; `make bench-load` for the real demo).")
+NOT_MEASURED = f"Tokens/s at load: not measured for this draft. {HOW}"
 
 
 def table(state: dict) -> str:

@@ -76,9 +76,10 @@ SIDE_P = 0.05         # a side (faster / slower) is called only when a paired t 
                       # could not: 3 of 3 on one side gives p = 0.25)
 CALIBRATION = "shape twin"   # each K's step cost: measured on a server of the draft's shape twin (model.shape_twin)
 FILE_NAME = "vllm-speed.json"
-NOT_MEASURED = ("Tokens/s on a real server: not measured for this draft. `workbench vllm speed --target T --draft D "
-                "--data F -K 1,2,3,4 --concurrency 1 --json vllm-speed.json` measures them (about 25 minutes on 2 "
-                "cores for two drafts; docs/vllm.md).")
+HOW = ("`make demo` measures the default demo's (about 3 minutes); for your own draft, `workbench vllm speed` with "
+       "your target, draft and data and `--json vllm-speed.json` beside the draft's folder (about 25 minutes on 2 cores "
+       "for two drafts at four Ks; docs/vllm.md).")
+NOT_MEASURED = f"Tokens/s on a real server: not measured for this draft. {HOW}"
 
 
 def step_cost(passes) -> dict:
@@ -303,12 +304,14 @@ def offline(target, draft_path, rows, k: int, cost_model=None, engine: str = "vl
 
 def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | None = None, repeats: int = 3,
           concurrency: int = 4, out=None, in_process: bool = True, server_kw: dict | None = None,
-          say=None, start=None, stop=None) -> dict:
+          say=None, start=None, stop=None, replace: bool = False) -> dict:
     """Measure tokens/s without speculation, with each draft's shape twin and with each draft, at each K, on real
     vLLM servers (module docstring), predict each draft's from its twin's step cost and its offline accept length,
     and return (and write to ``out``) ``{"rows": [...], "calibration": [...], "twins": ..., "step_costs": ...,
     "best_k": ...}``. ``drafts``: {name: folder}. Resumes from ``out``. ``start``/``stop``:
-    :func:`workbench.live.vllm_server.start`/``stop`` unless given (the tests' stand-ins)."""
+    :func:`workbench.live.vllm_server.start`/``stop`` unless given (the tests' stand-ins). ``replace``: a file at
+    ``out`` of another key is moved to ``<stem>.previous.json`` and the sweep starts again (the demo's own sweep),
+    instead of one line naming what differs."""
     say = say or (lambda m: None)
     start, stop = start or vllm_server.start, stop or vllm_server.stop
     check_inputs(target, drafts, data)
@@ -321,7 +324,7 @@ def sweep(target, drafts: dict, data, ks, *, rows: int = 8, max_tokens: int | No
                 "repeats": int(repeats), "concurrency": int(concurrency), "costs": "server timers",
                 "calibration": CALIBRATION}
     key = resume_key(target, drafts, ks, prompts, n_tok, settings)
-    state = _resume(out, settings, key)
+    state = _resume(out, settings, key, replace, say)
     logs = (Path(out).parent, Path(out).stem) if out else (Path(tempfile.mkdtemp(prefix="wb-speed-")), "vllm-speed")
     folders = {name: shape_twin.make(path, logs[0] / f"{logs[1]}-twins") for name, path in drafts.items()}
     twins = {name: folder.name for name, folder in folders.items()}          # drafts of one shape share a twin
@@ -430,7 +433,7 @@ def resume_key(target, drafts: dict, ks, prompts, n_tok: int, settings: dict) ->
                         "avx512": "avx512f" in vllm_server.cpu_flags()}}   # vLLM's CPU kernels differ by it
 
 
-def _resume(out, settings: dict, key: dict) -> dict:
+def _resume(out, settings: dict, key: dict, replace: bool = False, say=None) -> dict:
     fresh = {"settings": settings, "key": key, "rows": [], "calibration": [], "complete": False}
     if out and Path(out).is_file():
         try:
@@ -442,6 +445,12 @@ def _resume(out, settings: dict, key: dict) -> dict:
                     **({"engine": old["engine"]} if "engine" in old else {})}
         theirs = old.get("key") or {}
         differs = [k for k in key if theirs.get(k) != json.loads(json.dumps(key[k]))] or ["its key (an older file)"]
+        if replace:                    # a sweep this command owns (the demo's): kept aside, measured again
+            kept = Path(out).with_name(f"{Path(out).stem}.previous.json")
+            os.replace(out, kept)
+            (say or (lambda m: None))(f"{out} measured another {', '.join(differs)}: kept as {kept.name}, measuring "
+                                      f"again")
+            return fresh
         raise WorkbenchError(f"{out}: a sweep of another {', '.join(differs)}; use another --json or remove it")
     return fresh
 
@@ -641,6 +650,55 @@ def answer(state: dict) -> list[str]:
                      f"({tr['predicted_tokens_per_s_trained'] / tr['baseline_tokens_per_s']:.2f}x no speculation)")
             line += f" ({calibrated(tr)})"
         out.append(line)
+    return out
+
+
+def measured_words(state: dict, draft: str, k: int | None = None) -> str:
+    """What the sweep measured for ``draft`` (a folder name) and its one-line fix (``<draft>-fixed``, when the sweep
+    holds it), at ``k`` (default: its fastest measured K), in one sentence with units; '' when it holds no row of
+    ``draft``. Every number is a median over passes; the speed-up is the median of the paired passes' ratios with
+    their range.
+
+        >>> row = lambda d, tps, sp, lo, hi: {"draft": d, "k": 2, "measured_tokens_per_s": tps,
+        ...     "baseline_tokens_per_s": 40.0, "measured_speedup": sp, "too_noisy": False,
+        ...     "speedup_spread": {"min": lo, "max": hi}, "served_wiring": "L0,L6,L11",
+        ...     "concurrency_4": {"measured_speedup": sp - 0.2, "measured_tokens_per_s": 2 * tps,
+        ...                       "baseline_tokens_per_s": 100.0, "too_noisy": False}}
+        >>> st = {"engine": {"version": "0.32.0"}, "settings": {"rows": 4, "max_tokens": 32, "repeats": 3,
+        ...       "concurrency": 4}, "rows": [row("d", 30.0, 0.75, 0.7, 0.8), row("d-fixed", 48.0, 1.2, 1.1, 1.3)]}
+        >>> print(measured_words(st, "d"))
+        measured on vLLM 0.32.0, K=2, 4 prompts x 32 tokens, 3 passes: 30.0 tokens/s as served against 40.0 with no speculation, 0.75x [0.70–0.80] (slower); with the one-line fix 48.0 tokens/s, 1.20x [1.10–1.30] (faster). At 4 requests in flight: 0.55x as served, 1.00x with the fix
+    """
+    rows = [r for r in state.get("rows", []) if r["draft"] == draft]
+    if not rows:
+        return ""
+    row = (next((r for r in rows if r["k"] == k), None) if k is not None else None) \
+        or max(rows, key=lambda r: r["measured_tokens_per_s"])
+    fixed = next((r for r in state.get("rows", []) if r["draft"] == f"{draft}-fixed" and r["k"] == row["k"]), None)
+    s = state.get("settings", {})
+    version = (state.get("engine") or {}).get("version") or "?"
+
+    def side(r) -> str:
+        v = verdict(r["measured_speedup"], r.get("too_noisy", False))
+        return v.split(" than")[0].split(" (")[0] if not v.startswith("about") else "about the same"
+
+    def x(r) -> str:
+        sp = r.get("speedup_spread") or {}
+        return (f"{r['measured_speedup']:.2f}x [{sp['min']:.2f}–{sp['max']:.2f}] ({side(r)})" if sp else
+                f"{r['measured_speedup']:.2f}x ({side(r)})")
+
+    out = (f"measured on vLLM {version}, K={row['k']}, {s.get('rows')} prompts x {s.get('max_tokens')} tokens, "
+           f"{s.get('repeats')} passes: {row['measured_tokens_per_s']:.1f} tokens/s as served against "
+           f"{row['baseline_tokens_per_s']:.1f} with no speculation, {x(row)}")
+    if fixed is not None:
+        out += f"; with the one-line fix {fixed['measured_tokens_per_s']:.1f} tokens/s, {x(fixed)}"
+    c = s.get("concurrency")
+    at = row.get(f"concurrency_{c}")
+    if c and c > 1 and at:
+        out += f". At {c} requests in flight: {at['measured_speedup']:.2f}x as served"
+        fat = (fixed or {}).get(f"concurrency_{c}")
+        if fat:
+            out += f", {fat['measured_speedup']:.2f}x with the fix"
     return out
 
 

@@ -37,7 +37,7 @@ _WHERE = {
     'clean_for_export': 'export',
     'export_html': 'export',
     'run_report': 'export',
-    'ESTIMATOR_WORDS': 'export',
+    'GLOSSARY': 'export',
     'write_index': 'export',
     'keep_lists_together': 'export',
     'SCHEMA': 'benchmark',

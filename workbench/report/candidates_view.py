@@ -17,12 +17,15 @@ import copy
 import json
 import os
 
-from workbench.engines.candidates import serving_candidates
+import pandas as pd
+
+from workbench.engines import records as engine_records
+from workbench.engines.candidates import SERVING, engine_label, serving_candidates, where_ids_go
 from workbench.engines.trainers import trained_wiring_from_config
 from workbench.load import inputs
 from workbench.report import evidence, plots, widgets
 from workbench.report.context_figure import position_figure
-from workbench.report.export import agreement_table
+from workbench.report.export import absent, agreement_table, table
 from workbench.simulate.acceptance import attach_cost_model, simulate
 from workbench.stats import cost
 from workbench.stats.context_length import PositionTable
@@ -62,12 +65,36 @@ class Candidates:
     def first(self):
         return next(iter(self.results.values()))
 
-    def show(self) -> None:
-        """Which engines feed each candidate, then each candidate's summary."""
-        print("\n".join(f"candidate {c.spec}: {', '.join(c.engines)}" for c in self.found if c.spec in self.specs))
-        print()
-        for r in self.results.values():
-            print(r.summary(), end="\n\n")
+    def show(self):
+        """The setting once, then one row per candidate: who feeds it, its accept length on both estimators with
+        their 95% intervals, α_k per draft step and step-1 top-1 / top-5 (a table, never a list in prose)."""
+        first = self.first
+        print(f"setting: {first.setting.describe()}; {first.n_samples} samples, {first.n_chains} chains per wiring")
+        K = self.K
+        fed = {c.spec: ", ".join(engine_label(e) if e in engine_records.RECORDS else e for e in c.engines)
+               for c in self.found}
+        rows = []
+        for spec, r in self.results.items():
+            s, iv = r.statistics(), r.intervals()
+            lo, hi = iv["decode_path_accept_length"]
+            elo, ehi = iv["accept_length"]
+            row = {"wiring": spec, "fed by": fed.get(spec, "given"),
+                   "decode path": f"{r.decode_path['accept_length']:.2f} [{lo:.2f}–{hi:.2f}]",
+                   "every position": f"{s['accept_length']:.2f} [{elo:.2f}–{ehi:.2f}]"}
+            row.update({f"α{k}": s["conditional"][k - 1] for k in range(1, K + 1)})
+            row.update({"top-1": s["top1"], "top-5": s["top5"]})
+            rows.append(row)
+        key = {"wiring": "the taps fed to the draft (L-numbering: 0-based; embed: the embedding output)",
+               "fed by": "the engines (records) that feed it as the draft is configured; trained: the taps it was "
+                         "trained on",
+               "decode path": f"accept length on the decode path (chain K={K}, greedy, bonus counted) [95% interval]: "
+                              f"what a server reports",
+               "every position": "the same over every counted chain (teacher-forced) [95% interval]: what the "
+                                 "diagnosis ranks by",
+               **{f"α{k}": f"conditional acceptance of draft step {k}: P(A ≥ {k} | A ≥ {k - 1})" for k in range(1, K + 1)},
+               "top-1": "share of chains whose first draft token is the target's greedy token",
+               "top-5": "the same within the draft's top 5"}
+        return table(pd.DataFrame(rows), key)
 
     def show_agreement(self):
         """Greedy agreement, counted on the same target pass as the results (the same for every wiring)."""
@@ -81,8 +108,9 @@ class Candidates:
         target = self.run.paths.get("target", "")
         foreign_file = os.path.join(os.path.dirname(target), "val-foreign.jsonl")
         if os.path.basename(target) != "target" or not os.path.exists(foreign_file):
-            print(f"skipped: no val-foreign.jsonl beside the target (`make demo` rebuilds the demo with it; your own "
-                  f"data: compare it with its `workbench regenerate` output)")
+            absent("Data the target did not write: how the estimates move",
+                   "no val-foreign.jsonl beside the target. `make demo` builds the demo with it; for your own data, "
+                   "compare it with its `workbench regenerate` output (docs/regenerate.md).")
             return None
         tgt, drf = self.run.target, self.run.draft
         other = simulate(tgt, drf, inputs.dataset(foreign_file, tgt), self.specs, K=self.K, limit=self.limit,
@@ -96,8 +124,8 @@ class Candidates:
         target = self.run.paths.get("target", "")
         path = os.path.join(os.path.dirname(target), "long-context.json")
         if os.path.basename(target) != "target" or not os.path.exists(path):
-            print("skipped: no long-context.json beside the target (on the real demo: `python -m bench.long_context "
-                  "--demo data/demo-real`, about 20 minutes; docs/load.md)")
+            absent("Acceptance at long context", "no long-context.json beside the target: the real demo's is written "
+                   "by `python -m bench.long_context --demo data/demo-real` (about 20 minutes; docs/load.md).")
             return None
         state = json.loads(open(path, encoding="utf-8").read())
         tables = {label: PositionTable.from_dict(run["by_position"]) for label, run in state["runs"].items()}
@@ -143,9 +171,49 @@ class Candidates:
         return widgets.acceptance_explorer(self.results, evaluated, self.run.target.tokenizer, wiring=self.order[0],
                                            sample=min(sample, len(evaluated) - 1))
 
+    def other_engines(self) -> list[dict]:
+        """One row per serving engine other than the run's: the taps it feeds this draft, their accept length on
+        the decode path with its 95% interval (the same results as every figure here), and its fix, each from the
+        engine's record (never checked live here: notebook 04 checks the run's engine)."""
+        trained = self.run.diagnosis.trained_wiring
+        tcfg = self.run.target.config
+        rows = []
+        for name in SERVING:
+            if name == self.run.engine:
+                continue
+            spec = next((c.spec for c in self.found if name in c.engines), None)
+            r = self.results.get(spec) if spec else None
+            if r is None:
+                rows.append({"engine": engine_label(name), "taps it feeds": spec or "cannot serve it as configured",
+                             "accept length": "not measured", "the fix": "", "source": "from the record"})
+                continue
+            lo, hi = r.intervals()["decode_path_accept_length"]
+            if not trained or spec == trained:
+                fix = "none needed: it feeds the trained taps"
+            else:
+                f = engine_records.ids_for_taps(name, trained.split(","), tcfg)
+                fix = (f"one line: {where_ids_go(name).split(' (')[0]} = {f.ids}" if f.feasible else
+                       f"rewire or retrain, not measured here (`workbench diagnose --engine {name}` measures it): "
+                       f"{f.reason}")
+            rows.append({"engine": engine_label(name), "taps it feeds": spec,
+                         "accept length": f"{r.decode_path['accept_length']:.2f} [95% {lo:.2f}–{hi:.2f}]",
+                         "the fix": fix, "source": "from the record"})
+        return rows
+
+    def show_other_engines(self):
+        """:meth:`other_engines` as a table with its key."""
+        K = self.run.diagnosis.setting.steps
+        return table(pd.DataFrame(self.other_engines()), {
+            "engine": "the engine and the releases its record stands for",
+            "taps it feeds": "what it feeds this draft as configured (L-numbering: 0-based; embed: the embedding output)",
+            "accept length": f"tokens per verify step on the decode path, chain K={K}, greedy, with its 95% interval",
+            "the fix": "the cheapest fix for that engine, from its record",
+            "source": "from the engine's record (offline); only this page's engine is checked live, on page 04"})
+
     def headline(self) -> dict:
-        return {f"{spec} · {r.setting.accept_label('decode-path')}": r.decode_path["accept_length"]
-                for spec, r in self.results.items()} | {"samples": self.first.n_samples}
+        return ({f"{spec} · {r.setting.accept_label('decode-path')}": r.decode_path["accept_length"]
+                 for spec, r in self.results.items()} | {"samples": self.first.n_samples}
+                | {"if you serve with": self.other_engines()})
 
 
 __all__ = ["Candidates"]

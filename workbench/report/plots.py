@@ -268,17 +268,19 @@ def speedup_projection(results, *, ratio: float | None = None, cost_model=None, 
 
 def tree_sweep(sweep, *, value: str | None = None, title: str | None = None):
     """Heat maps of a flag sweep (``workbench.tune.SweepResult``): one panel per eagle_topk, steps across,
-    num_draft_tokens up, coloured by accept length (or ``value="speedup"``, the default when a GPU cost
-    model ranks the shapes); the best cell of each panel and the overall best (★) are marked.
+    num_draft_tokens up, coloured by the accept length on the decode path, what a server reports (or
+    ``value="speedup"``, the default when a GPU cost model ranks the shapes; ``"accept_length"``: every position);
+    the best cell of each panel and the overall best (★, by the value shown) are marked.
     """
     t = sweep.table
-    value = value or ("speedup" if sweep.ranks_by_speed else "accept_length")
+    value = value or ("speedup" if sweep.ranks_by_speed else "decode_path")
     if value not in t:
         raise WorkbenchError(f"tree_sweep: no column {value!r} (a speed-up needs a cost model)")
     topks = sorted(set(int(k) for k in t["eagle_topk"]))
     fig, axes = _figure(len(topks), height=3.8)
     vmin, vmax = float(t[value].min()), float(t[value].max())
-    best = sweep.best()[0]
+    top = t.loc[t[value].idxmax()]
+    best = (int(top["steps"]), int(top["eagle_topk"]), int(top["num_draft_tokens"]))
     im = None
     for ax, k in zip(axes, topks):
         sub = t[t["eagle_topk"] == k]
@@ -302,8 +304,10 @@ def tree_sweep(sweep, *, value: str | None = None, title: str | None = None):
             bj, bi = steps.index(best[0]), ns.index(best[2])
             ax.plot([bj], [bi + (0.2 if star else 0)], marker="*", markersize=12, color="red", linestyle="none")
     if im is not None:
-        fig.colorbar(im, ax=axes, label=value.replace("_", " "))
-    what = "projected speed-up" if value == "speedup" else "accept length (E[A]+1)"
+        fig.colorbar(im, ax=axes, label={"speedup": "projected speed-up", "decode_path": "accept length, decode path",
+                                         "accept_length": "accept length, every position"}.get(value, value))
+    what = {"speedup": "projected speed-up", "decode_path": "accept length on the decode path (E[A]+1, what a server "
+            "reports)", "accept_length": "accept length over every position (E[A]+1)"}.get(value, value)
     fig.suptitle(_wrap(title or f"Flag sweep, wiring {sweep.spec}: {what}; ★ best shape"))
     return fig
 

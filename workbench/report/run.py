@@ -18,8 +18,10 @@ from pathlib import Path
 from workbench.analysis import cached, diagnose as dxm
 from workbench.analysis.answer import Answer, Markdown, answer_for
 from workbench.engines.candidates import engine_label
+from workbench.live import vllm_speed
 from workbench.load import inputs
 from workbench.report import plots
+from workbench.report.export import absent
 from workbench.report.after_fix import AfterFix
 from workbench.report.candidates_view import Candidates
 from workbench.report.data_view import DataView
@@ -121,6 +123,17 @@ class Run:
                  if s in dx.results}
         return plots.decode_path_comparison(shown)
 
+    def show_rewire(self):
+        """The measured rewire (its summary, then before / after / reference), or, when the fix is not a rewire,
+        the section left out with the fix it names instead."""
+        if self.rewired is None:
+            absent("The fix, measured: rewire", f"The fix here is not a rewire: {self.answer.fix.replace('`', '')} "
+                                                f"`workbench rewire` measures one where an engine cannot be given "
+                                                f"the trained taps.")
+            return None
+        print(self.rewired.summary())
+        return plots.rewire_bars(self.rewired)
+
     def verdict(self) -> Markdown:
         """The diagnosis' verdict in full (markdown): the ranking's top, each wiring's interval, the fix."""
         return Markdown(self.diagnosis.narrative())
@@ -147,12 +160,14 @@ def _training_data(train_data, draft) -> str | None:
 
 def diagnose(target, draft=None, data=None, *, engine: str = "sglang", K: int = 4, limit: int | None = None,
              train_data=None, rewire: bool = True, rewire_limit: int | None = 64, device: str = "cpu",
-             evidence: str = "", progress: bool = False) -> Run:
+             evidence: str = "", speed="", progress: bool = False) -> Run:
     """Diagnose ``draft`` on ``target`` over ``data`` for ``engine``; rewire when that is the fix and the training
     data is there (``train_data``, else ``train.jsonl`` beside the draft); return a :class:`Run`. The rewire is
     computed once per (target, draft, data, engine, settings) and kept beside the draft
     (:mod:`workbench.analysis.cached`): the next page or command that asks reuses it.
-    ``evidence``: where the page that shows the answer keeps its evidence (the answer's last line)."""
+    ``evidence``: where the page that shows the answer keeps its evidence (the answer's last line). ``speed``: a
+    ``workbench vllm speed`` sweep (a path; empty: ``vllm-speed.json`` beside the draft's folder, if any) whose
+    measured tokens/s of this draft the answer quotes, when ``engine`` is a vLLM."""
     tgt, drf, ds = inputs.load(target, draft, data, device=device, progress=progress)
     dx = dxm.diagnose(tgt, drf, ds, engine=engine, K=K, limit=limit, progress=progress)
     dx.paths = {k: str(inputs.resolve(v)) for k, v in (("target", target), ("draft", draft), ("data", data))
@@ -162,7 +177,18 @@ def diagnose(target, draft=None, data=None, *, engine: str = "sglang", K: int = 
         rw, status = cached.rewire(tgt, drf, dx.paths.get("draft"), train, ds, engine=engine, K=K,
                                    limit=rewire_limit, eval_limit=limit, progress=progress)
     dx.advise(rw)
-    return Run(tgt, drf, ds, dx, rw, answer_for(dx, rw, evidence=evidence), status, limit)
+    return Run(tgt, drf, ds, dx, rw, answer_for(dx, rw, evidence=evidence, speed=_speed(speed, dx, K)), status, limit)
+
+
+def _speed(speed, dx, K: int) -> str:
+    """The measured tokens/s of the diagnosed draft at K, in words, from a sweep of the same target on a vLLM."""
+    draft = dx.paths.get("draft")
+    if not str(dx.engine).startswith("vllm") or not draft:
+        return ""
+    sweep = vllm_speed.find(str(speed or ""), draft)
+    if not sweep or not inputs.same_path(sweep.get("settings", {}).get("target", ""), dx.paths.get("target", "")):
+        return ""
+    return vllm_speed.measured_words(sweep, Path(draft).name, k=K)
 
 
 __all__ = ["Run", "diagnose"]

@@ -19,7 +19,7 @@ from workbench.live import engine_fidelity
 from workbench.model.capture import extract
 from workbench.model.draft import describe_draft
 from workbench.report import evidence, plots, serving_figures
-from workbench.report.export import show as show_one, table
+from workbench.report.export import absent, show as show_one, table
 from workbench.stats.tap_stats import tap_statistics
 
 
@@ -52,7 +52,10 @@ class FidelityView:
         self.fid = fid
 
     def show(self) -> None:
-        print(engine_fidelity.NOT_MEASURED if self.fid is None else "\n".join(self.fid.lines()))
+        if self.fid is None:
+            absent("Features from the serving engine", engine_fidelity.HOW)
+            return
+        print("\n".join(self.fid.lines()))
 
     def plot(self):
         return serving_figures.engine_fidelity(self.fid) if self.fid is not None else None
