@@ -2,6 +2,7 @@
 
     $ .venv/bin/python -m bench.speed --demo data/demo-real             # writes bench/vllm-speed.json (~20 min here)
     $ .venv/bin/python -m bench.speed --demo data/demo-real --sweep foreign    # bench/vllm-speed-foreign.json
+    $ .venv/bin/python -m bench.speed --demo data/demo --sweep demo            # bench/vllm-speed-demo.json (~4 min)
     $ workbench bench --only speed --demo data/demo-real               # the main sweep, as rows of the table
     $ .venv/bin/python -m bench.speed --demo tests/data/smoke-demo --json /tmp/s/vllm-speed.json   # anywhere
 
@@ -30,6 +31,7 @@ import sys
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.demo.speed import DRAFTS as DEMO_DRAFTS, SETTINGS as DEMO_SETTINGS
 from workbench.report import benchmark
 
 BENCH = Path(__file__).resolve().parent
@@ -48,6 +50,8 @@ SWEEPS = {
     "foreign": (["draft-modelopt", "fixed:draft-modelopt", "draft-speculators"],
                 {"ks": [1], "rows": 4, "max_tokens": 48, "repeats": 3, "concurrency": 1},
                 "vllm-speed-foreign.json"),
+    # what `make demo` measures for the default demo's reports (workbench.demo.speed: its drafts, K and settings)
+    "demo": (list(DEMO_DRAFTS), {"ks": [4], **DEMO_SETTINGS, "in_process": False}, "vllm-speed-demo.json"),
 }
 
 

@@ -52,6 +52,21 @@ CUT = r"""() => { const bad = [];
   return bad; }"""
 
 
+# Issue 58: a table wider than the box it scrolls in hides columns; the reader must see a cue (p.wb-cue above it)
+# that says so, or see every column.
+HIDDEN_COLUMNS = r"""() => { const bad = [];
+  for (const t of document.querySelectorAll('table')) {
+    const r = t.getBoundingClientRect(); if (!r.width) continue;
+    let el = t.parentElement, clip = null;
+    while (el && el !== document.body) { if (getComputedStyle(el).overflowX !== 'visible') { clip = el; break; }
+      el = el.parentElement; }
+    const right = clip ? clip.getBoundingClientRect().right : window.innerWidth;
+    const box = t.closest('.wb-table, .scroll');
+    const cue = box && box.querySelector('p.wb-cue') && box.querySelector('p.wb-cue').getBoundingClientRect().width > 0;
+    if (r.right > right + 1 && !cue) bad.push((t.innerText || '').replace(/\s+/g, ' ').slice(0, 60)); }
+  return bad; }"""
+
+
 def broken_words(page, selector: str = "td, th") -> list[str]:
     """The cells (their text) of ``page`` in which a word or a number breaks across lines."""
     return page.evaluate(BROKEN_WORDS, selector)
@@ -86,6 +101,7 @@ def test_report_renders_in_headless_chromium(tmp_path_factory, smoke_demo, tmp_p
                 assert broken_words(page, "td, th, dd, .jp-OutputArea-output pre") == [], f"index at {width} px"
                 if width != 1200:
                     assert page.evaluate(CUT) == [], f"index at {width} px: cut at the right edge"
+                    assert page.evaluate(HIDDEN_COLUMNS) == [], f"index at {width} px: columns hidden, no cue"
                     assert page.evaluate(BROKEN_WIRINGS) == [], f"index at {width} px: a wiring split"
             page.set_viewport_size({"width": 1200, "height": 900})
             links = page.eval_on_selector_all("a[href$='.html']", "els => els.map(e => e.getAttribute('href'))")
@@ -107,6 +123,7 @@ def test_report_renders_in_headless_chromium(tmp_path_factory, smoke_demo, tmp_p
                         f"{href} at {width} px: {broken_words(page, 'td, th, dd, .jp-OutputArea-output pre')}"
                     if width != 1200:                     # issue 48: nothing cut at the right edge, no wiring split
                         assert page.evaluate(CUT) == [], f"{href} at {width} px: cut at the right edge"
+                        assert page.evaluate(HIDDEN_COLUMNS) == [], f"{href} at {width} px: columns hidden, no cue"
                         assert page.evaluate(BROKEN_WIRINGS) == [], f"{href} at {width} px: a wiring split"
                 page.set_viewport_size({"width": 1200, "height": 900})
                 page.screenshot(path=str(shots / href.replace(".html", ".png")), full_page=True)

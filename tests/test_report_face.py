@@ -71,7 +71,7 @@ def test_the_leftover_scanner_finds_what_a_reader_should_not_see():
     # issue 58: what a colleague's reader cannot use
     assert leftovers("P(A>=i+1) [0.407, 0.229, 0.200]") == ["a list of numbers in prose: [0.407, 0.229, 0.200]"]
     assert leftovers("set the ids to [0, 2, 8]") == []                   # a list of ids is what the reader types
-    assert leftovers("server: http://localhost:8000/v1") != []
+    assert leftovers("server: http://localhost:41873/v1") != [] and leftovers("e.g. http://127.0.0.1:30000") == []
     assert leftovers("… 13 more (see to_frame())") == ["a hint to run code: see to_frame()"]
     assert leftovers("verdict: match-other") == ["an internal code: match-other"]
     assert leftovers("recommended SGLang flags: none: no GPU cost model") != []

@@ -87,11 +87,13 @@ def engines_fed(rows, engine_record):
 
 def live_requests(cmp):
     """Notebook 04: one row per request in readable headers; the long fingerprint and per-step lists left out
-    (the figures above show them), each wiring's offline decode and whether it reproduces the request."""
+    (the figures above show them), each wiring's offline decode and whether it reproduces the request, the wiring
+    that reproduces the most requests first (at 800 px its columns are the ones in view)."""
     frame = cmp.to_frame()
     keep = [c for c in HEADERS if c in frame and c not in ("fingerprint", "seconds", "reply")]
     out = frame[keep].rename(columns=HEADERS)
-    for c in cmp.candidates:
+    rank = {d["wiring"]: i for i, d in enumerate(cmp.ranking())}       # the wiring that reproduces most, first
+    for c in sorted(cmp.candidates, key=lambda c: rank.get(c.spec, len(rank))):
         for col, name in ((f"offline {c.spec}", f"offline {c.spec}"), (f"status {c.spec}", f"{c.spec} reproduces")):
             if col in frame:
                 out[name] = frame[col]

@@ -229,7 +229,10 @@ _TABLE_CSS = (".wb-table{max-width:100%;overflow-x:auto}"      # a wide table sc
               ".wb-table td,.wb-table th{white-space:normal;overflow-wrap:normal;word-break:normal;hyphens:none;"
               "max-width:32em;text-align:left;vertical-align:top;padding:.2em .6em}"
               ".wb-table td.num{white-space:nowrap;text-align:right}"
-              ".wb-table span.w{white-space:nowrap}")
+              ".wb-table span.w{white-space:nowrap}"
+              ".wb-table p.wb-cue{color:#555;font-size:smaller;margin:.2em 0}")
+#: a table at least this wide (estimated) says so above itself: at 800 px a reader sees a cue, never a silent cut
+CUE_PX = 560
 
 
 def wrap_html(text) -> str:
@@ -312,6 +315,17 @@ class Table:
         return [[cell_text(v, whole=whole[c]) for c, v in zip(self.frame.columns, row)]
                 for row in self.frame.itertuples(index=False, name=None)]
 
+    def min_width_px(self) -> int:
+        """An estimate of the narrowest this table renders (pixels): per column, its longest piece that never
+        breaks (a header word, a number, a wiring) at about 7 px a character, plus its padding."""
+        cells = self.cells()
+        total = 0
+        for j, c in enumerate(self.frame.columns):
+            texts = [str(c)] + [r[j] for r in cells]
+            longest = max(len(p) for t in texts for p in re.split(r"[\s;/·=|]+", t) if p) if texts else 0
+            total += 7 * longest + 20
+        return total
+
     def _repr_html_(self) -> str:
         e = html.escape
         num = [self.frame[c].dtype.kind in "iuf" for c in self.frame.columns]
@@ -325,6 +339,10 @@ class Table:
         rows = "".join("<tr>" + "".join(td(t, n) for t, n in zip(r, num)) + "</tr>" for r in self.cells())
         keys = "".join(f"<li><b>{e(str(c))}</b>: {e(self.key[c])}</li>" for c in self.frame.columns)
         title = f"<p><b>{e(self.title)}</b></p>" if self.title else ""
+        n = len(self.frame.columns)
+        if self.min_width_px() >= CUE_PX:
+            title += (f'<p class="wb-cue">{n} columns: on a narrow screen, scroll the table sideways to see them '
+                      f"all →</p>")
         return (f'<div class="wb-table">{title}<style>{_TABLE_CSS}</style><table class="dataframe">'
                 f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
                 f'<details open><summary>columns</summary><ul style="font-size:smaller">{keys}</ul></details></div>')
