@@ -24,7 +24,7 @@
 #
 # Each sample's prompt is sent as token ids (vLLM `/v1/completions`, SGLang `/generate`; temperature 0,
 # the sample's response length as the token budget). Each reply's speculative fields are its
-# **fingerprint** (vLLM: `per_step_accepted`; SGLang: verify steps, accepted drafts, accept histogram). Offline, the
+# **fingerprint** (vLLM: the accepted drafts of each verify step; SGLang: verify steps, accepted drafts, accept histogram). Offline, the
 # same request (prompt + the server's own output) is decoded as a server on each candidate wiring would decode
 # it: chain or tree as the server is configured, the last verify steps included. The wiring that
 # reproduces the most requests, separated from the runner-up by an exact sign test, is the wiring

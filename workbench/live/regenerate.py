@@ -526,7 +526,9 @@ class RegenerateResult:
                  f"({self.n_new} new, {self.n_resumed} already written)"
                  + ("" if self.complete else " [incomplete: re-run to resume]")]
         if self.n_new:
-            lines.append(f"  generated {self.tokens} tokens in {self.seconds:.1f} s ({self.tokens_per_second:.1f} tokens/s)")
+            where = "a server" if st["by"] != "target" else "the target in this process"
+            lines.append(f"  generated {self.tokens} tokens in {self.seconds:.1f} s by {where} ({self.tokens_per_second:.1f} "
+                         f"tokens/s of regeneration, not a serving speed)")
         lines.append(f"  {'source':<16} {'rows':>6} {'old resp p50/mean':>18} {'new resp p50/mean':>18} "
                      f"{'ended at EOS':>12} {'agreement before':>16}")
         for src, v in self.by_source().items():

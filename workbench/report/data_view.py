@@ -163,8 +163,8 @@ class DataView:
         v, rows = self.inspection.validation, self.rows
         out = {"answer": self.run.answer.to_dict(), "data": self.data, "rows": v.n_rows, "valid rows": v.n_valid,
                "invalid rows": v.n_invalid, "sources": sorted({r["source"] for r in rows}),
-               "tokens": sum(r["seq_len"] for r in rows),
-               "median response length": sorted(r["n_response_tokens"] for r in rows)[len(rows) // 2] if rows else None,
+               "tokens (all rows, prompt and response)": sum(r["seq_len"] for r in rows),
+               "median response length (tokens)": sorted(r["n_response_tokens"] for r in rows)[len(rows) // 2] if rows else None,
                "greedy agreement": self.agreement.share}
         if self.regenerated:
             before, after = self.regenerated

@@ -292,9 +292,9 @@ def tree_sweep(sweep, *, value: str | None = None, title: str | None = None):
         im = ax.imshow(grid, origin="lower", aspect="auto", vmin=vmin, vmax=vmax, cmap="viridis")
         ax.set_xticks(range(len(steps)), [str(x) for x in steps])
         ax.set_yticks(range(len(ns)), [str(x) for x in ns])
-        ax.set_xlabel("steps")
+        ax.set_xlabel("draft steps")
         if ax is axes[0]:
-            ax.set_ylabel("num_draft_tokens N")
+            ax.set_ylabel("draft tokens verified, N")
         ax.set_title(f"eagle_topk {k}" + (" (chain)" if k == 1 else ""))
         i, j = np.unravel_index(np.nanargmax(grid), grid.shape)
         star = best[1] == k and (steps.index(best[0]), ns.index(best[2])) == (j, i)
