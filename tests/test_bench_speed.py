@@ -22,10 +22,13 @@ from workbench.report import benchmark
 from workbench.testing.fake_vllm import Stand
 
 ROOT = Path(__file__).resolve().parents[1]
-SWEEPS = sorted((ROOT / "bench").glob("vllm-speed*.json"))
+# the real demo's sweeps, held to bench/speed.py's goal; the default demo's toy sweep (vllm-speed-demo.json, what
+# `make demo` quotes) is measured for its tokens/s, and its twin's errors (15-19% there) are reported in
+# docs/bench.md, not held to the goal
+SWEEPS = sorted(p for p in (ROOT / "bench").glob("vllm-speed*.json") if p.name != "vllm-speed-demo.json")
 
 
-@pytest.mark.parametrize("name", ["main", "warmup"])
+@pytest.mark.parametrize("name", ["main", "warmup", "demo"])
 def test_each_speed_benchmark_reruns_into_an_empty_folder(name, smoke_demo, tmp_path, monkeypatch):
     ks = [1, 2] if name == "main" else [1]
     monkeypatch.setattr(speed, "QUICK", {**speed.QUICK, "ks": ks, "in_process": False})
@@ -54,6 +57,12 @@ def test_a_sweep_at_a_longer_reply_keeps_the_rows_that_have_it(smoke_demo, tmp_p
     assert lines and all(sum(r["loss_mask"]) >= 16 for r in lines)
     every = [json.loads(x) for x in (smoke_demo / "val.jsonl").read_text().splitlines()]
     assert len(lines) == sum(sum(r["loss_mask"]) >= 16 for r in every)
+
+
+def test_the_docs_demo_speed_table_is_the_file():
+    """Issue 58: docs/bench.md's table of what `make demo` measures is bench/vllm-speed-demo.json, rendered."""
+    table = speed.render_demo(json.loads((ROOT / "bench" / "vllm-speed-demo.json").read_text()))
+    assert table in (ROOT / "docs" / "bench.md").read_text()
 
 
 def test_the_docs_speed_rows_are_the_files():

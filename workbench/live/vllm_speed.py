@@ -695,10 +695,11 @@ def measured_words(state: dict, draft: str, k: int | None = None) -> str:
     c = s.get("concurrency")
     at = row.get(f"concurrency_{c}")
     if c and c > 1 and at:
-        out += f". At {c} requests in flight: {at['measured_speedup']:.2f}x as served"
+        noisy = lambda r: " (too noisy to tell)" if r.get("too_noisy") else ""  # noqa: E731
+        out += f". At {c} requests in flight: {at['measured_speedup']:.2f}x as served{noisy(at)}"
         fat = (fixed or {}).get(f"concurrency_{c}")
         if fat:
-            out += f", {fat['measured_speedup']:.2f}x with the fix"
+            out += f", {fat['measured_speedup']:.2f}x with the fix{noisy(fat)}"
     return out
 
 
