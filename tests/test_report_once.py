@@ -129,7 +129,7 @@ def _pages(tmp_path, *, matched="L0,L2,L3"):
     three = Page(name="03_acceptance", title="Acceptance", description="", status="ok")
     three.headline = {"answer": answer, "vllm wiring": "L0,L2,L3", "if you serve with": others}
     four = Page(name="04_live_server", title="Live server", description="", status="ok")
-    four.headline = {"answer": {**answer, "the evidence": "live"}, "server": "a real vLLM",
+    four.headline = {"answer": {**answer, "the evidence": "live"}, "server": "a real vLLM", "server engine": "vllm",
                      "matched wiring": matched, f"identical · {matched}": "16/16"}
     return [three, four]
 
@@ -151,4 +151,5 @@ def test_the_index_answers_once_for_one_engine_with_the_live_check_the_other_eng
         assert said.endswith("."), f"the glossary's {term!r} stops mid-sentence"
     assert live_line(_pages(tmp_path, matched="L1,L3,L4"), "L0,L2,L3").endswith("not the L0,L2,L3 its record says.")
     assert live_line(pages[:1], "L0,L2,L3") == "" and engines_card([]) == ""
+    assert live_line(pages, "L1,L3,L4", "sglang").startswith("not checked live: page 04 checked a vLLM V1 (current)")
     assert about_html({}) == ""

@@ -845,12 +845,17 @@ def about_html(parameters: dict) -> str:
     return f'<p class="sub">{" ".join(parts)}</p>' if parts else ""
 
 
-def live_line(pages: list[Page], engine_wiring: str | None) -> str:
+def live_line(pages: list[Page], engine_wiring: str | None, engine: str | None = None) -> str:
     """What the live check (page 04's headline) found, in one sentence, against the wiring the engine's record says
-    it feeds (``engine_wiring``); '' when no page checked a server."""
+    it feeds (``engine_wiring``); '' when no page checked a server. A server of another engine record than the
+    report's ``engine`` checks nothing of this answer, and the line says so."""
     live = next((p.headline for p in pages if p.headline.get("matched wiring")), None)
     if live is None:
         return ""
+    served = live.get("server engine")
+    if engine and served and served != engine:
+        return (f"not checked live: page 04 checked a {engine_label(served)} server, which reads the draft as "
+                f"another record than {engine_label(engine)}.")
     matched = live["matched wiring"]
     if matched == "none":
         return f"not decided: {live.get('verdict (in words)', 'no wiring separated from the runner-up')} (page 04)."
@@ -892,7 +897,7 @@ def write_index(out, pages: list[Page], *, parameters: dict | None = None, cards
     if first is not None:                  # the answer first (issue 35): from 03, else the first page that has one
         wiring = next((v for k, v in first.headline.items() if k.endswith(" wiring") and k != "trained wiring"), None)
         parts.append(answer_html(first.headline["answer"], where=f"from {first.name.split('_', 1)[0]} · {first.title}",
-                                 live=live_line(pages, wiring)))
+                                 live=live_line(pages, wiring, (parameters or {}).get("engine"))))
     others = next((p.headline.get("if you serve with") for p in pages if p.headline.get("if you serve with")), [])
     parts.append(engines_card(others))            # the other engines, once, right under the answer
     for p in pages:

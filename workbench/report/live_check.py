@@ -105,7 +105,7 @@ class LiveCheck:
         if cmp is None:
             return out
         out.update({
-            "K": cmp.K, "samples": len(cmp.samples),
+            "server engine": cmp.server.engine, "K": cmp.K, "samples": len(cmp.samples),
             "why K and samples differ from 03": "a live check separates wirings request by request; its accept "
                                                 "lengths compare with its own offline columns, not with notebook 03's",
             "verdict (in words)": cmp.headline, "live accept length": cmp.live_accept_length,
