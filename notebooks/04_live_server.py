@@ -105,9 +105,10 @@ live.requests()
 
 # %% [markdown]
 # ## The speed the user sees
-# Tokens/s on a real vLLM with and without speculation, per draft and K, from `workbench vllm speed` (a sweep of
-# about 25 minutes, run once from a terminal; this page reads its JSON), beside what the server's own step cost
-# predicts from the offline accept length, and what the in-process cost model predicts. The step cost is measured
+# Tokens/s on a real vLLM with and without speculation, per draft and K, from `workbench vllm speed` (this page
+# reads its JSON: `make demo` measures a small one for the default demo, the draft as served and with its one-line
+# fix; for your own draft it is a sweep of minutes, run once from a terminal), beside what the server's own step
+# cost predicts from the offline accept length. The step cost is measured
 # on a server of the draft's shape twin (its config and shapes, seeded weights), never on the passes it predicts;
 # each answer line says what it was calibrated on.
 
@@ -131,5 +132,5 @@ wb.record_headline("04_live_server", live.headline());   # the verdict: the answ
 
 # %% [markdown]
 # ## Next step
-# The fix the answer names, measured offline on held-out data: notebook 03 (`03_acceptance`), or from a terminal
-# `workbench diagnose` then `workbench rewire` (docs/diagnose.md, docs/rewire.md).
+# The fix the answer names, with the accept lengths behind it measured offline: notebook 03 (`03_acceptance`), or
+# from a terminal `workbench diagnose` (docs/diagnose.md), which prints the same fix and its command.
