@@ -208,7 +208,8 @@ def test_the_reports_show_the_foreign_drafts(root, trained, capsys):
         _need(name)
     import workbench as wb
     from workbench.demo.foreign_table import measure_foreign
-    from workbench.report.export import Page, write_index
+    from workbench.report.export import Page
+    from workbench.report.index_page import write_index
     from workbench.report.foreign import cards, markdown
 
     result = measure_foreign(root, progress=False)

@@ -16,8 +16,9 @@ import pytest
 from workbench.core.errors import WorkbenchError
 from workbench.engines.ids_fix import fixed_copy
 from workbench.engines.records import wiring_for
-from workbench.report.export import (ABSENT_KEY, GLOSSARY, Page, about_html, engines_card, leave_out_absent,
-                                     live_line, write_index)
+from workbench.report.export import Page
+from workbench.report.index_page import GLOSSARY, about_html, engines_card, live_line, write_index
+from workbench.report.sections import ABSENT_KEY, leave_out_absent
 
 
 def _n_layers(demo: Path) -> int:

@@ -35,7 +35,7 @@ FACE = {
     "Setting": "workbench.core.setting", "accept": "workbench.simulate.acceptance:simulate",
     "sweep": "workbench.analysis.tune", "load_inputs": "workbench.load.inputs:load",
     "fill_paths": "workbench.demo.build", "setup_notebook": "workbench.report.export",
-    "record_headline": "workbench.report.export", "table": "workbench.report.export",
+    "record_headline": "workbench.report.export", "table": "workbench.report.tables",
 }
 
 
@@ -45,7 +45,7 @@ FACE = {
 LEFT_THE_FACE = {
     "plots": "workbench.report.plots:", "evidence": "workbench.report.evidence:",
     "data_page": "workbench.report.data_page:", "foreign": "workbench.report.foreign:",
-    "widgets": "workbench.report.widgets:", "agreement_table": "workbench.report.export",
+    "widgets": "workbench.report.widgets:", "agreement_table": "workbench.report.tables",
     "by_temperature": "workbench.report.temperature", "demo_files": "workbench.report.temperature",
     "TEMPERATURES": "workbench.report.temperature", "dataset": "workbench.load.inputs",
     "same_path": "workbench.load.inputs", "resolve": "workbench.load.inputs", "agreement": "workbench.load.agreement:",

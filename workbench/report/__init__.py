@@ -10,7 +10,8 @@ importing the package costs nothing and light commands stay free of torch.
 from workbench.core.faces import lazy
 
 MODULES = ('benchmark', 'data_page', 'evidence', 'export', 'figure', 'layout', 'live_check', 'plots', 'run',
-           'serving_figures', 'temperature', 'widgets', 'data_view', 'wiring_view', 'candidates_view', 'after_fix', 'context_figure')
+           'serving_figures', 'temperature', 'widgets', 'data_view', 'wiring_view', 'candidates_view', 'after_fix', 'context_figure',
+           'tables', 'sections', 'index_page')
 
 # public name -> the module of this package that defines it
 _WHERE = {
@@ -22,11 +23,11 @@ _WHERE = {
     'setup_notebook': 'export',
     'check_layout_on_display': 'export',
     'plain_progress_bars': 'export',
-    'integral': 'export',
-    'cell_text': 'export',
-    'Table': 'export',
-    'table': 'export',
-    'agreement_table': 'export',
+    'integral': 'tables',
+    'cell_text': 'tables',
+    'Table': 'tables',
+    'table': 'tables',
+    'agreement_table': 'tables',
     'record_headline': 'export',
     'Page': 'export',
     'Report': 'export',
@@ -37,9 +38,11 @@ _WHERE = {
     'clean_for_export': 'export',
     'export_html': 'export',
     'run_report': 'export',
-    'GLOSSARY': 'export',
-    'write_index': 'export',
+    'GLOSSARY': 'index_page',
+    'write_index': 'index_page',
     'keep_lists_together': 'export',
+    'absent': 'sections',
+    'wrap_html': 'tables',
     'SCHEMA': 'benchmark',
     'SECTIONS': 'benchmark',
     'OPT_IN': 'benchmark',

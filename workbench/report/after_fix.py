@@ -21,7 +21,7 @@ from workbench.engines.flags import target_architecture
 from workbench.engines.records import auto_flags, get as engine_record
 from workbench.load.inputs import same_path
 from workbench.report import plots, temperature
-from workbench.report.export import absent
+from workbench.report.sections import absent
 from workbench.simulate.acceptance import simulate
 
 #: the tree analysed when the engine's record names no default tree for the target (SGLang's Llama default)

@@ -25,7 +25,8 @@ from workbench.engines.trainers import trained_wiring_from_config
 from workbench.load import inputs
 from workbench.report import evidence, plots, widgets
 from workbench.report.context_figure import position_figure
-from workbench.report.export import absent, agreement_table, table
+from workbench.report.sections import absent
+from workbench.report.tables import agreement_table, table
 from workbench.simulate.acceptance import attach_cost_model, simulate
 from workbench.stats import cost
 from workbench.stats.context_length import PositionTable

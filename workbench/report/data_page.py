@@ -16,7 +16,7 @@ import pandas as pd
 from workbench.live.regenerate import regenerate
 from workbench.load import agreement, chat as chat_rows, inputs
 from workbench.report import plots
-from workbench.report.export import table
+from workbench.report.tables import table
 from workbench.simulate.acceptance import simulate
 
 

@@ -20,7 +20,8 @@ from workbench import rows as rows_mod
 from workbench.core.errors import WorkbenchError
 from workbench.load import agreement as agreement_mod, inputs
 from workbench.report import data_page, plots, widgets
-from workbench.report.export import agreement_table, show, table
+from workbench.report.export import show
+from workbench.report.tables import agreement_table, table
 
 
 LENGTH_COLUMNS = {"loss_tokens": "tokens in the loss", "prompt_p50": "prompt median", "prompt_p90": "prompt 90th pct",

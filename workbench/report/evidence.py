@@ -4,7 +4,7 @@
     >>> HEADERS["verify_ct"]
     'verify steps'
 
-Every table is a :func:`workbench.report.export.table` (a key under it, cells wrapped at spaces only); accept
+Every table is a :func:`workbench.report.tables.table` (a key under it, cells wrapped at spaces only); accept
 lengths name their estimator in the key, and intervals come from ``AcceptanceResult.intervals()``, computed once
 per result, so a table and the summary above it print the same interval.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from workbench.analysis.diagnose import rank_tied
-from workbench.report.export import table
+from workbench.report.tables import table
 
 # per-request columns of a live comparison, as a reader names them
 HEADERS = {"sample": "row", "reply": "reply", "source": "source", "n_prompt": "prompt tokens",

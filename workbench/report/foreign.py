@@ -25,7 +25,9 @@ from workbench.engines.records import ids_for_taps
 from workbench.engines.trainers import Provenance, provenance
 from workbench.engines.wiring import table as wiring_table
 from workbench.load.inputs import resolve
-from workbench.report.export import absent, show as show_one, table, wrap_html
+from workbench.report.export import show as show_one
+from workbench.report.sections import absent
+from workbench.report.tables import table, wrap_html
 
 FOLDERS = ("draft-modelopt", "draft-modelopt-norope", "draft-speculators")   # `make foreign-drafts` writes them beside the demo's drafts
 ENGINES = ("sglang", "sglang-2026.04", "vllm", "vllm-v2", "tensorrt-llm")

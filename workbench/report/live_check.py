@@ -27,7 +27,7 @@ from workbench.live import sglang_live, vllm_live, vllm_load, vllm_server, vllm_
 from workbench.load import inputs
 from workbench.load.inputs import same_path
 from workbench.report import evidence, plots, serving_figures
-from workbench.report.export import absent
+from workbench.report.sections import absent
 
 SERVERS = ("auto", "vllm")
 

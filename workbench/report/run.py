@@ -21,7 +21,7 @@ from workbench.engines.candidates import engine_label
 from workbench.live import vllm_speed
 from workbench.load import inputs
 from workbench.report import plots
-from workbench.report.export import absent
+from workbench.report.sections import absent
 from workbench.report.after_fix import AfterFix
 from workbench.report.candidates_view import Candidates
 from workbench.report.data_view import DataView

@@ -42,7 +42,7 @@ from workbench.core.sampling import sampled_name
 from workbench.engines.wiring import as_wirings
 from workbench.load import inputs
 from workbench.report import plots
-from workbench.report.export import table
+from workbench.report.tables import table
 from workbench.simulate import acceptance
 
 TEMPERATURES = (0.0, 0.3, 0.7, 1.0)

@@ -19,7 +19,9 @@ from workbench.live import engine_fidelity
 from workbench.model.capture import extract
 from workbench.model.draft import describe_draft
 from workbench.report import evidence, plots, serving_figures
-from workbench.report.export import absent, show as show_one, table
+from workbench.report.export import show as show_one
+from workbench.report.sections import absent
+from workbench.report.tables import table
 from workbench.stats.tap_stats import tap_statistics
 
 
