@@ -39,7 +39,7 @@ def add_arguments(parser):
                              "serves live; `workbench wiring --engines` lists them)")
     parser.add_argument("--no-speed", action="store_true",
                         help="do not measure tokens/s on the real vLLM (the default demo measures them once, "
-                             "about 3 minutes on 2 cores; kept in <demo>/vllm-speed.json)")
+                             "2:14 on 2 quiet cores; kept in <demo>/vllm-speed.json)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 

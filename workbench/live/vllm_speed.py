@@ -76,7 +76,7 @@ SIDE_P = 0.05         # a side (faster / slower) is called only when a paired t 
                       # could not: 3 of 3 on one side gives p = 0.25)
 CALIBRATION = "shape twin"   # each K's step cost: measured on a server of the draft's shape twin (model.shape_twin)
 FILE_NAME = "vllm-speed.json"
-HOW = ("`make demo` measures the default demo's (about 3 minutes); for your own draft, `workbench vllm speed` with "
+HOW = ("`make demo` measures the default demo's (2:14 on 2 quiet cores); for your own draft, `workbench vllm speed` with "
        "your target, draft and data and `--json vllm-speed.json` beside the draft's folder (about 25 minutes on 2 cores "
        "for two drafts at four Ks; docs/vllm.md).")
 NOT_MEASURED = f"Tokens/s on a real server: not measured for this draft. {HOW}"
