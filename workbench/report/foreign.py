@@ -150,7 +150,7 @@ class ForeignDrafts:
             judged = f.judge(self.run.engine)
             fr = self.run.again(str(f.folder), engine=judged, K=K, limit=limit, rewire=False)
             print(f"== {f.header()}\n   judged under {engine_record(judged).label}")
-            print(fr.diagnosis.summary(max_rows=6), end="\n\n")
+            print(fr.diagnosis.summary(max_rows=6, data=False), end="\n\n")
             show_one(fr.answer)
             runs.append(fr)
         return runs
