@@ -7,7 +7,7 @@
 
 One :func:`workbench.live.vllm_load.measure` (``workbench vllm load``) over :data:`GRID`: a real vLLM without
 speculation, the drafts' shape twin, the demo's ``draft-mismatched`` as shipped (vLLM feeds it the wrong taps) and
-``draft-mismatched-fixed`` (the one-line fix, made by :func:`workbench.engines.ids_fix.fixed_copy`), at each K, over the
+``draft-mismatched-fixed`` (the one-line fix, made by :func:`workbench.engines.ids_fix.drafts`), at each K, over the
 concurrencies and context buckets: the data's own prompts, and on the real demo the long rows' 1k, 2k and 4k
 (``val-long.jsonl``, :mod:`workbench.demo.long_rows`, built first when missing). Every draft cell is predicted from
 the twin's cell (the surface) and its offline accept length, never from its own passes.
@@ -43,17 +43,11 @@ DRAFTS = ["draft-mismatched", "fixed:draft-mismatched"]
 def grid_inputs(demo: Path, out: Path, quick: bool = False) -> tuple[dict, dict, dict]:
     """(drafts, contexts, settings) of the benchmark on ``demo``: the fixed draft made beside ``out``; the long
     buckets only where the demo has ``val-long.jsonl`` rows of that length."""
-    from workbench.engines.ids_fix import fixed_copy
+    from workbench.engines.ids_fix import drafts as resolve
 
     kw = dict(QUICK if quick else GRID)
     long = kw.pop("long")
-    drafts = {}
-    for name in DRAFTS:
-        if name.startswith("fixed:"):
-            made = fixed_copy(demo / name.split(":", 1)[1], demo / "target", out.parent / f"{out.stem}-drafts")
-            drafts[made.name] = str(made)
-        else:
-            drafts[name] = str(demo / name)
+    drafts = resolve(demo, DRAFTS, out.parent / f"{out.stem}-drafts")
     contexts = {"data": str(demo / "val.jsonl")}
     if long and (demo / "val-long.jsonl").is_file():
         contexts.update({str(n): str(demo / "val-long.jsonl") for n in long})

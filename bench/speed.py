@@ -14,7 +14,7 @@ One :func:`workbench.live.vllm_speed.sweep` (``workbench vllm speed``) over :dat
 speculation and with each draft at each K, the same prompts one request at a time, repeats interleaved. The
 drafts are the demo's ``draft-mismatched`` as shipped and ``draft-mismatched-fixed``: the same folder with the
 one line ``workbench wiring`` prints for vLLM (top-level ``eagle_aux_hidden_state_layer_ids`` for the taps it
-was trained on), made by this command beside ``--json`` (:func:`workbench.engines.ids_fix.fixed_copy`); nothing is made by hand. Beside each measured
+was trained on), made by this command beside ``--json`` (:func:`workbench.engines.ids_fix.drafts`); nothing is made by hand. Beside each measured
 tokens/s, the prediction from the server's own step cost and the offline accept length (a), and from the
 in-process cost model (b). The sweep is written to ``bench/vllm-speed.json``; ``workbench bench`` shows that
 last sweep's rows in its table without re-running it (each server start costs 1-2 minutes here).
@@ -156,11 +156,11 @@ def long_rows(data, n_tokens: int, folder) -> Path:
 def measure(demo=None, *, quick: bool = False, out=None, sweep_name: str = "main", say=None, start=None,
             stop=None) -> list[dict]:
     """Run the sweep :data:`SWEEPS` names on ``demo`` (its settings, or :data:`QUICK`'s), making the drafts it
-    makes (:func:`workbench.engines.ids_fix.fixed_copy`) beside ``out``, write it to ``out`` (default its file in ``bench/``; resumable: the
+    makes (:func:`workbench.engines.ids_fix.drafts`) beside ``out``, write it to ``out`` (default its file in ``bench/``; resumable: the
     same key continues), and return its figures. ``start``/``stop``: the tests' stand-in servers."""
     from bench.common import find_demo
     from workbench.live.vllm_server import find_python
-    from workbench.engines.ids_fix import fixed_copy
+    from workbench.engines.ids_fix import drafts
     from workbench.live.vllm_speed import sweep
 
     if sweep_name not in SWEEPS:
@@ -177,15 +177,8 @@ def measure(demo=None, *, quick: bool = False, out=None, sweep_name: str = "main
     n_long = kw.pop("long_rows", None)
     if n_long:
         data = long_rows(data, n_long, work)
-    drafts = {}
-    for name in names:
-        if name.startswith("fixed:"):
-            src = demo / name.split(":", 1)[1]
-            made = fixed_copy(src, demo / "target", work)
-            drafts[made.name] = str(made)
-        else:
-            drafts[name] = str(demo / name)
-    state = sweep(str(demo / "target"), drafts, str(data), ks, out=str(out), say=say, start=start, stop=stop, **kw)
+    state = sweep(str(demo / "target"), drafts(demo, names, work), str(data), ks, out=str(out), say=say, start=start,
+                  stop=stop, **kw)
     return figures(state, label_of(state))
 
 

@@ -7,7 +7,7 @@
 
 ``make demo`` runs this between the diagnosis and the reports (issue 58): one :func:`workbench.live.vllm_speed.sweep`
 (the path and the shape-twin calibration of ``workbench vllm speed``) over the demo's ``draft-mismatched`` as
-served and its one-line fix (:func:`workbench.engines.ids_fix.fixed_copy`, made beside the sweep), at the answer's K, one request at a time and :data:`SETTINGS` ``concurrency`` in flight. The
+served and its one-line fix (:func:`workbench.engines.ids_fix.drafts`, made beside the sweep), at the answer's K, one request at a time and :data:`SETTINGS` ``concurrency`` in flight. The
 sweep is written to ``<demo>/vllm-speed.json``, where every report page finds it beside the drafts; the same key
 resumes it (a second ``make demo`` measures nothing again); a sweep of another key (a rebuilt demo, another K)
 is kept aside as ``vllm-speed.previous.json`` and measured again. Without a real vLLM here it measures nothing and says
@@ -18,26 +18,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.engines.ids_fix import fixed_copy
+from workbench.engines.ids_fix import drafts
 from workbench.live import vllm_server, vllm_speed
 
 #: small: prompts x reply tokens x passes, and the requests in flight of the second pass (docs/bench.md says what
 #: it adds to ``make demo``)
 SETTINGS = {"rows": 4, "max_tokens": 32, "repeats": 3, "concurrency": 4}
 DRAFTS = ("draft-mismatched", "fixed:draft-mismatched")   # four servers with the baseline and the shape twin
-
-
-def drafts_of(demo) -> dict:
-    """{name: folder} of the sweep: the demo's drafts, and the one-line fix made beside the sweep."""
-    demo = Path(demo)
-    out = {}
-    for name in DRAFTS:
-        if name.startswith("fixed:"):
-            made = fixed_copy(demo / name.split(":", 1)[1], demo / "target", demo / "vllm-speed-drafts")
-            out[made.name] = str(made)
-        elif (demo / name).is_dir():
-            out[name] = str(demo / name)
-    return out
 
 
 def measure(demo, k: int, *, say=None, start=None, stop=None) -> Path | None:
@@ -51,9 +38,9 @@ def measure(demo, k: int, *, say=None, start=None, stop=None) -> Path | None:
             return None
     demo = Path(demo)
     out = demo / vllm_speed.FILE_NAME
-    vllm_speed.sweep(demo / "target", drafts_of(demo), demo / "val.jsonl", [int(k)], out=out, in_process=False,
+    vllm_speed.sweep(demo / "target", drafts(demo, DRAFTS, demo / "vllm-speed-drafts"), demo / "val.jsonl", [int(k)], out=out, in_process=False,
                      say=say, start=start, stop=stop, replace=True, **SETTINGS)
     return out
 
 
-__all__ = ["measure", "drafts_of", "SETTINGS", "DRAFTS"]
+__all__ = ["measure", "SETTINGS", "DRAFTS"]

@@ -59,4 +59,18 @@ def fixed_copy(draft, target, folder, engine: str = "vllm") -> Path:
     return out
 
 
-__all__ = ["fixed_copy", "SUFFIX"]
+def drafts(demo, names, work) -> dict:
+    """{name: folder} of a sweep's drafts: each of ``names`` a folder of ``demo``, or ``"fixed:<folder>"`` for that
+    folder's one-line fix for vLLM, made in ``work`` (:func:`fixed_copy`; named ``<folder>-fixed``)."""
+    demo = Path(demo)
+    out = {}
+    for name in names:
+        if name.startswith("fixed:"):
+            made = fixed_copy(demo / name.split(":", 1)[1], demo / "target", work)
+            out[made.name] = str(made)
+        else:
+            out[name] = str(demo / name)
+    return out
+
+
+__all__ = ["fixed_copy", "drafts", "SUFFIX"]

@@ -703,6 +703,14 @@ def measured_words(state: dict, draft: str, k: int | None = None) -> str:
     return out
 
 
+def quote(sweep: dict | None, draft, target=None, k: int | None = None) -> str:
+    """:func:`measured_words` for the draft folder ``draft`` (by its name), or '' when the sweep is None, holds no
+    row of it, or (given ``target``) measured another target: the one check every page quoting tokens/s makes."""
+    if not sweep or (target is not None and not inputs.same_path(sweep.get("settings", {}).get("target", ""), target)):
+        return ""
+    return measured_words(sweep, Path(str(draft).rstrip("/")).name, k=k)
+
+
 def calibrated(row: dict) -> str:
     """What a row's step cost was measured on, in words: its shape twin, another draft (a sweep from before the
     twins), or its own passes (in sample, said so).

@@ -25,7 +25,6 @@ from workbench.engines.records import get as engine_record
 from workbench.engines.taps import load_config
 from workbench.live import sglang_live, vllm_live, vllm_load, vllm_server, vllm_speed
 from workbench.load import inputs
-from workbench.load.inputs import same_path
 from workbench.report import evidence, plots, serving_figures
 from workbench.report.sections import absent
 
@@ -162,9 +161,7 @@ def speed_cost(sweep: dict | None, draft, target=None, k: int | None = None) -> 
     """The sweep's sentence for this draft at K=``k`` (``workbench vllm speed``: tokens/s against no speculation,
     and its one-line fix), the same words pages 01-03 quote; '' when the sweep measured another draft (by folder
     name) or, given ``target``, another target."""
-    if not sweep or (target is not None and not same_path(sweep.get("settings", {}).get("target", ""), target)):
-        return ""
-    said = vllm_speed.measured_words(sweep, Path(str(draft).rstrip("/")).name, k=k)
+    said = vllm_speed.quote(sweep, draft, target, k)
     return f" Tokens/s {said}." if said else ""
 
 

@@ -185,10 +185,7 @@ def _speed(speed, dx, K: int) -> str:
     draft = dx.paths.get("draft")
     if not str(dx.engine).startswith("vllm") or not draft:
         return ""
-    sweep = vllm_speed.find(str(speed or ""), draft)
-    if not sweep or not inputs.same_path(sweep.get("settings", {}).get("target", ""), dx.paths.get("target", "")):
-        return ""
-    return vllm_speed.measured_words(sweep, Path(draft).name, k=K)
+    return vllm_speed.quote(vllm_speed.find(str(speed or ""), draft), draft, dx.paths.get("target", ""), K)
 
 
 __all__ = ["Run", "diagnose"]
