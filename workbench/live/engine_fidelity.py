@@ -39,7 +39,6 @@ FILE_NAME = "engine-fidelity.json"
 HOW = ("`make engine-fidelity-real` captures the real demo's taps through a real vLLM and compares them with HF's; "
        "for your own target, `workbench vllm capture` with `--fidelity engine-fidelity.json` beside the draft's folder "
        "(docs/vllm_capture.md).")
-NOT_MEASURED = f"Features captured by the serving engine: not measured for this target. {HOW}"
 
 
 @dataclasses.dataclass
@@ -161,4 +160,4 @@ def compare(target, draft, rows, wirings, engine_cache, *, hf_cache=None, K: int
                     accept=accept, draft=str(draft_path), dtype=str(target.dtype).replace("torch.", ""))
 
 
-__all__ = ["Fidelity", "compare", "find", "engine_source", "FILE_NAME", "NOT_MEASURED"]
+__all__ = ["Fidelity", "compare", "find", "engine_source", "FILE_NAME", "HOW"]

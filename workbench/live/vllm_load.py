@@ -359,7 +359,6 @@ def find(path="", draft="") -> dict | None:
 HOW = ("`workbench vllm load` with your target, draft and data and `--json vllm-load.json` beside the draft's folder "
        "measures them over concurrency 1-16 (docs/load.md; about an hour on 2 cores for two drafts, K=1,2 and four "
        "context buckets; `make bench-load` for the real demo).")
-NOT_MEASURED = f"Tokens/s at load: not measured for this draft. {HOW}"
 
 
 def table(state: dict) -> str:
@@ -379,5 +378,5 @@ def table(state: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["CONCURRENCY", "IN_FLIGHT", "NOT_MEASURED", "find", "load_grid", "from_surface", "buckets", "cells", "requests_of", "measure", "surface", "check_surface",
+__all__ = ["CONCURRENCY", "IN_FLIGHT", "HOW", "find", "load_grid", "from_surface", "buckets", "cells", "requests_of", "measure", "surface", "check_surface",
            "predict", "answer_line", "table"]

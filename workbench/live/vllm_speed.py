@@ -79,7 +79,6 @@ FILE_NAME = "vllm-speed.json"
 HOW = ("`make demo` measures the default demo's (2:14 on 2 quiet cores); for your own draft, `workbench vllm speed` with "
        "your target, draft and data and `--json vllm-speed.json` beside the draft's folder (about 25 minutes on 2 cores "
        "for two drafts at four Ks; docs/vllm.md).")
-NOT_MEASURED = f"Tokens/s on a real server: not measured for this draft. {HOW}"
 
 
 def step_cost(passes) -> dict:
