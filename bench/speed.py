@@ -31,11 +31,12 @@ import sys
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.demo.real_recipe import SPEED_SWEEP
 from workbench.demo.speed import DRAFTS as DEMO_DRAFTS, SETTINGS as DEMO_SETTINGS
 from workbench.report import benchmark
 
 BENCH = Path(__file__).resolve().parent
-OUT = BENCH / "vllm-speed.json"
+OUT = BENCH.parent / SPEED_SWEEP            # the real demo's sweep, where its reports find it
 SMALL = {"ks": [1, 2], "rows": 4, "max_tokens": 48, "repeats": 4, "concurrency": 1}
 QUICK = {"ks": [1], "rows": 2, "max_tokens": 16, "repeats": 1, "concurrency": 1}
 # name: (drafts: a demo folder, or "fixed:<folder>" for the one-line fix this command makes; sweep settings; file)

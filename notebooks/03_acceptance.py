@@ -221,7 +221,7 @@ wb.record_headline("03_acceptance", {
 
 # %%
 foreign = run.foreign_drafts()
-foreign.diagnose(K=steps, limit=limit or None);
+foreign_runs = foreign.diagnose(K=steps, limit=limit or None)
 
 # %% [markdown]
 # ## Acceptance at temperature > 0, after the fix

@@ -107,6 +107,57 @@ def repeated(text: str, min_chars: int = 80) -> list[str]:
     return [f"said {n} times: {x[:60]}…" for x, n in counts.items() if n > 1]
 
 
+def page_text(page: str, *, tokens: bool = True) -> str:
+    r"""The text a reader sees on an HTML page: every text node outside <style> and <script>; without ``tokens``,
+    also outside the token spans (``class="wb-tok"``: a row's own text, which may hold anything a writer wrote,
+    a list of floats or the same docstring in two rows). Block ends become line breaks (what :func:`repeated`
+    compares).
+
+        >>> page_text('<p>a</p><div><span class="wb-tok">[1.0, 2.0, 3.0]</span></div>', tokens=False)
+        'a\n\n'
+    """
+    from html.parser import HTMLParser
+
+    chunks, hidden = [], []
+    blocks = ("p", "div", "pre", "tr", "li", "h1", "h2", "h3", "dt", "dd", "table")
+
+    class P(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag in ("style", "script") or (not tokens and tag == "span" and "wb-tok" in (dict(attrs).get("class") or "")):
+                hidden.append(tag)
+            elif hidden and tag == hidden[-1]:
+                hidden.append(tag)
+            if tag == "br":
+                chunks.append("\n")
+
+        def handle_endtag(self, tag):
+            if hidden and tag == hidden[-1]:
+                hidden.pop()
+            elif tag in blocks and not hidden:
+                chunks.append("\n")
+
+        def handle_data(self, data):
+            if not hidden:
+                chunks.append(data)
+
+    P(convert_charrefs=True).feed(page)
+    return "".join(chunks)
+
+
+def scan_page(page: str) -> list[str]:
+    """Everything issue 58's scans find on one exported HTML page, a line each: leftovers of running code outside
+    the token text, a paragraph said twice, snake_case headers and True/False cells, figures without alt text, a
+    section that says it was skipped."""
+    text = page_text(page, tokens=False)
+    found = leftovers(text) + repeated(text) + table_leftovers(page)
+    missing = page.count("<img") - page.count('alt="A figure')
+    if missing:
+        found.append(f"figures without alt text: {missing}")
+    if "skipped:" in text:
+        found.append("a section that says it was skipped")
+    return found
+
+
 def leftovers(text: str) -> list[str]:
     """One line per kind of leftover found in ``text``: the kind and the first match."""
     out = []
@@ -115,3 +166,16 @@ def leftovers(text: str) -> list[str]:
         if m:
             out.append(f"{kind}: {m.group(0)}")
     return out
+
+
+if __name__ == "__main__":       # python tests/leftovers.py reports/real: the scans on every page of a report folder
+    import sys
+    from pathlib import Path
+
+    bad = 0
+    for folder in sys.argv[1:]:
+        for f in sorted(Path(folder).glob("*.html")):
+            found = scan_page(f.read_text(encoding="utf-8"))
+            bad += len(found)
+            print(f"{f}: " + ("clean" if not found else "\n  " + "\n  ".join(found)))
+    sys.exit(1 if bad else 0)

@@ -202,6 +202,8 @@ def test_diagnose_tune_rewire_and_sampled_accept_run_on_the_exports(root, traine
 
 
 def test_the_reports_show_the_foreign_drafts(root, trained, capsys):
+    from leftovers import repeated
+
     """Issue 46 item 6: the trainer × engine table measured on the exports, notebook 02's and 03's foreign-draft
     cells (run from the notebooks' own source), and the index card built from foreign-drafts.json."""
     for name in TRAINERS:
@@ -230,8 +232,18 @@ def test_the_reports_show_the_foreign_drafts(root, trained, capsys):
     out = capsys.readouterr().out
     assert "draft-modelopt: trained by NVIDIA ModelOpt 0.47.0" in out
     assert "draft-speculators: trained by vllm-project/speculators 0.9.0" in out
-    assert "judged under vLLM V1 (current)" in out and "judged under SGLang (current)" in out   # ModelOpt mis-fed by vLLM
     assert "set eagle_aux_hidden_state_layer_ids (top level) to [2, 4, 5]" in out and "[1, 3, 4]" in out
+    assert repeated(out) == [], repeated(out)          # issue 58: the drafts share one table each, said once
+    foreign = env["foreign"]
+    engines = foreign.engines_table().frame
+    row = engines[engines["engine"] == "vLLM V1 (current)"]
+    assert list(row["drafts"]) == ["draft-modelopt, draft-modelopt-norope", "draft-speculators"], row
+    assert list(foreign.config_table().frame.columns) == ["key", "draft-modelopt", "draft-modelopt-norope",
+                                                          "draft-speculators", "what it decides"]
+    diagnosed = foreign.diagnosis_table(list(zip(foreign.drafts, env["foreign_runs"]))).frame
+    judged = dict(zip(diagnosed["draft"], diagnosed["judged under"]))
+    assert judged == {"draft-modelopt": "vLLM V1 (current)", "draft-modelopt-norope": "vLLM V1 (current)",
+                      "draft-speculators": "SGLang (current)"}, judged        # ModelOpt mis-fed by vLLM
     assert {f.name: f.misfed() for f in env["foreign"].drafts} == {"draft-modelopt": ["vllm"],
                                                                   "draft-modelopt-norope": ["vllm"],
                                                                   "draft-speculators": []}

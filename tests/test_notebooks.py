@@ -198,27 +198,12 @@ def test_every_notebook_runs_on_the_smoke_demo(report_dir, smoke_demo):
     assert "04 · Live server" in index  # its slot is kept even before the notebook exists
 
 
-def _visible_text(page: str) -> str:
-    """The text a reader sees: every text node outside <style> and <script>."""
-    from html.parser import HTMLParser
+def _visible_text(page: str, *, tokens: bool = True) -> str:
+    """The text a reader sees: every text node outside <style> and <script> (and, without ``tokens``, outside the
+    token spans: tests/leftovers.py page_text)."""
+    from leftovers import page_text
 
-    chunks, hidden = [], []
-
-    class P(HTMLParser):
-        def handle_starttag(self, tag, attrs):
-            if tag in ("style", "script"):
-                hidden.append(tag)
-
-        def handle_endtag(self, tag):
-            if hidden and tag == hidden[-1]:
-                hidden.pop()
-
-        def handle_data(self, data):
-            if not hidden:
-                chunks.append(data)
-
-    P(convert_charrefs=True).feed(page)
-    return "".join(chunks)
+    return page_text(page, tokens=tokens)
 
 
 @pytest.mark.slow
@@ -352,7 +337,8 @@ def test_no_leftovers_of_running_code_on_any_page(report_dir):
                 shown = [k for k in ("text/html", "text/markdown", "text/plain") if k in data][:1]   # what a page
                 text = o.get("text", "") + "".join(str(data[k]) for k in shown)                      # shows of it
                 found += [f"{name} cell {i + 1}: {x}" for x in leftovers(text)]
-        found += [f"{name}.html: {x}" for x in leftovers(_visible_text((report_dir / f"{name}.html").read_text()))]
+        found += [f"{name}.html: {x}" for x in leftovers(_visible_text((report_dir / f"{name}.html").read_text(),
+                                                                        tokens=False))]
     found += [f"index.html: {x}" for x in leftovers(_visible_text((report_dir / "index.html").read_text()))]
     assert found == [], "\n".join(found)
 
@@ -367,7 +353,7 @@ def test_each_page_says_each_thing_once_with_alt_text_and_the_same_digits_everyw
     found, costs = [], {}
     for name in PRESENT:
         raw = (report_dir / f"{name}.html").read_text()
-        text = _visible_text(raw.replace("<br", "\n<br").replace("</p>", "</p>\n").replace("</pre>", "</pre>\n"))
+        text = _visible_text(raw, tokens=False)
         found += [f"{name}.html: {x}" for x in repeated(text)]
         if "No description has been provided" in raw:
             found.append(f"{name}.html: a figure without alt text")

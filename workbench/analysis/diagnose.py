@@ -227,25 +227,26 @@ class Diagnosis(Rendered):
         lines = [f"wiring diagnosis for {E}: screened on {self.n_screen_samples} samples, "
                  f"full curves on {self.n_samples}",
                  f"setting: {self.setting.describe()}",
-                 f"{'#':>3} {'wiring'.ljust(w)}  {'α1':>5}  {'accept':>6}  {'95% interval':>12}  "
-                 f"{'path':>5}  {'chains':>6}  {'feeds':>5}"]
+                 f"{'#':>3} {'wiring'.ljust(w)}  {'α1':>5}  {'path':>5}  {'95% interval':>12}  "
+                 f"{'every':>5}  {'95% interval':>12}  {'chains':>6}  {'feeds':>5}"]
         wrap = lambda text: textwrap.wrap(text, width=width, initial_indent=" " * 6,  # noqa: E731
                                           subsequent_indent=" " * 8, break_on_hyphens=False)
         for r in t.to_dict("records"):
-            iv = ("" if math.isnan(r["accept_length_low"]) else
-                  f"{_fmt(r['accept_length_low'])}–{_fmt(r['accept_length_high'])}")
+            iv = lambda lo, hi: "" if math.isnan(r[lo]) else f"{_fmt(r[lo])}–{_fmt(r[hi])}"  # noqa: E731
             mark = ("*" if r["spec"] == self.engine_wiring else " ") + ("=" if r.get("tied_with_best") else " ")
             lines.append(f"{r['rank']:>2}{mark}{r['spec'].ljust(w)}  {_fmt(r['alpha1']):>5}  "
-                         f"{_fmt(r['accept_length']):>6}  {iv:>12}  {_fmt(r['decode_path_accept_length']):>5}  "
+                         f"{_fmt(r['decode_path_accept_length']):>5}  {iv('decode_path_low', 'decode_path_high'):>12}  "
+                         f"{_fmt(r['accept_length']):>5}  {iv('accept_length_low', 'accept_length_high'):>12}  "
                          f"{r['n_chains']:>6}  {'yes' if r['feasible'] else 'NO':>5}")
             for reason in r["reasons"]:
                 lines += wrap("· " + reason)
         if len(self.table) > max_rows:
             lines.append(f"    ... {len(self.table) - max_rows} more wirings, lower in the ranking (not shown)")
-        key = (f"key: * = what {E} feeds ({self.engine_explanation}); = = tied for best (95% interval overlaps "
-               f"the leader's; the trained wiring first); α1 = P(A≥1), step-1 acceptance; accept = "
-               f"{self.setting.accept_label('every-position')}; path = the same on the decode path; chains = "
-               f"counted chains; feeds = {E} can feed this wiring; a row's reasons below it")
+        key = (f"key: * = what {E} feeds ({self.engine_explanation}); path = "
+               f"{self.setting.accept_label('decode-path')}, what a server reports, with its 95% interval; every = "
+               f"the same at every position (teacher-forced), which ranks the wirings; = = tied for best (its "
+               f"every-position 95% interval overlaps the leader's; the trained wiring first); α1 = P(A≥1), step-1 "
+               f"acceptance; chains = counted chains; feeds = {E} can feed this wiring; a row's reasons below it")
         lines += textwrap.wrap(key, width=width, subsequent_indent="  ", break_on_hyphens=False)
         lines.append(f"verdict: {self.verdict}")          # one line: scripts grep it
         if self.agreement is not None and data:      # the data's greedy agreement, under the setting line

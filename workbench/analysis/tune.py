@@ -152,13 +152,15 @@ class SweepResult(Rendered):
         if self.cost_model is not None:
             lines.append(self.cost_model.describe())
         lines.append("ranked by " + ("projected speed-up" if self.ranks_by_speed else
-                                     "accept length (no GPU cost model: the speed-up cannot choose flags)"))
+                                     "accept length at every position (no GPU cost model: the speed-up cannot "
+                                     "choose flags)") + "; path = accept length on the decode path (what a server "
+                     "reports); every = at every position (teacher-forced), with its 95% interval")
         has = "speedup" in t
-        lines.append(" #  steps  topk    N  accept   95% interval   path  starts" + ("  speed-up" if has else ""))
+        lines.append(" #  steps  topk    N   path   every   95% interval  starts" + ("  speed-up" if has else ""))
         for _, r in t.head(max_rows).iterrows():
             lines.append(f"{int(r['rank']):2d}  {int(r['steps']):5d}  {int(r['eagle_topk']):4d}  "
-                         f"{int(r['num_draft_tokens']):3d}  {r['accept_length']:6.3f}  {r['low']:6.3f}–{r['high']:<6.3f}  "
-                         f"{r['decode_path']:5.3f}  {int(r['n']):6d}" + (f"  {r['speedup']:8.3f}" if has else ""))
+                         f"{int(r['num_draft_tokens']):3d}  {r['decode_path']:5.3f}  {r['accept_length']:6.3f}  "
+                         f"{r['low']:6.3f}–{r['high']:<6.3f}  {int(r['n']):6d}" + (f"  {r['speedup']:8.3f}" if has else ""))
         if len(t) > max_rows:
             lines.append(f"    ... {len(t) - max_rows} more shapes, lower in the ranking (not shown)")
         if self.recommended_flags:

@@ -93,8 +93,8 @@ def run(args) -> int:
 
 
 def _speed(args, out, progress: bool):
-    """The sweep every page quotes tokens/s from: the real demo's checked-in one (``bench/vllm-speed.json``, 20
-    minutes to measure: ``python -m bench.speed``), else the default demo's, measured here on the real vLLM it
+    """The sweep every page quotes tokens/s from: the real demo's checked-in one
+    (:data:`workbench.demo.real_recipe.SPEED_SWEEP`, 20 minutes to measure: ``python -m bench.speed``), else the default demo's, measured here on the real vLLM it
     serves (:mod:`workbench.demo.speed`); None when the engine is not vLLM, ``--no-speed``, or no vLLM is here."""
     from pathlib import Path
 
@@ -103,7 +103,9 @@ def _speed(args, out, progress: bool):
     if not str(args.engine).startswith("vllm") or args.no_speed:
         return None
     if args.size == "real":
-        found = Path("bench") / "vllm-speed.json"
+        from workbench.demo.real_recipe import SPEED_SWEEP
+
+        found = Path(SPEED_SWEEP)
         return found if found.is_file() else None
     def say(m: str) -> None:
         if progress or m.startswith("note:"):

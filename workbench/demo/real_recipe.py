@@ -22,6 +22,9 @@ from workbench.core.errors import WorkbenchError
 from workbench.demo.recipe import THREADS, demo_taps, split_source, stdlib_files
 
 REAL_SOURCES = ("code", "prose", "chat")
+# the real demo's tokens/s, checked in (20 minutes to measure: `python -m bench.speed --demo data/demo-real` writes
+# it, relative to the repository root); every page of `workbench demo --size real` quotes it
+SPEED_SWEEP = "bench/vllm-speed.json"
 
 
 @dataclass(frozen=True)
@@ -202,5 +205,5 @@ def pick(records: list, n: int) -> list:
     return [records[int(i * step)] for i in range(n)]
 
 
-__all__ = ["REAL_SOURCES", "RealSize", "REAL", "with_overrides", "real_taps", "QUESTIONS", "question_records", "humaneval_records",
+__all__ = ["SPEED_SWEEP", "REAL_SOURCES", "RealSize", "REAL", "with_overrides", "real_taps", "QUESTIONS", "question_records", "humaneval_records",
            "prose_records", "pick"]

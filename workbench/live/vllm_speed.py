@@ -667,6 +667,8 @@ def measured_words(state: dict, draft: str, k: int | None = None) -> str:
         ...       "concurrency": 4}, "rows": [row("d", 30.0, 0.75, 0.7, 0.8), row("d-fixed", 48.0, 1.2, 1.1, 1.3)]}
         >>> print(measured_words(st, "d"))
         measured on vLLM 0.32.0, K=2, 4 prompts x 32 tokens, 3 passes: 30.0 tokens/s as served against 40.0 with no speculation, 0.75x [0.70–0.80] (slower); with the one-line fix 48.0 tokens/s, 1.20x [1.10–1.30] (faster). At 4 requests in flight: 0.55x as served, 1.00x with the fix
+        >>> measured_words(st, "d", k=4).split(", 4 prompts")[0]
+        'measured on vLLM 0.32.0, K=2 (its fastest measured K; K=4 was not measured)'
     """
     rows = [r for r in state.get("rows", []) if r["draft"] == draft]
     if not rows:
@@ -686,7 +688,8 @@ def measured_words(state: dict, draft: str, k: int | None = None) -> str:
         return (f"{r['measured_speedup']:.2f}x [{sp['min']:.2f}–{sp['max']:.2f}] ({side(r)})" if sp else
                 f"{r['measured_speedup']:.2f}x ({side(r)})")
 
-    out = (f"measured on vLLM {version}, K={row['k']}, {s.get('rows')} prompts x {s.get('max_tokens')} tokens, "
+    other = (f" (its fastest measured K; K={k} was not measured)" if k is not None and row["k"] != k else "")
+    out = (f"measured on vLLM {version}, K={row['k']}{other}, {s.get('rows')} prompts x {s.get('max_tokens')} tokens, "
            f"{s.get('repeats')} passes: {row['measured_tokens_per_s']:.1f} tokens/s as served against "
            f"{row['baseline_tokens_per_s']:.1f} with no speculation, {x(row)}")
     if fixed is not None:

@@ -346,9 +346,10 @@ def compare_templates(data, tokenizer, names=None, *, all_turns: bool = False) -
 
 
 def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, limit: int | None = None,
-                           chat_template: str | None = None) -> str:
+                           chat_template: str | None = None, example: bool = True) -> str:
     """``workbench inspect`` of a conversation or prompt file: records, turns, roles; with the target's
-    ``tokenizer``: the template used, the mask method per row and the first row with its masked spans in [[ ]]."""
+    ``tokenizer``: the template used, the mask method per row and (``example``) the first row with its masked spans
+    in [[ ]] (a report page shows that row as coloured tokens instead)."""
     convs = list(itertools.islice(conversations.read(data), limit))
     roles, turns = Counter(), Counter()
     for c in convs:
@@ -372,6 +373,8 @@ def describe_conversations(data, tokenizer=None, *, all_turns: bool = False, lim
     lines.append(f"  {len(rows)} rows ({'all-turns' if all_turns else 'per-turn: one per reply'}); mask method: "
                  + ", ".join(f"{k} ({n} rows)" for k, n in tally.methods.items()))
     lines.extend(f"  notice: {n}" for n in tally.notices.values())
+    if not example:
+        return "\n".join(lines)
     r = rows[0]
     ids, mask = r["input_ids"], r["loss_mask"]
     text, s = [], 0

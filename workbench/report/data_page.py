@@ -86,7 +86,7 @@ def chat_templates(chat, tokenizer, names: str = ""):
         f"same rows as {next(iter(cmp.datasets))}": "the same token ids and masks as the first template"})
     verdict = ("every template gives the same rows" if cmp.agree else
                "the templates give different rows: the mask methods disagree on what a reply is")
-    return chat_rows.describe_conversations(chat, tokenizer, limit=None) + "\n" + verdict, tab, cmp
+    return chat_rows.describe_conversations(chat, tokenizer, limit=None, example=False) + "\n" + verdict, tab, cmp
 
 
 def chat_agreement(tgt, chat, chat_ds) -> tuple[str, object]:

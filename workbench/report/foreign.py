@@ -77,19 +77,9 @@ class Foreign:
                 f" ({p.format}); ids {p.ids if p.ids is not None else '(none)'} read as {p.convention}; "
                 f"trained taps {trained}{extra}")
 
-    def config_table(self):
-        """The config keys read (:data:`KEYS` present in the export) as a table."""
-        import pandas as pd
-
-        frame = pd.DataFrame([{"key": k, "value": _text(v), "what it decides": KEYS[k]} for k, v in self.keys.items()],
-                             columns=["key", "value", "what it decides"])
-        return table(frame, {"key": "config.json key (a dot: nested)", "value": "as the trainer wrote it",
-                             "what it decides": "why the workbench reads it"}, title=f"{self.name}: config.json read")
-
-    def engines_table(self):
-        """What each engine of :data:`ENGINES` feeds this draft, against the taps it was trained on, and the fix."""
-        import pandas as pd
-
+    def engine_rows(self) -> list[dict]:
+        """What each engine of :data:`ENGINES` feeds this draft, against the taps it was trained on, and the fix:
+        one dict per engine (engine, taps fed, as trained, fix, warnings)."""
         trained = self.provenance.trained
         rows = []
         for r in self.fed:
@@ -101,13 +91,7 @@ class Foreign:
             rows.append({"engine": engine_record(r.engine).label, "taps fed": r.spec or "(nothing)",
                          "as trained": "yes" if same else ("no" if trained is not None else "unknown"),
                          "fix": fix, "warnings": "; ".join(w for w in r.warnings if "was trained on" not in w) or "—"})
-        return table(pd.DataFrame(rows), {
-            "engine": "the serving engine and version (`workbench wiring --engines`)",
-            "taps fed": "the target hidden states it concatenates into the draft's fc (L k = output of layer k)",
-            "as trained": f"the same taps the trainer captured ({trained.spec if trained is not None else 'unknown'})",
-            "fix": "the one-line config change that makes this engine feed the trained taps",
-            "warnings": "what the engine ignores or cannot do with this export"},
-            title=f"{self.name}: what each engine feeds it")
+        return rows
 
     def misfed(self) -> list[str]:
         """The engines (record names) that feed other taps than the trained ones."""
@@ -136,24 +120,92 @@ class ForeignDrafts:
             absent("Drafts that real trainers made", SKIPPED)
             return
         print("\n".join(f.header() for f in self.drafts))
+        for t in (self.config_table(), self.engines_table()):
+            show_one(t)
+
+    def config_table(self):
+        """The config keys read (:data:`KEYS` present in any export): one row per key, one column per draft with
+        the value as its trainer wrote it (— where the export has no such key)."""
+        import pandas as pd
+
+        keys = [k for k in KEYS if any(k in f.keys for f in self.drafts)]
+        frame = pd.DataFrame([{"key": k, **{f.name: _text(f.keys[k]) if k in f.keys else "—" for f in self.drafts},
+                               "what it decides": KEYS[k]} for k in keys])
+        return table(frame, {"key": "config.json key (a dot: nested)",
+                             **{f.name: f"the value {f.provenance.label} wrote" for f in self.drafts},
+                             "what it decides": "why the workbench reads it"},
+                     title="config.json of each draft: the keys read")
+
+    def engines_table(self):
+        """What each engine feeds the drafts, against the taps each was trained on, and the fix: one row per engine
+        and distinct answer, with the drafts it holds for (drafts an engine treats alike share one row)."""
+        import pandas as pd
+
+        grouped: dict[tuple, list[str]] = {}
         for f in self.drafts:
-            for t in (f.config_table(), f.engines_table()):
-                show_one(t)
+            for r in f.engine_rows():
+                grouped.setdefault(tuple(r.items()), []).append(f.name)
+        order = {engine_record(e).label: i for i, e in enumerate(ENGINES)}
+        rows = [{"engine": dict(k)["engine"], "drafts": ", ".join(names), **{c: v for c, v in k if c != "engine"}}
+                for k, names in grouped.items()]
+        rows.sort(key=lambda r: order.get(r["engine"], len(order)))
+        trained = sorted({f.provenance.trained.spec for f in self.drafts if f.provenance.trained is not None})
+        return table(pd.DataFrame(rows), {
+            "engine": "the serving engine and version (`workbench wiring --engines`)",
+            "drafts": "the drafts this row holds for (drafts the engine treats alike share a row)",
+            "taps fed": "the target hidden states it concatenates into the draft's fc (L k = output of layer k)",
+            "as trained": f"the same taps the trainer captured ({', '.join(trained) or 'unknown'})",
+            "fix": "the one-line config change that makes this engine feed the trained taps",
+            "warnings": "what the engine ignores or cannot do with this export"},
+            title="what each engine feeds the drafts")
 
     def diagnose(self, *, K: int = 4, limit: int | None = None) -> list:
-        """Each draft diagnosed on the run's rows under the engine that mis-feeds it (no rewire); prints each
-        verdict, displays each answer, returns the runs."""
+        """Each draft diagnosed on the run's rows under the engine that mis-feeds it (no rewire); displays one table
+        of them (:meth:`diagnosis_table`, the setting said once above it) and returns the runs."""
         if not self.drafts:
             absent("Drafts that real trainers made: their diagnosis", SKIPPED)
-        runs = []
-        for f in self.drafts:
-            judged = f.judge(self.run.engine)
-            fr = self.run.again(str(f.folder), engine=judged, K=K, limit=limit, rewire=False)
-            print(f"== {f.header()}\n   judged under {engine_record(judged).label}")
-            print(fr.diagnosis.summary(max_rows=6, data=False), end="\n\n")
-            show_one(fr.answer)
-            runs.append(fr)
-        return runs
+            return []
+        runs = [(f, self.run.again(str(f.folder), engine=f.judge(self.run.engine), K=K, limit=limit, rewire=False))
+                for f in self.drafts]
+        dx = runs[0][1].diagnosis
+        print(f"each on {dx.n_samples} samples of the page's rows; {dx.setting.describe()}; accept lengths on the "
+              f"decode path, with their 95% intervals")
+        show_one(self.diagnosis_table(runs))
+        return [fr for _, fr in runs]
+
+    @staticmethod
+    def diagnosis_table(runs):
+        """One row per (draft, its run): who trained it, the engine judged, the taps it feeds and the trained ones,
+        each with its accept length on the decode path, and the answer's fix."""
+        import pandas as pd
+
+        def accept(dx, spec):
+            r = dx.results.get(spec) if spec else None
+            if r is None:
+                return "not measured"
+            lo, hi = r.intervals()["decode_path_accept_length"]
+            return f"{r.decode_path['accept_length']:.2f} [95% {lo:.2f}–{hi:.2f}]"
+
+        rows = []
+        for f, fr in runs:
+            dx, p = fr.diagnosis, f.provenance
+            version = p.version or (f.manifest or {}).get("version")
+            rows.append({"draft": f.name, "trainer": p.label + (f" {version}" if version else ""),
+                         "judged under": engine_record(dx.engine).label,
+                         "taps fed": dx.engine_wiring or "(cannot serve it)", "accept length fed": accept(dx, dx.engine_wiring),
+                         "taps trained": dx.trained_wiring or "unknown",
+                         "accept length trained": accept(dx, dx.trained_wiring),
+                         "the answer": fr.answer.fix.replace("`", "")})
+        return table(pd.DataFrame(rows), {
+            "draft": "the export's folder", "trainer": "who wrote it, and its release",
+            "judged under": "the engine it is diagnosed under: this page's engine if it mis-feeds the draft, else the "
+                            "first that does",
+            "taps fed": "what that engine feeds it (L-numbering: 0-based; embed: the embedding output)",
+            "accept length fed": "tokens per verify step on the decode path with those taps",
+            "taps trained": "the taps its trainer captured",
+            "accept length trained": "the same with the trained taps",
+            "the answer": "the diagnosis' fix for that engine (its verdict's test: the 95% intervals)"},
+            title="the foreign drafts, each diagnosed")
 
     def headline(self) -> dict:
         return {f"{f.name}: engines that feed other taps than its trainer captured": ", ".join(

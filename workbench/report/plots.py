@@ -429,7 +429,7 @@ def tokens_html(tokens: list[str], accepted: list[int | None], *, K: int, n_prom
         if p < n_prompt_tokens:
             style += "font-style:italic;"
             tip += " (prompt)"
-        spans.append(f'<span style="{style}" title="{html.escape(tip)}">{_visible(tok)}</span>')
+        spans.append(f'<span class="wb-tok" style="{style}" title="{html.escape(tip)}">{_visible(tok)}</span>')
     legend = " ".join(f'<span style="background:{_shade(a, K)};padding:0 4px">{a}</span>' for a in range(K + 1))
     head = f"<b>{html.escape(title)}</b><br>" if title else ""
     return TokenHTML(f'<div style="font-family:monospace;font-size:13px;line-height:1.7;white-space:normal">'

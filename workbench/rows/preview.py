@@ -102,7 +102,7 @@ def preview_html(pv: Preview) -> str:
                     f'border-right:1px solid #fff">{token_html(t)}</span>')
     n_loss = sum(pv.loss_mask)
     lead = "" if str(pv.where).endswith(f"row {pv.row}") else f"row {pv.row} · "     # the row named once
-    head = html.escape(f"{lead}{pv.where} · source {pv.source!r} · {len(pv.input_ids)} tokens: "
+    head = html.escape(f"{lead}{pv.where} · source: {pv.source} · {len(pv.input_ids)} tokens: "
                        f"{pv.n_prompt_tokens} prompt + {len(pv.input_ids) - pv.n_prompt_tokens} response, {n_loss} in the loss")
     legend = (f'<span style="background:{colours[0]}">&nbsp;loss_mask 0 (prompt / not trained)&nbsp;</span> '
               f'<span style="background:{colours[1]}">&nbsp;loss_mask 1 (trained)&nbsp;</span>')
