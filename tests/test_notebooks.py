@@ -370,6 +370,13 @@ def test_each_page_says_each_thing_once_with_alt_text_and_the_same_digits_everyw
     index = _visible_text((report_dir / "index.html").read_text())
     one = next(iter(offline.values())).replace("`", "")
     assert " ".join(one.split()) in " ".join(index.split())
+    # each decode-path accept length of 03's headline has the answer's 2 decimals on the index, never another digit
+    three = json.loads((report_dir / "03_acceptance.headline.json").read_text())["values"]
+    flat = " ".join(index.split())
+    for k, v in three.items():
+        if "accept length (decode path" in k and isinstance(v, float):
+            assert f"{v:.2f}" in flat and f"{v:.3f}" not in flat, (k, v)
+    assert flat.count(" ".join(one.split())) == 1                   # the cost line (tokens/s too) said once
     assert "Not in this report" in _visible_text((report_dir / "02_wiring.html").read_text())  # no foreign drafts here
     assert "Drafts that real trainers made" not in _visible_text(
         (report_dir / "02_wiring.html").read_text()).split("Not in this report")[0]

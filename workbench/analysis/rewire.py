@@ -495,8 +495,10 @@ class RewireResult(Rendered):
         A, B = ",".join(self.from_taps), ",".join(self.to_taps)
         r = self.ridge
         lines = [f"rewired {A} → {B} for {self.engine}: {self.resolution}",
-                 f"closed form: ridge λ={r.lam:.3g} (α={r.alpha:g}) on {self.refit_info['positions']} response "
-                 f"positions; held-out R² {r.r2_heldout:.4f} (old fc fed {B}: {self.refit_info['r2_naive']:.4f})"]
+                 f"closed form: fc refit by ridge regression (least squares with a penalty λ={r.lam:.3g} on the "
+                 f"weights, α={r.alpha:g} times the features' scale, chosen on held-out positions) on "
+                 f"{self.refit_info['positions']} response positions; held-out R² {r.r2_heldout:.4f} (old fc fed "
+                 f"{B}: {self.refit_info['r2_naive']:.4f})"]
         if self.finetune:
             f = self.finetune
             lines.append(f"fine-tune ({f['part']}): {f['steps']} steps in {f['seconds']:.1f} s")

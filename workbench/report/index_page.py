@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 from pathlib import Path
 
@@ -121,6 +122,38 @@ def about_html(parameters: dict) -> str:
     return f'<p class="sub">{" ".join(parts)}</p>' if parts else ""
 
 
+# headline keys the answer box and the engines card already say, in words (report.json keeps them)
+ANSWERED = ("answer", "if you serve with", "suggested fix")
+
+
+def card_rows(headline: dict, said: str) -> list[tuple[str, str]]:
+    """(key, text) of a page's headline values for its index card: each said once on the index, so a value the
+    answer box or the engines card above already says (``said``: their text) is left out, and the keys
+    :data:`ANSWERED` too. An accept length is written to 2 decimals, as the answer quotes it.
+
+        >>> card_rows({"K": 4, "L0,L6,L11 · accept length (decode path)": 1.8327, "trained wiring": "embed,L1,L7",
+        ...            "suggested fix": "ids", "after the fix · L0,L6,L11 · accept length (decode path)": 1.833},
+        ...           "it was trained on embed,L1,L7; accept length 1.83")
+        [('K', '4'), ('L0,L6,L11 · accept length (decode path)', '1.83')]
+    """
+    flat = " ".join(said.split())
+    out = []
+    for k, v in headline.items():
+        if k in ANSWERED:
+            continue
+        text = f"{v:.2f}" if "accept length" in k and isinstance(v, float) else cell_text(v)
+        if (len(text) >= 8 and " ".join(text.split()) in flat and "accept length" not in k) or \
+                any(k.endswith(f" · {k0}") and t0 == text for k0, t0 in out):   # "after the fix · <row above>"
+            continue
+        out.append((k, text))
+    return out
+
+
+def _said(parts: list) -> str:
+    """The text of HTML parts, tags dropped and entities read."""
+    return html.unescape(re.sub(r"<[^>]+>", "", " ".join(parts)))
+
+
 def live_line(pages: list, engine_wiring: str | None, engine: str | None = None) -> str:
     """What the live check (page 04's headline) found, in one sentence, against the wiring the engine's record says
     it feeds (``engine_wiring``); '' when no page checked a server. A server of another engine record than the
@@ -176,6 +209,7 @@ def write_index(out, pages: list, *, parameters: dict | None = None, cards=()) -
                                  live=live_line(pages, wiring, (parameters or {}).get("engine"))))
     others = next((p.headline.get("if you serve with") for p in pages if p.headline.get("if you serve with")), [])
     parts.append(engines_card(others))            # the other engines, once, right under the answer
+    said = _said(parts)                           # what the page cards need not say again
     for p in pages:
         heading = e(f"{p.name.split('_', 1)[0]} · {p.title}")
         if p.html is not None:
@@ -190,8 +224,8 @@ def write_index(out, pages: list, *, parameters: dict | None = None, cards=()) -
         if p.error:
             parts.append(f'<p class="err">{e(p.error)}</p>')
         if p.headline:
-            rows = "".join(f'<tr><td class="k">{wrap_html(str(k))}</td><td>{wrap_html(cell_text(v))}</td></tr>'
-                           for k, v in p.headline.items() if k not in ("answer", "if you serve with"))
+            rows = "".join(f'<tr><td class="k">{wrap_html(str(k))}</td><td>{wrap_html(text)}</td></tr>'
+                           for k, text in card_rows(p.headline, said))
             parts.append(f"<table>{rows}</table>")
         if p.status != "missing":
             parts.append(f'<p class="desc">This page ran in {p.seconds:.1f} s.</p>')
@@ -209,4 +243,4 @@ def write_index(out, pages: list, *, parameters: dict | None = None, cards=()) -
     return index
 
 
-__all__ = ["GLOSSARY", "write_index", "answer_html", "about_html", "glossary_html", "live_line", "engines_card"]
+__all__ = ["ANSWERED", "card_rows", "GLOSSARY", "write_index", "answer_html", "about_html", "glossary_html", "live_line", "engines_card"]
