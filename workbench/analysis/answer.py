@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.analysis.diagnose import RECOVERY_ENOUGH, rewire_command
+from workbench.analysis.diagnose import RECOVERY_ENOUGH, rewire_command, samples_to_decide
 from workbench.engines.candidates import config_ids, engine_label, where_ids_go
 
 
@@ -158,8 +158,10 @@ def _fix(dx, rw) -> tuple[str, str]:
     if kind == "none":
         return "none needed: the server feeds a wiring as good as the best one found.", ""
     if kind == "undecided":
-        return (f"none yet: the data cannot tell `{e}` from the best wiring found; more samples would decide "
-                f"(the diagnosis below says how many).", "")
+        st = dx.stats()
+        need = samples_to_decide(st, dx.best, e, dx.n_samples) if dx.best in st and e in st else None
+        more = f"about {need} samples (now {dx.n_samples}) would decide" if need else "more samples would decide"
+        return f"none yet: the data cannot tell `{e}` from the best wiring found, `{dx.best}`; {more}.", ""
     if kind == "ids":        # the trained taps if the engine can be given them, else the best wiring it can feed
         st = dx.stats()
         order = ([t] if t in st else []) + sorted((x for x in st if x != t), key=lambda x: -st[x]["accept_length"])

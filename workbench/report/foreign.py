@@ -168,8 +168,8 @@ class ForeignDrafts:
         runs = [(f, self.run.again(str(f.folder), engine=f.judge(self.run.engine), K=K, limit=limit, rewire=False))
                 for f in self.drafts]
         dx = runs[0][1].diagnosis
-        print(f"each on {dx.n_samples} samples of the page's rows; {dx.setting.describe()}; accept lengths on the "
-              f"decode path, with their 95% intervals")
+        print(f"each on {dx.n_samples} samples of the page's rows, {dx.setting.accept_label('decode-path')}, with "
+              f"its 95% interval")
         show_one(self.diagnosis_table(runs))
         return [fr for _, fr in runs]
 

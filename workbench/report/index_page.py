@@ -136,17 +136,27 @@ def card_rows(headline: dict, said: str) -> list[tuple[str, str]]:
         ...           "it was trained on embed,L1,L7; accept length 1.83")
         [('K', '4'), ('L0,L6,L11 · accept length (decode path)', '1.83')]
     """
-    flat = " ".join(said.split())
+    flat = _plain(said)
     out = []
     for k, v in headline.items():
         if k in ANSWERED:
             continue
         text = f"{v:.2f}" if "accept length" in k and isinstance(v, float) else cell_text(v)
-        if (len(text) >= 8 and " ".join(text.split()) in flat and "accept length" not in k) or \
+        if (len(text) >= 8 and _plain(text) in flat and "accept length" not in k) or \
                 any(k.endswith(f" · {k0}") and t0 == text for k0, t0 in out):   # "after the fix · <row above>"
             continue
         out.append((k, text))
     return out
+
+
+def _plain(text: str) -> str:
+    """``text`` with its parenthetical notes dropped and spaces folded: a sentence said again with a note of its
+    own (a speed quoted at the sweep's fastest K "(its fastest measured K; ...)") is still the same sentence."""
+    while True:
+        t = re.sub(r"\s*\([^()]*\)", "", text)
+        if t == text:
+            return " ".join(t.split())
+        text = t
 
 
 def _said(parts: list) -> str:

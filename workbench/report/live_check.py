@@ -113,8 +113,8 @@ class LiveCheck:
             **{f"offline · {c.spec} · {cmp.setting.accept_label('decode-path')}": cmp.offline_accept_length(c.spec)
                for c in cmp.candidates},
             "matched wiring": cmp.matched or "none",
-            "tokens/s on a real vLLM": (speed_cost(self.sweep, self.paths.get("draft", ""), self.paths.get("target"),
-                                                   cmp.setting.steps).strip() or NO_SPEED)})
+            "tokens/s on a real vLLM": (speed_cost(self.sweep, self.paths.get("draft", ""),
+                                                   self.paths.get("target")).strip() or NO_SPEED)})
         return out
 
 
@@ -195,7 +195,8 @@ def live_answer(lc: LiveCheck, paths: dict, engine: str, sweep: dict | None = No
                 f"{cmp.offline_accept_length(cmp.trained):.2f} offline on the same requests ({est}).")
     else:
         cost = f"accept length {live:.2f} live ({est})."
-    cost += speed_cost(sweep, paths.get("draft", ""), paths.get("target"), cmp.setting.steps) or f" {NO_SPEED}"
+    # the sweep's fastest K: its K is the sweep's own, not this live check's (pages 01-03 quote it at their K)
+    cost += speed_cost(sweep, paths.get("draft", ""), paths.get("target")) or f" {NO_SPEED}"
     note = ""                # the server's name opens the answer: its replies decide it
     if cmp.matched is None:
         return Answer(feeds, cost, "none yet: send more requests (`limit`) until one wiring reproduces clearly more "
