@@ -56,21 +56,27 @@ SWEEPS = {
 }
 
 
-def render_demo(state: dict) -> str:
-    """The default demo's sweep (``--sweep demo``, what ``make demo`` measures for the reports) as the Markdown table
-    docs/bench.md shows: one row per draft, tokens/s and speed-up at concurrency 1 (median, range of the paired
-    passes) and at the sweep's concurrency, and the twin's prediction error (reported; no goal at this size).
+def render(state: dict) -> str:
+    """A sweep as the Markdown table the docs show (docs/bench.md: ``--sweep demo``, what ``make demo`` measures for
+    the reports; docs/foreign-drafts.md: ``--sweep foreign``): one row per draft and K, tokens/s and speed-up at
+    concurrency 1 (median, range of the paired passes), its side by the sweep's own test, the speed-up at the
+    sweep's concurrency when it measured one, and the twin's prediction error.
 
         >>> st = {"settings": {"concurrency": 4}, "rows": [{"draft": "d", "k": 4, "served_wiring": "L0,L6,L11",
         ...       "measured_tokens_per_s": 30.0, "baseline_tokens_per_s": 40.0, "measured_speedup": 0.75,
         ...       "speedup_spread": {"min": 0.7, "max": 0.8}, "too_noisy": False, "predicted_error": 0.05,
         ...       "concurrency_4": {"measured_speedup": 0.5}}]}
-        >>> print(render_demo(st).splitlines()[-1])
+        >>> print(render(st).splitlines()[-1])
         | d | 4 | L0,L6,L11 | 30.0 | 40.0 | 0.75x [0.70–0.80] | slower | 0.50x | +5.0% |
+        >>> st["settings"]["concurrency"] = 1
+        >>> print(render(st).splitlines()[-1])
+        | d | 4 | L0,L6,L11 | 30.0 | 40.0 | 0.75x [0.70–0.80] | slower | +5.0% |
     """
     c = state.get("settings", {}).get("concurrency", 1)
-    out = [f"| draft | K | served wiring | tokens/s | no speculation | speed-up (range of passes) | side | speed-up at "
-           f"{c} in flight | twin's prediction error |", "|---|---|---|---|---|---|---|---|---|"]
+    more = c > 1
+    out = ["| draft | K | served wiring | tokens/s | no speculation | speed-up (range of passes) | side | "
+           + (f"speed-up at {c} in flight | " if more else "") + "twin's prediction error |",
+           "|---|---|---|---|---|---|---|" + ("---|" if more else "") + "---|"]
     for r in state["rows"]:
         sp = r["speedup_spread"]
         side = ("too noisy" if r["too_noisy"] else "about the same" if abs(r["measured_speedup"] - 1) < 0.05 else
@@ -78,9 +84,10 @@ def render_demo(state: dict) -> str:
         atc = r.get(f"concurrency_{c}") or {}
         at = atc.get("measured_speedup")
         err = r.get("predicted_error")
+        cell = ("–" if at is None else f"{at:.2f}x" + (" (too noisy)" if atc.get("too_noisy") else "")) + " | "
         out.append(f"| {r['draft']} | {r['k']} | {r.get('served_wiring', '?')} | {r['measured_tokens_per_s']:.1f} | "
                    f"{r['baseline_tokens_per_s']:.1f} | {r['measured_speedup']:.2f}x [{sp['min']:.2f}–{sp['max']:.2f}] | "
-                   f"{side} | {'–' if at is None else f'{at:.2f}x' + (' (too noisy)' if atc.get('too_noisy') else '')} | {'–' if err is None else f'{err * 100:+.1f}%'} |")
+                   f"{side} | {cell if more else ''}{'–' if err is None else f'{err * 100:+.1f}%'} |")
     return "\n".join(out)
 
 

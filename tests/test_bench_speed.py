@@ -61,7 +61,7 @@ def test_a_sweep_at_a_longer_reply_keeps_the_rows_that_have_it(smoke_demo, tmp_p
 
 def test_the_docs_demo_speed_table_is_the_file():
     """Issue 58: docs/bench.md's table of what `make demo` measures is bench/vllm-speed-demo.json, rendered."""
-    table = speed.render_demo(json.loads((ROOT / "bench" / "vllm-speed-demo.json").read_text()))
+    table = speed.render(json.loads((ROOT / "bench" / "vllm-speed-demo.json").read_text()))
     assert table in (ROOT / "docs" / "bench.md").read_text()
 
 
