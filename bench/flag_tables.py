@@ -71,6 +71,66 @@ for argv in commands:
 print("RESULT " + json.dumps(res, default=str))
 """
 
+# SGLang's own resolution of the speculative settings after parsing (arg_groups/speculative_hook.py): only its hook
+# runs, on a parsed record, with the target's ModelConfig and the draft's HF config replaced by
+# {"architectures": [arch]} (no GPU, no model, no hub). stdin: [{"argv", "arch", "draft_arch"}]; stdout: RESULT [...]
+# (0.5.23 declares resolutions and resolves nothing at construction; 0.5.14 resolves in __post_init__, switched off
+# here so that only the hook runs). Full ServerArgs resolution needs torchvision/einops and an accelerator here.
+RESOLVE = r"""
+import argparse, json, sys, types, logging
+from types import SimpleNamespace as NS
+logging.disable(logging.WARNING)
+KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+        "speculative_num_draft_tokens", "speculative_draft_model_path")
+DRAFT_ARCH = [None]
+try:                                                                    # 0.5.14 imports it at module level
+    import sglang.srt.utils.hf_transformers_utils as hf
+except ImportError:                                                     # 0.5.23's needs torchvision (absent)
+    hf = sys.modules["sglang.srt.utils.hf_transformers_utils"] = types.ModuleType("sglang.srt.utils.hf_transformers_utils")
+hf.get_config = lambda path, **kw: NS(architectures=[DRAFT_ARCH[0]] if DRAFT_ARCH[0] else [])   # no hub
+if "sglang.srt.configs.iquest_q1" not in sys.modules:
+  iq = types.ModuleType("sglang.srt.configs.iquest_q1")                  # 0.5.23 imports it before its arch check
+  iq.IQuestQ1MTPConfig = type("IQuestQ1MTPConfig", (), {})
+  sys.modules["sglang.srt.configs.iquest_q1"] = iq
+import sglang.srt.server_args as sa_mod
+from sglang.srt.server_args import ServerArgs
+import sglang.srt.arg_groups.speculative_hook as sh
+NEW = hasattr(ServerArgs, "resolve_once")                               # 0.5.23: declarations; 0.5.14: __post_init__ mutates
+if NEW:
+    from sglang.srt.arg_groups.overrides import declare_resolution, resolution_result
+    from sglang.srt.arg_groups.arg_utils import record_fields
+else:
+    ServerArgs.__post_init__ = lambda self: None                       # parse only; the hook runs below
+res = []
+for job in json.loads(sys.stdin.read()):
+    DRAFT_ARCH[0] = job.get("draft_arch")
+    mc = NS(hf_config=NS(architectures=[job["arch"]]))
+    try:
+        p = argparse.ArgumentParser(); ServerArgs.add_cli_args(p)
+        ns = p.parse_args(job["argv"])
+        s = ServerArgs.from_cli_args(ns)
+        if NEW:
+            sh.model_config_of = lambda _s: mc
+            s._raw_input = {f.name: getattr(s, f.name) for f in record_fields(type(s))}
+            s._resolved_overrides = []
+            if s.page_size is None:                 # resolved before the hook (_page_size_default); only validation reads it
+                declare_resolution(s, "stand-in", page_size=1)
+            if s.device is None:                    # resolved before the hook (platform defaults): a GPU host's
+                declare_resolution(s, "stand-in", device="cuda")
+        else:
+            s.get_model_config = lambda: mc
+            if s.device is None:
+                s.device = "cuda"
+            if s.page_size is None:
+                s.page_size = 1
+        sh.handle_speculative_decoding(s)
+        get = (lambda k: resolution_result(s, k)) if NEW else (lambda k: getattr(s, k))
+        res.append({k: get(k) for k in KEYS})
+    except BaseException as e:
+        res.append({"error": f"{type(e).__name__}: {e}"[:300]})
+print("RESULT " + json.dumps(res, default=str))
+"""
+
 
 def _env() -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -94,6 +154,18 @@ def parse_real(engine: str, python: str, argvs: list[list[str]]) -> list[dict]:
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if not line:
         raise RuntimeError(f"{engine} parser failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(line[-1][len("RESULT "):])
+
+
+def resolve_real(python: str, jobs: list[dict]) -> list[dict]:
+    """SGLang's own resolved (algorithm, steps, topk, draft tokens, draft path) of each job (``argv``: the arguments
+    after ``sglang.launch_server``; ``arch``: the target's architecture; ``draft_arch``: the draft's, or None), run in
+    ``python``'s SGLang: :data:`RESOLVE`. A job SGLang refuses to start holds ``error``."""
+    proc = subprocess.run([python, "-c", RESOLVE], input=json.dumps(jobs), capture_output=True, text=True, env=_env(),
+                          timeout=900)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if not line:
+        raise RuntimeError(f"sglang resolution failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
     return json.loads(line[-1][len("RESULT "):])
 
 

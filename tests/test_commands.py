@@ -123,3 +123,66 @@ def test_the_lint_reads_every_command_as_the_engine_does(parser):
             differ.append((c["command"][:120], r, ours_))
     assert checked >= 10, (checked, len(cmds))
     assert not differ, differ
+
+
+# what SGLang resolves after parsing, beyond the corpus: the auto-chosen shapes (STANDALONE's included), the topk-1
+# rule at the seed's override, the block and n-gram drafters, and the two commands SGLang refuses to start with
+RESOLVE_CASES = [
+    ("--speculative-algorithm EAGLE3 --speculative-draft-model-path D --speculative-num-steps 1 "
+     "--speculative-eagle-topk 1 --speculative-num-draft-tokens 16", "LlamaForCausalLM"),
+    ("--speculative-algorithm EAGLE --speculative-draft-model-path D", "LlamaForCausalLM"),
+    ("--speculative-algorithm EAGLE3 --speculative-draft-model-path D", "Qwen3ForCausalLM"),
+    ("--speculative-algorithm STANDALONE --speculative-draft-model-path D", "LlamaForCausalLM"),
+    ("--speculative-algorithm EAGLE --speculative-draft-model-path D --speculative-num-steps 3 "
+     "--speculative-eagle-topk 4", "LlamaForCausalLM"),
+    ("--speculative-algorithm NGRAM --speculative-num-draft-tokens 16 --speculative-ngram-max-bfs-breadth 10",
+     "LlamaForCausalLM"),
+    ("--speculative-algorithm NGRAM", "LlamaForCausalLM"),
+    ("--speculative-algorithm DFLASH --speculative-draft-model-path D --speculative-num-steps 4 "
+     "--speculative-eagle-topk 2 --speculative-dflash-block-size 8", "Qwen3ForCausalLM"),
+    ("--speculative-algorithm eagle3 --speculative-draft-model-path D --speculative-num-steps 2 "
+     "--speculative-eagle-topk 1", "LlamaForCausalLM"),
+    ("--speculative-algorithm EAGLE --speculative-draft-model-path D --speculative-eagle-topk 1", "LlamaForCausalLM"),
+]
+ARCHS = ("LlamaForCausalLM", "Qwen3ForCausalLM")        # both branches of SGLang's auto-chosen shapes
+RESOLVED = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+
+
+@pytest.mark.parametrize("parser", [p for p in PYTHONS if p.startswith("sglang")])
+def test_the_lints_effective_settings_are_what_sglang_resolves(parser):
+    """Issue 57 item 8: after parsing, SGLang's speculative hook resolves the drafting shape itself (the auto-chosen
+    (steps, topk, draft tokens) per target architecture, topk 1 forcing steps + 1 draft tokens, NEXTN as EAGLE, the
+    block and n-gram drafters' own rules). Every corpus command its parser accepts, under two target architectures,
+    and the edge cases above: the lint's effective settings are the resolved ones, and where SGLang refuses to start
+    the lint says so with an error."""
+    import re
+
+    from bench.flag_tables import parse_real, resolve_real
+
+    engine, _, release = parser.partition("@")
+    py = PYTHONS[parser]
+    if not py.exists() or not (py.parents[1] / ".installed-stamp").exists():
+        pytest.skip(f"{parser}'s own parser is not installed (make sglang-parser / sglang-parser-old)")
+    cmds = [_argv("sglang", c["command"]) for c in CORPUS if c["engine"] == "sglang"]
+    cmds = [a for a, r in zip(cmds, parse_real("sglang", str(py), [a for a in cmds if a is not None]))
+            if "error" not in r] if cmds else []
+    jobs = [(a, arch) for a in cmds for arch in ARCHS] + \
+           [(["--model-path", "T"] + shlex.split(x), arch) for x, arch in RESOLVE_CASES]
+    real = resolve_real(str(py), [{"argv": a, "arch": arch, "draft_arch": None} for a, arch in jobs])
+    num = lambda v: int(m.group(1)) if (m := re.fullmatch(r"auto \((\d+)\)", str(v))) else v  # noqa: E731
+    differ, refused = [], 0
+    for (argv, arch), r in zip(jobs, real):
+        if "error" in r and r["error"].startswith("SystemExit"):       # the parser refuses a case: nothing resolved
+            continue
+        res = sglang_lint.lint(sglang_lint.parse_command("sglang serve " + shlex.join(argv), release or None),
+                               target={"architectures": [arch], "num_hidden_layers": 32})
+        if "error" in r:                                                # SGLang refuses to start with it
+            refused += 1
+            if not any(p.severity == "error" or p.code in ("topk-unset",) for p in res.problems):
+                differ.append((shlex.join(argv)[:100], arch, r["error"], "lint: no error"))
+            continue
+        ours = {k: num(res.settings.get(k)) for k in RESOLVED}
+        if any(str(r[k]) != str(ours[k]) for k in RESOLVED):
+            differ.append((shlex.join(argv)[:100], arch, {k: r[k] for k in RESOLVED}, ours))
+    assert len(jobs) - refused >= 20 and refused >= 1, (len(jobs), refused)
+    assert not differ, differ

@@ -281,6 +281,51 @@ def check_target_hidden_size(add, dcfg: dict, tcfg) -> None:
 
 # ─────────────────────────────── lint ───────────────────────────────
 
+def _resolve_block_drafting(add, algo: str, a: dict, settings: dict, dcfg) -> None:
+    """The (steps, topk, draft tokens) SGLang resolves itself for DFLASH and NGRAM after parsing, whatever was given
+    (``arg_groups/speculative_hook.py``: ``_handle_dflash``, ``_handle_ngram``; the same in 0.5.14 and 0.5.23), written
+    into ``settings``, with an info where it overrides a value the command gave.
+
+    - DFLASH: steps 1 and topk 1; draft tokens = ``--speculative-dflash-block-size``, else the given number, else the
+      draft config's ``block_size`` (``dflash_config`` first), else 16. A block size and a number that differ: SGLang
+      refuses to start.
+    - NGRAM: topk = ``--speculative-ngram-max-bfs-breadth`` (default 10); draft tokens default to 12; steps to
+      draft tokens // topk.
+    """
+    steps, topk, ndt = (a.get(k) for k in _INT_KEYS)
+
+    def number(key, default=None):
+        v = a.get(key)
+        try:
+            return default if v is None else int(v)
+        except (TypeError, ValueError):
+            raise WorkbenchError(f"server command: --{key.replace('_', '-')} expects an integer, got {v!r}") from None
+
+    if algo == "DFLASH":
+        block = number("speculative_dflash_block_size")
+        if block is not None and ndt is not None and block != ndt:
+            add("dflash-block-size", "error", f"--speculative-dflash-block-size {block} and "
+                f"--speculative-num-draft-tokens {ndt} differ", "SGLang refuses to start (ValueError)",
+                "give one of them")
+        cfg = dcfg or {}
+        from_cfg = (cfg.get("dflash_config") or {}).get("block_size") if isinstance(cfg.get("dflash_config"), dict) \
+            else None
+        from_cfg = from_cfg if from_cfg is not None else cfg.get("block_size")
+        new = (1, 1, block if block is not None else ndt if ndt is not None else
+               from_cfg if from_cfg is not None else (16 if dcfg is not None else "auto (the draft's block_size, else 16)"))
+    else:
+        k = number("speculative_ngram_max_bfs_breadth", 10)
+        n = ndt if ndt is not None else 12
+        new = (steps if steps is not None else n // k, k, n)
+    given = (steps, topk, ndt)
+    changed = [f"{name} {g} → {v}" for name, g, v in zip(("steps", "topk", "draft tokens"), given, new)
+               if g is not None and g != v]
+    if changed:
+        add(f"{algo.lower()}-resolved", "info", f"SGLang resolves {algo}'s drafting itself: " + ", ".join(changed),
+            "its speculative hook overrides these for block/n-gram drafting", "")
+    settings.update(zip(_INT_KEYS, new))
+
+
 def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, engine: str = "sglang",
          source: str = "command", trained_state: str | None = None) -> LintResult:
     """Lint parsed server args. ``draft``/``target``: directories (config.json; draft weights for ``d2t``).
@@ -312,6 +357,8 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
     draft, target, dcfg, tcfg, n = resolve_inputs(add, draft, target, {
         "draft": (a.get("speculative_draft_model_path"), "speculative_draft_model_path"),
         "target": (a.get("model_path"), "model_path")})
+    if not live and algo in ("DFLASH", "NGRAM"):
+        _resolve_block_drafting(add, algo, a, settings, dcfg)
 
     if algo is None:
         add("no-speculation", "error", "no --speculative-algorithm: the server runs without speculative decoding",
@@ -358,7 +405,8 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
                     "fails to start", "set --speculative-num-steps K explicitly")
             else:
                 arch = _architecture(tcfg)
-                auto = engines.auto_flags(rec, arch)
+                # SGLang's _auto_choose_speculative_params: STANDALONE is (3, 1, 4) whatever the target
+                auto = (3, 1, 4) if algo == "STANDALONE" else engines.auto_flags(rec, arch)
                 rule = "; ".join(f"{k}: {v}" for k, v in (rec.auto_flags or {}).items()).replace("*:", "other:")
                 picked = (f"for {arch or 'this target'} that is (steps, topk, draft tokens) = {auto}" if auto and arch
                           else f"({rule})" if auto else "")
@@ -367,7 +415,7 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
                     "the draft depth and tree are not what you measured offline, and change with SGLang versions "
                     "(before 2026-05: (5, 4, 8) for most architectures; now (5, 4, 8) only for Llama and Grok)",
                     "set --speculative-num-steps K --speculative-eagle-topk 1 --speculative-num-draft-tokens K+1")
-                default = auto if auto and arch else None
+                default = auto if auto and (arch or algo == "STANDALONE") else None
                 settings["speculative_num_steps"] = f"auto ({default[0]})" if default else "auto (per model)"
                 settings["speculative_eagle_topk"] = f"auto ({default[1]})" if default else "auto (per model)"
                 settings["speculative_num_draft_tokens"] = f"auto ({default[2]})" if default else "auto (per model)"
