@@ -5,6 +5,7 @@
     $ .venv/bin/python -m bench.speed --demo data/demo --sweep demo            # bench/vllm-speed-demo.json (~4 min)
     $ workbench bench --only speed --demo data/demo-real               # the main sweep, as rows of the table
     $ .venv/bin/python -m bench.speed --demo tests/data/smoke-demo --json /tmp/s/vllm-speed.json   # anywhere
+    $ .venv/bin/python -m bench.speed --figure docs/img/04-speed-real.png        # redraw docs/vllm.md's figure
 
 Each checked-in sweep is one entry of :data:`SWEEPS` (its drafts, Ks, prompts, repeats, file), so every
 ``bench/vllm-speed*.json`` the docs cite is rewritten by one command from scratch (drafts that a sweep makes,
@@ -190,6 +191,22 @@ def measure(demo=None, *, quick: bool = False, out=None, sweep_name: str = "main
     return figures(state, label_of(state))
 
 
+def draw(sweep: Path, png: Path) -> int:
+    """The figure docs/vllm.md shows under the sweep's table, drawn from the file (``--figure``)."""
+    import json
+
+    from workbench.report import plots
+
+    try:
+        state = json.loads(sweep.read_text())
+        plots.save(plots.speed_sweep(state), png)
+    except (OSError, ValueError, WorkbenchError) as e:
+        print(f"error: {sweep}: {e}", file=sys.stderr)
+        return 2
+    print(f"{png}: drawn from {sweep}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--demo", help="demo folder (default: data/demo when built, else the smoke demo)")
@@ -197,7 +214,11 @@ def main(argv=None) -> int:
     p.add_argument("--sweep", default="main", choices=list(SWEEPS),
                    help="which checked-in sweep (default main: bench/vllm-speed.json)")
     p.add_argument("--json", help="where to write it (default its file in bench/; resumes)")
+    p.add_argument("--figure", metavar="PNG", help="measure nothing: draw the sweep's file (tokens/s by K, measured "
+                   "and predicted) to PNG, e.g. docs/img/04-speed-real.png from the main sweep")
     args = p.parse_args(argv)
+    if args.figure:
+        return draw(Path(args.json) if args.json else BENCH / SWEEPS[args.sweep][2], Path(args.figure))
     try:
         figs = measure(args.demo, quick=args.quick, out=args.json, sweep_name=args.sweep,
                        say=lambda m: print(m, flush=True))
