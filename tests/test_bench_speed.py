@@ -78,3 +78,13 @@ def test_recorded_real_server_sweeps_are_predicted_within_the_goal(path):
     assert again and len(again) == len(state["rows"])
     worst = max(abs(r["error"]) for r in again)
     assert worst <= 0.10, again                          # the goal bench/speed.py states
+
+
+def test_the_docs_speed_figure_is_drawn_from_the_file(tmp_path, capsys):
+    """docs/img/04-speed-real.png is `python -m bench.speed --figure` of bench/vllm-speed.json; a broken file is one
+    line, exit 2."""
+    assert speed.main(["--figure", str(tmp_path / "f.png")]) == 0
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "bad.json").write_text("{")
+    assert speed.main(["--figure", str(tmp_path / "g.png"), "--json", str(tmp_path / "bad.json")]) == 2
+    assert "bad.json" in capsys.readouterr().err and not (tmp_path / "g.png").exists()
