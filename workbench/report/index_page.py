@@ -129,12 +129,16 @@ ANSWERED = ("answer", "if you serve with", "suggested fix")
 def card_rows(headline: dict, said: str) -> list[tuple[str, str]]:
     """(key, text) of a page's headline values for its index card: each said once on the index, so a value the
     answer box or the engines card above already says (``said``: their text) is left out, and the keys
-    :data:`ANSWERED` too. An accept length is written to 2 decimals, as the answer quotes it.
+    :data:`ANSWERED` too. A value is "already said" when it is a wiring or a sentence (40 characters or more) found
+    there; a short word (an engine's name) may mean something else on the card. An accept length is written to 2
+    decimals, as the answer quotes it.
 
         >>> card_rows({"K": 4, "L0,L6,L11 · accept length (decode path)": 1.8327, "trained wiring": "embed,L1,L7",
         ...            "suggested fix": "ids", "after the fix · L0,L6,L11 · accept length (decode path)": 1.833},
         ...           "it was trained on embed,L1,L7; accept length 1.83")
         [('K', '4'), ('L0,L6,L11 · accept length (decode path)', '1.83')]
+        >>> card_rows({"d: engines that feed other taps": "vLLM V1 (current)"}, "vLLM V1 (current) feeds L0,L6,L11")
+        [('d: engines that feed other taps', 'vLLM V1 (current)')]
     """
     flat = _plain(said)
     out = []
@@ -142,11 +146,15 @@ def card_rows(headline: dict, said: str) -> list[tuple[str, str]]:
         if k in ANSWERED:
             continue
         text = f"{v:.2f}" if "accept length" in k and isinstance(v, float) else cell_text(v)
-        if (len(text) >= 8 and _plain(text) in flat and "accept length" not in k) or \
+        said_above = (_WIRING.fullmatch(text) or len(text) >= 40) and _plain(text) in flat and "accept length" not in k
+        if said_above or \
                 any(k.endswith(f" · {k0}") and t0 == text for k0, t0 in out):   # "after the fix · <row above>"
             continue
         out.append((k, text))
     return out
+
+
+_WIRING = re.compile(r"(?:embed|final|L\d+)(?:,(?:embed|final|L\d+))+")
 
 
 def _plain(text: str) -> str:
