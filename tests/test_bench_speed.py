@@ -88,3 +88,9 @@ def test_the_docs_speed_figure_is_drawn_from_the_file(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{")
     assert speed.main(["--figure", str(tmp_path / "g.png"), "--json", str(tmp_path / "bad.json")]) == 2
     assert "bad.json" in capsys.readouterr().err and not (tmp_path / "g.png").exists()
+
+
+def test_the_docs_foreign_speed_table_is_the_file():
+    """docs/foreign-drafts.md's served table is bench/vllm-speed-foreign.json (`--sweep foreign`), rendered."""
+    table = speed.render(json.loads((ROOT / "bench" / "vllm-speed-foreign.json").read_text()))
+    assert table in (ROOT / "docs" / "foreign-drafts.md").read_text()
