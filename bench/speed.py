@@ -226,7 +226,11 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for f in figs:
-        print(f"{f['figure']}: {f['ratio']} (goal {f['goal'] or '-'})")
+        if f.get("requires") is False:          # no row to judge it on: the figure decides nothing
+            print(f"{f['figure']}: undecided, no row's measurement calls a side (goal {f['goal']}; more --repeats "
+                  f"or a quieter machine would decide it)")
+        else:
+            print(f"{f['figure']}: {f['ratio']} (goal {f['goal'] or '-'})")
     return 0
 
 

@@ -94,3 +94,9 @@ def test_the_docs_foreign_speed_table_is_the_file():
     """docs/foreign-drafts.md's served table is bench/vllm-speed-foreign.json (`--sweep foreign`), rendered."""
     table = speed.render(json.loads((ROOT / "bench" / "vllm-speed-foreign.json").read_text()))
     assert table in (ROOT / "docs" / "foreign-drafts.md").read_text()
+
+
+def test_the_docs_warmup_speed_table_is_the_file():
+    """docs/vllm.md's warm-up table is bench/vllm-speed-warmup.json (`--sweep warmup`), rendered."""
+    table = speed.render(json.loads((ROOT / "bench" / "vllm-speed-warmup.json").read_text()))
+    assert table in (ROOT / "docs" / "vllm.md").read_text()
