@@ -420,8 +420,9 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
                 settings["speculative_eagle_topk"] = f"auto ({default[1]})" if default else "auto (per model)"
                 settings["speculative_num_draft_tokens"] = f"auto ({default[2]})" if default else "auto (per model)"
         elif not live and topk is None:
-            add("topk-unset", "warning", "--speculative-eagle-topk unset while --speculative-num-steps is set",
-                "depending on the SGLang version the server fails at start (None compared with 1) or picks a default",
+            add("topk-unset", "error", "--speculative-eagle-topk unset while --speculative-num-steps is set",
+                "SGLang's speculative hook compares the unset topk with 1 and the server fails at start (TypeError; "
+                "SGLang 0.5.14 and 0.5.23 checked by tests/test_commands.py)",
                 "set --speculative-eagle-topk 1 (chain) explicitly")
         if isinstance(steps, int) and isinstance(topk, int):
             if topk == 1:
