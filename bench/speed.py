@@ -92,7 +92,7 @@ def render(state: dict) -> str:
     return "\n".join(out)
 
 
-def figures(state: dict, label: str) -> list[dict]:
+def figures(state: dict, label: str, source: str = "bench/vllm-speed.json") -> list[dict]:
     """Bench-table figures (``workbench.report.benchmark`` schema) of one finished sweep.
 
         >>> st = {"settings": {"rows": 4, "max_tokens": 48}, "rows": [
@@ -109,7 +109,7 @@ def figures(state: dict, label: str) -> list[dict]:
         raise WorkbenchError("speed sweep: no row with a prediction (was the sweep finished?)")
     s = state.get("settings", {})
     where = (f"{len(rows)} (draft, K) rows, {s.get('rows')} prompts x {s.get('max_tokens')} tokens, concurrency 1; "
-             f"bench/vllm-speed.json")
+             f"{source}")
     err = [abs(r["predicted_error"]) for r in rows]
     clear = [r for r in rows if r.get("sign_right") is not None]        # None: too noisy, or within 5% of 1
     out = [{"key": "speed_predicted_error", "figure": "tokens/s predicted from the server's step cost vs measured "
@@ -140,7 +140,7 @@ def last_figures(path=OUT) -> list:
     """The last sweep's rows (what ``workbench bench`` shows; nothing is re-run)."""
     return benchmark.saved_figures(path, "speed", "tokens/s predicted vs measured (real vLLM)",
                                    "opt-in: workbench bench --only speed (real vLLM servers)",
-                                   lambda state: figures(state, label_of(state)))
+                                   lambda state: figures(state, label_of(state), _cited(path)))
 
 
 def long_rows(data, n_tokens: int, folder) -> Path:
@@ -188,7 +188,13 @@ def measure(demo=None, *, quick: bool = False, out=None, sweep_name: str = "main
         data = long_rows(data, n_long, work)
     state = sweep(str(demo / "target"), drafts(demo, names, work), str(data), ks, out=str(out), say=say, start=start,
                   stop=stop, **kw)
-    return figures(state, label_of(state))
+    return figures(state, label_of(state), _cited(out))
+
+
+def _cited(path) -> str:
+    """A sweep file as the docs cite it: relative to the repository when it is inside it."""
+    p = Path(path).resolve()
+    return str(p.relative_to(BENCH.parent)) if p.is_relative_to(BENCH.parent) else str(path)
 
 
 def draw(sweep: Path, png: Path) -> int:
