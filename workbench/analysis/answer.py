@@ -69,7 +69,7 @@ class Markdown(str):
         return str(self)
 
 
-def _iv(result) -> str:
+def interval_text(result) -> str:
     """``1.16 [95% 1.07–1.26]``: a decode-path accept length with its interval (computed once per result)."""
     lo, hi = result.intervals()["decode_path_accept_length"]
     x = result.decode_path["accept_length"]
@@ -144,11 +144,11 @@ def answer_for(dx, rewired=None, *, evidence: str = "", speed: str = "") -> Answ
     where = setting_words(dx.engine, dx.setting)
     if t and t != e and t in res:
         b, a = res[e].decode_path["accept_length"], res[t].decode_path["accept_length"]
-        cost = (f"accept length {_iv(res[e])} instead of {_iv(res[t])} with {trained}: {abs(b - a) / a:.0%} "
+        cost = (f"accept length {interval_text(res[e])} instead of {interval_text(res[t])} with {trained}: {abs(b - a) / a:.0%} "
                 f"{'fewer' if b < a else 'more'} tokens per verify step, {where}. Both: {est}, what a server "
                 f"reports. {tps}")
     else:
-        cost = f"nothing measurable: accept length {_iv(res[e])}, {where}; {est} (what a server reports). {tps}"
+        cost = f"nothing measurable: accept length {interval_text(res[e])}, {where}; {est} (what a server reports). {tps}"
     fix, command = _fix(dx, rewired)
     return Answer(feeds, cost, fix, command, ev, dx.fix)
 
@@ -186,4 +186,4 @@ def _fix(dx, rw) -> tuple[str, str]:
     return dx.verdict, ""
 
 
-__all__ = ["Answer", "Markdown", "answer_for", "ids_command", "ids_fix", "setting_words", "NO_SPEED"]
+__all__ = ["Answer", "Markdown", "answer_for", "interval_text", "ids_command", "ids_fix", "setting_words", "NO_SPEED"]

@@ -19,6 +19,7 @@ import os
 
 import pandas as pd
 
+from workbench.analysis.answer import interval_text
 from workbench.engines import records as engine_records
 from workbench.engines.candidates import SERVING, engine_label, serving_candidates, where_ids_go
 from workbench.engines.trainers import trained_wiring_from_config
@@ -188,7 +189,6 @@ class Candidates:
                 rows.append({"engine": engine_label(name), "taps it feeds": spec or "cannot serve it as configured",
                              "accept length": "not measured", "the fix": "", "source": "from the record"})
                 continue
-            lo, hi = r.intervals()["decode_path_accept_length"]
             if not trained or spec == trained:
                 fix = "none needed: it feeds the trained taps"
             else:
@@ -197,7 +197,7 @@ class Candidates:
                        f"rewire or retrain, not measured here (`workbench diagnose --engine {name}` measures it): "
                        f"{f.reason}")
             rows.append({"engine": engine_label(name), "taps it feeds": spec,
-                         "accept length": f"{r.decode_path['accept_length']:.2f} [95% {lo:.2f}–{hi:.2f}]",
+                         "accept length": interval_text(r),
                          "the fix": fix, "source": "from the record"})
         return rows
 

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.analysis.answer import interval_text
 from workbench.core.errors import WorkbenchError
 from workbench.engines.candidates import set_ids
 from workbench.engines.records import get as engine_record
@@ -65,15 +66,20 @@ class Foreign:
     def name(self) -> str:
         return self.folder.name
 
+    @property
+    def trainer(self) -> str:
+        """Who wrote it and its release (the config's, else its manifest's): ``NVIDIA ModelOpt 0.47.0``."""
+        version = self.provenance.version or (self.manifest or {}).get("version")
+        return self.provenance.label + (f" {version}" if version else "")
+
     def header(self) -> str:
         """``draft-modelopt: NVIDIA ModelOpt 0.47.0, trained on L1,L14,L26 (... ids ...)``."""
         p = self.provenance
-        version = p.version or (self.manifest or {}).get("version")
         trained = p.trained.spec if p.trained is not None else f"unknown ({p.why_not})"
         extra = ""
         if self.manifest and self.manifest.get("wall_s") is not None:
             extra = f"; {self.manifest['wall_s'] / 60:.1f} min of training recorded in its manifest"
-        return (f"{self.name}: trained by {p.label}" + (f" {version}" if version else "") +
+        return (f"{self.name}: trained by {self.trainer}"
                 f" ({p.format}); ids {p.ids if p.ids is not None else '(none)'} read as {p.convention}; "
                 f"trained taps {trained}{extra}")
 
@@ -181,16 +187,12 @@ class ForeignDrafts:
 
         def accept(dx, spec):
             r = dx.results.get(spec) if spec else None
-            if r is None:
-                return "not measured"
-            lo, hi = r.intervals()["decode_path_accept_length"]
-            return f"{r.decode_path['accept_length']:.2f} [95% {lo:.2f}–{hi:.2f}]"
+            return "not measured" if r is None else interval_text(r)
 
         rows = []
         for f, fr in runs:
-            dx, p = fr.diagnosis, f.provenance
-            version = p.version or (f.manifest or {}).get("version")
-            rows.append({"draft": f.name, "trainer": p.label + (f" {version}" if version else ""),
+            dx = fr.diagnosis
+            rows.append({"draft": f.name, "trainer": f.trainer,
                          "judged under": engine_record(dx.engine).label,
                          "taps fed": dx.engine_wiring or "(cannot serve it)", "accept length fed": accept(dx, dx.engine_wiring),
                          "taps trained": dx.trained_wiring or "unknown",
