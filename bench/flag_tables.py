@@ -147,26 +147,26 @@ def dump(engine: str, python: str) -> dict:
     return json.loads(line[-1])
 
 
-def parse_real(engine: str, python: str, argvs: list[list[str]]) -> list[dict]:
-    """Each argv (the arguments after ``vllm serve`` / ``sglang.launch_server``) through the engine's own parser."""
-    proc = subprocess.run([python, "-c", PARSE, engine], input=json.dumps(argvs), capture_output=True, text=True,
+def _results(python: str, script: str, args: list[str], jobs: list, what: str) -> list[dict]:
+    """Run ``script`` in ``python`` with ``jobs`` as JSON on stdin; its ``RESULT <json>`` line, read."""
+    proc = subprocess.run([python, "-c", script, *args], input=json.dumps(jobs), capture_output=True, text=True,
                           env=_env(), timeout=900)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if not line:
-        raise RuntimeError(f"{engine} parser failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+        raise RuntimeError(f"{what} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
     return json.loads(line[-1][len("RESULT "):])
+
+
+def parse_real(engine: str, python: str, argvs: list[list[str]]) -> list[dict]:
+    """Each argv (the arguments after ``vllm serve`` / ``sglang.launch_server``) through the engine's own parser."""
+    return _results(python, PARSE, [engine], argvs, f"{engine} parser")
 
 
 def resolve_real(python: str, jobs: list[dict]) -> list[dict]:
     """SGLang's own resolved (algorithm, steps, topk, draft tokens, draft path) of each job (``argv``: the arguments
     after ``sglang.launch_server``; ``arch``: the target's architecture; ``draft_arch``: the draft's, or None), run in
     ``python``'s SGLang: :data:`RESOLVE`. A job SGLang refuses to start holds ``error``."""
-    proc = subprocess.run([python, "-c", RESOLVE], input=json.dumps(jobs), capture_output=True, text=True, env=_env(),
-                          timeout=900)
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    if not line:
-        raise RuntimeError(f"sglang resolution failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(line[-1][len("RESULT "):])
+    return _results(python, RESOLVE, [], jobs, "sglang resolution")
 
 
 def _version(text: str) -> tuple:

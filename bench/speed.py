@@ -42,7 +42,7 @@ SMALL = {"ks": [1, 2], "rows": 4, "max_tokens": 48, "repeats": 4, "concurrency":
 QUICK = {"ks": [1], "rows": 2, "max_tokens": 16, "repeats": 1, "concurrency": 1}
 # name: (drafts: a demo folder, or "fixed:<folder>" for the one-line fix this command makes; sweep settings; file)
 SWEEPS = {
-    "main": (["draft-mismatched", "fixed:draft-mismatched"], SMALL, "vllm-speed.json"),
+    "main": (["draft-mismatched", "fixed:draft-mismatched"], SMALL, Path(SPEED_SWEEP).name),
     "warmup": (["draft-mismatched", "draft-aligned"],
                {"ks": [1], "rows": 4, "max_tokens": 48, "repeats": 3, "concurrency": 1, "in_process": False},
                "vllm-speed-warmup.json"),
