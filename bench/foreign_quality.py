@@ -240,12 +240,28 @@ def write_docs(doc: dict, path: Path = DOC) -> None:
     splice(path, BEGIN, END, tables_md(doc))
 
 
+def _taps(spec: str, target: Path) -> str:
+    """``--taps`` checked against the target: three layer taps, normalised (one line naming the flag otherwise)."""
+    from workbench.engines.taps import num_layers, parse_tap
+
+    n = num_layers(target)
+    try:
+        taps = [parse_tap(t, n) for t in str(spec).split(",")]
+    except WorkbenchError as e:
+        raise WorkbenchError(f"--taps {spec!r}: {e}") from None
+    if len(taps) != 3:
+        raise WorkbenchError(f"--taps {spec!r}: expected 3 taps (an EAGLE-3 draft reads three), got {len(taps)}")
+    return ",".join(taps)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default="data/demo-real", help="the real demo's folder (default data/demo-real)")
     ap.add_argument("--json", default=str(OUT), help="where to write (default bench/foreign-quality.json)")
     ap.add_argument("--measure-only", action="store_true", help="train nothing; measure the drafts present")
     ap.add_argument("--docs", action="store_true", help="only rewrite the tables in docs/foreign-drafts.md from --json")
+    ap.add_argument("--taps", default=TAPS, help=f"the trained taps every draft is measured on (default {TAPS}, "
+                    "the real demo's)")
     args = ap.parse_args(argv)
     if args.docs:
         write_docs(json.loads(Path(args.json).read_text()))
@@ -257,6 +273,7 @@ def main(argv=None) -> int:
         for need in ("target/config.json", "train.jsonl", "val.jsonl"):
             if not (root / need).is_file():
                 raise WorkbenchError(f"{root / need}: missing (build the real demo first: make demo-real)")
+        taps = _taps(args.taps, root / "target")
         if not args.measure_only:
             from workbench.demo.foreign import train_foreign
 
@@ -267,11 +284,11 @@ def main(argv=None) -> int:
         missing = [n for n, f in folders.items() if not (f / "config.json").is_file()]
         if missing:
             raise WorkbenchError(f"not trained: {', '.join(missing)} (run without --measure-only; make trainers)")
-        result = measure(root, folders)
+        result = measure(root, folders, taps=taps)
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    doc = {"format": 1, "root": str(root), "data": "val.jsonl", "taps": TAPS,
+    doc = {"format": 1, "root": str(root), "data": "val.jsonl", "taps": taps,
            "metric": f"accept length (decode path, chain K={K}, greedy, bonus counted), on each draft's trained taps",
            "interval": f"95% percentile, paired bootstrap over rows ({N_BOOT} resamples, seed 0)",
            "rows_trained": "the first int(0.9 n) rows of train.jsonl for every draft",

@@ -33,9 +33,21 @@ IMG = ROOT / "docs" / "img" / "long-context.png"
 WIDTH = 512
 K = 4
 DRAFT = "draft-mismatched"
-# label: the wiring, both under vLLM's reading of the draft (one target pass for both)
-RUNS = {"as vLLM feeds it (L0,L13,L25)": "L0,L13,L25",
-        "with the one-line fix: the trained taps (embed,L1,L14)": "embed,L1,L14"}
+
+
+def runs(demo) -> dict:
+    """{label: wiring}: what vLLM feeds the demo's :data:`DRAFT` as exported, and the taps it was trained on (the
+    one-line fix), both under vLLM's reading of the draft (one target pass for both)."""
+    from workbench.engines.taps import load_config
+    from workbench.engines.trainers import trained_wiring_from_config
+    from workbench.engines.wiring import resolve
+
+    tcfg, dcfg = load_config(Path(demo) / "target"), load_config(Path(demo) / DRAFT)
+    fed = ",".join(resolve("vllm", tcfg, dcfg).taps)
+    trained = trained_wiring_from_config(dcfg, tcfg)
+    if trained is None:
+        raise WorkbenchError(f"{Path(demo) / DRAFT}: its config names no trained taps (workbench.trained_taps)")
+    return {f"as vLLM feeds it ({fed})": fed, f"with the one-line fix: the trained taps ({trained.spec})": trained.spec}
 
 
 def measure(demo, out=OUT, img=IMG, progress: bool = True) -> dict:
@@ -59,10 +71,11 @@ def measure(demo, out=OUT, img=IMG, progress: bool = True) -> dict:
     state = {"draft": DRAFT, "engine": "vllm", "k": K, "width": WIDTH, "rows": len(rows),
              "longest_row": max(len(r["input_ids"]) for r in rows), "longest_training_row": trained_len, "runs": {}}
     t0 = time.perf_counter()
-    results = simulate(tgt, drf, ds, list(RUNS.values()), K=K, engine="vllm", batch_size=1, progress=progress)
+    wirings = runs(demo)
+    results = simulate(tgt, drf, ds, list(wirings.values()), K=K, engine="vllm", batch_size=1, progress=progress)
     state["seconds"] = round(time.perf_counter() - t0, 1)
     tables = {}
-    for label, spec in RUNS.items():
+    for label, spec in wirings.items():
         result = results[spec]
         table = by_position(result, WIDTH, estimator="every-position")
         tables[label] = table

@@ -3,6 +3,7 @@ same requests once per wiring (issue 27 item 7).
 
     $ .venv/bin/python -m bench.vllm                                   # data/demo, else the smoke demo
     $ .venv/bin/python -m bench.vllm --demo data/demo-smoke --limit 16 --candidates 3 --json vllm-bench.json
+    $ .venv/bin/python -m bench.vllm --docs                           # docs/bench.md's tables from the file
     $ workbench bench --only vllm                                      # the same, as a row of the table
 
 Measured side by side in one run, on the demo's mismatched draft and ``val.jsonl`` (the first ``--limit``
@@ -32,9 +33,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import find_demo
+from bench.common import find_demo, splice
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import write_json
+
+OUT = Path(__file__).resolve().parent / "vllm-time-to-know.json"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "bench.md"
+BEGIN = "<!-- bench.vllm:begin -->"
+END = "<!-- bench.vllm:end -->"
 
 
 def draft_for(draft: Path, ids: list[int], out: Path) -> Path:
@@ -46,12 +52,13 @@ def draft_for(draft: Path, ids: list[int], out: Path) -> Path:
     return out
 
 
-def serve_once(target: Path, draft: Path, rows: list[dict], *, k: int, log: Path) -> dict:
-    """Start a real server, send every row once (greedy), stop: start-up s, serving s, pooled accept length."""
+def serve_once(target: Path, draft: Path, rows: list[dict], *, k: int, log: Path, server=None) -> dict:
+    """Start a real server (or ``server``, a ``running_server`` stand-in), send every row once (greedy), stop:
+    start-up s, serving s, pooled accept length."""
     from workbench.live.vllm_server import complete, running_server
 
     t0 = time.perf_counter()
-    with running_server(target, draft, k=k, enforce_eager=True, log=log, timeout=600) as srv:
+    with (server or running_server)(target, draft, k=k, enforce_eager=True, log=log, timeout=600) as srv:
         started = time.perf_counter() - t0
         t1 = time.perf_counter()
         steps = accepted = 0
@@ -68,16 +75,18 @@ def serve_once(target: Path, draft: Path, rows: list[dict], *, k: int, log: Path
 
 
 def measure(demo=None, *, repeats: int = 3, limit: int = 16, candidates: int = 3, k: int = 4, quick: bool = False,
-            device: str = "cpu") -> list[dict]:
-    """The figures (``workbench.report.benchmark`` schema) of one side-by-side run; see the module docstring."""
+            device: str = "cpu", server=None) -> list[dict]:
+    """The figures (``workbench.report.benchmark`` schema) of one side-by-side run; see the module docstring.
+    ``server``: what starts each server (default: a real vLLM; the tests give loopback stand-ins)."""
     import pandas as pd
 
     from workbench import rows as data
     from workbench.engines import records as engines
-    from workbench.engines.wiring import load_config
+    from workbench.engines.wiring import load_config, resolve
     from workbench.live.vllm_server import find_python
 
-    find_python()                                      # a one-line error when .venv-vllm is missing
+    if server is None:
+        find_python()                                  # a one-line error when .venv-vllm is missing
     demo = find_demo(demo)
     target, draft, val = demo / "target", demo / "draft-mismatched", demo / "val.jsonl"
     limit = 4 if quick else int(limit)
@@ -105,7 +114,7 @@ def measure(demo=None, *, repeats: int = 3, limit: int = 16, candidates: int = 3
             if not f.feasible:
                 continue
             d = draft_for(draft, f.ids, Path(tmp) / f"draft-{i}")
-            live[spec] = serve_once(target, d, rows, k=k, log=Path(tmp) / f"vllm-{i}.log")
+            live[spec] = serve_once(target, d, rows, k=k, log=Path(tmp) / f"vllm-{i}.log", server=server)
     if not live:
         raise WorkbenchError("no candidate wiring vLLM can feed: nothing served")
     off = statistics.median(offline_s)
@@ -115,7 +124,9 @@ def measure(demo=None, *, repeats: int = 3, limit: int = 16, candidates: int = 3
     by_spec = {s: {"offline_decode_path_accept_length": float(dp[s]), **live[s]} for s in live}
     note = (f"{len(rows)} requests of {val.name}, K={k}, {len(table)} candidates offline, {len(live)} served "
             f"(one server each, --enforce-eager); live accept length pooled over requests as vLLM reports it")
-    detail = {"offline_s": offline_s, "live": by_spec, "candidates_offline": table["spec"].tolist()}
+    served = ",".join(resolve("vllm", tcfg, load_config(draft)).taps)     # what vLLM feeds the draft as exported
+    detail = {"offline_s": offline_s, "live": by_spec, "candidates_offline": table["spec"].tolist(),
+              "served_as_exported": served}
     return [
         {"key": "vllm_time_to_know_offline", "figure": "time to know: offline, every candidate wiring",
          "target": "demo", "unit": "s", "values": offline_s, "goal": None, "detail": detail, "note": note},
@@ -128,6 +139,32 @@ def measure(demo=None, *, repeats: int = 3, limit: int = 16, candidates: int = 3
     ]
 
 
+def render(figs: list[dict]) -> str:
+    """docs/bench.md's time-to-know tables from the figures of :func:`measure` (``bench/vllm-time-to-know.json``)."""
+    by = {f["key"]: f for f in figs}
+    off, live, serving = by["vllm_time_to_know_offline"], by["vllm_time_to_know_live"], by["vllm_time_to_know_live_serving"]
+    d = off["detail"]
+    n, vals = len(d["live"]), off["values"]
+    lines = ["| what | wall time |", "|---|---|",
+             f"| `workbench diagnose --engine vllm` over all {len(d['candidates_offline'])} candidate wirings, a fresh "
+             f"process each time | {statistics.median(vals):.1f} s [{min(vals):.1f}–{max(vals):.1f}] ({len(vals)} runs) |",
+             f"| a real vLLM per wiring, {n} wirings (the top {n} offline), start-up included (`--enforce-eager`) | "
+             f"{live['values'][0]:.1f} s ({live['ratio']:.1f}× offline) |",
+             f"| the same, serving only (start-up left out) | {serving['values'][0]:.1f} s ({serving['ratio']:.1f}× "
+             f"offline) |", "",
+             "| wiring served (top-level ids in the draft config) | offline decode path | live, pooled over requests | "
+             "start | serve |", "|---|---|---|---|---|"]
+    for spec, v in d["live"].items():
+        note = " (what vLLM reads from the nested ids)" if spec == d.get("served_as_exported") else ""
+        lines.append(f"| `{spec}`{note} | {v['offline_decode_path_accept_length']:.3f} | {v['accept_length']:.3f} | "
+                     f"{v['startup_s']:.1f} s | {v['serve_s']:.2f} s |")
+    gaps = [v["accept_length"] - v["offline_decode_path_accept_length"] for v in d["live"].values()]
+    lo, hi = min(gaps), max(gaps)
+    lines += ["", f"The pooled live accept length runs {lo:+.3f}" + (f" to {hi:+.3f}" if f"{hi:.3f}" != f"{lo:.3f}" else "")
+              + " against the offline decode path."]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--demo", help="demo folder (default: data/demo when built, else the smoke demo)")
@@ -135,9 +172,16 @@ def main(argv=None) -> int:
     p.add_argument("--candidates", type=int, default=3, help="wirings served live (at most 3)")
     p.add_argument("--repeats", type=int, default=3, help="offline repeats")
     p.add_argument("-k", type=int, default=4, help="num_speculative_tokens")
-    p.add_argument("--json", help="write the figures here")
+    p.add_argument("--json", help="write the figures here (bench/vllm-time-to-know.json also rewrites docs/bench.md's "
+                   "tables)")
+    p.add_argument("--docs", action="store_true", help="only rewrite docs/bench.md's tables from --json")
     a = p.parse_args(argv)
     try:
+        if a.docs:
+            figs = json.loads(Path(a.json or OUT).read_text())
+            splice(DOC, BEGIN, END, render(figs))
+            print(render(figs))
+            return 0
         figs = measure(a.demo, repeats=a.repeats, limit=a.limit, candidates=a.candidates, k=a.k)
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -150,6 +194,8 @@ def main(argv=None) -> int:
               f"start {v['startup_s']:.1f} s, serve {v['serve_s']:.2f} s")
     if a.json:
         write_json(a.json, figs)
+        if Path(a.json).resolve() == OUT:
+            splice(DOC, BEGIN, END, render(figs))
     return 0
 
 

@@ -78,3 +78,26 @@ def test_the_docs_long_context_section_is_the_files():
     state = json.loads((ROOT / "bench" / "long-context.json").read_text())
     assert _block("load.md", "long-context") == lc.render(state).strip()
     assert state["longest_row"] > 8000
+
+
+def test_the_long_context_benchmark_reruns_into_an_empty_folder(smoke_demo, tmp_path):
+    """Issue 57: ``python -m bench.long_context``'s measurement on the smoke demo (short long rows: it serves 512
+    positions), into an empty folder: both wirings (what vLLM feeds the draft, and its trained taps) by position."""
+    import shutil
+
+    from bench import long_context as lc
+
+    demo = tmp_path / "demo"
+    shutil.copytree(smoke_demo, demo, ignore=shutil.ignore_patterns("val-long*", ".val-long*", "long-context.json"))
+    lr.build_long_rows(demo, lengths=(300, 440), per_length={"doc": 1, "code": 1}, reply_tokens=8,
+                       humaneval_gz=_humaneval(tmp_path), progress=False)
+    out, img = tmp_path / "empty" / "long-context.json", tmp_path / "empty" / "long-context.png"
+    out.parent.mkdir()
+    state = lc.measure(demo, out=out, img=img, progress=False)
+    assert json.loads(out.read_text()) == json.loads(json.dumps(state)) and img.stat().st_size > 0
+    assert list(state["runs"]) == ["as vLLM feeds it (L0,L2,L3)", "with the one-line fix: the trained taps (embed,L1,L3)"]
+    n_val = len((smoke_demo / "val.jsonl").read_text().splitlines())
+    assert state["rows"] == n_val + 4 and state["longest_row"] >= 440
+    starts = {r["start"] for run in state["runs"].values() for r in run["by_position"]["rows"]}
+    assert starts == {0}                                      # one 512-token bin holds every chain start here
+    assert "| 0–511 | " in lc.render(state)

@@ -255,7 +255,7 @@ def test_real_vllm_speed_is_predicted_from_the_twins_costs_alone(smoke_demo, tmp
         if os.environ.get("WORKBENCH_REQUIRE_VLLM") == "1":
             pytest.fail(f"no real vLLM: {why}")
         pytest.skip(f"NO REAL vLLM: {why}")
-    drafts = {"draft-aligned": smoke_demo / "draft-aligned", "draft-mismatched": smoke_demo / "draft-mismatched"}
+    drafts = {"draft-mismatched": smoke_demo / "draft-mismatched"}     # one draft: its twin, it, the baseline
     state = vs.sweep(smoke_demo / "target", drafts, smoke_demo / "val.jsonl", [3], rows=6, max_tokens=16,
                      repeats=3, concurrency=1, out=tmp_path / "speed.json", in_process=True,
                      say=lambda m: print(m, flush=True))

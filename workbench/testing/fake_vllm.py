@@ -257,3 +257,13 @@ class Stand:
 
     def stop(self, pid):
         self.live.pop(pid).close()
+
+    @contextlib.contextmanager
+    def running_server(self, target, draft, *, k, log, **kw):
+        """As :func:`workbench.live.vllm_server.running_server`: ``with stand.running_server(t, d, k=4, log=...)``."""
+        srv = self.start(target, draft, k=k, log=str(log), **kw)
+        srv.fix_applied = None                  # a stand-in runs no vLLM to patch
+        try:
+            yield srv
+        finally:
+            self.stop(srv.pid)
