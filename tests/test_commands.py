@@ -145,6 +145,15 @@ RESOLVE_CASES = [
      "--speculative-eagle-topk 1", "LlamaForCausalLM"),
     ("--speculative-algorithm EAGLE --speculative-draft-model-path D --speculative-eagle-topk 1", "LlamaForCausalLM"),
     ("--speculative-algorithm EAGLE --speculative-draft-model-path D --speculative-num-steps 3", "LlamaForCausalLM"),
+    # --speculative-adaptive: a chain starting at the default config's middle candidate (not Llama's auto (5, 4, 8)),
+    # steps outside the candidates refused, and switched off for a tree
+    ("--speculative-algorithm EAGLE3 --speculative-draft-model-path D --speculative-adaptive", "LlamaForCausalLM"),
+    ("--speculative-algorithm EAGLE3 --speculative-draft-model-path D --speculative-adaptive --speculative-num-steps 4 "
+     "--speculative-eagle-topk 1", "LlamaForCausalLM"),
+    ("--speculative-algorithm EAGLE3 --speculative-draft-model-path D --speculative-adaptive --speculative-num-steps 7 "
+     "--speculative-num-draft-tokens 3", "Qwen3ForCausalLM"),
+    ("--speculative-algorithm EAGLE3 --speculative-draft-model-path D --speculative-adaptive --speculative-num-steps 3 "
+     "--speculative-eagle-topk 2 --speculative-num-draft-tokens 6", "LlamaForCausalLM"),
 ]
 ARCHS = ("LlamaForCausalLM", "Qwen3ForCausalLM")        # both branches of SGLang's auto-chosen shapes
 RESOLVED = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")

@@ -202,3 +202,30 @@ def test_lint_rejects_bad_draft_config(dirs):
     (d / "config.json").write_text("{oops")
     with pytest.raises(WorkbenchError, match="draft config: .*config.json line 1"):
         lint(parse_command(GOOD.format(t=t, d=d)))
+
+
+def test_speculative_adaptive_is_resolved_as_sglang_resolves_it(tmp_path):
+    """--speculative-adaptive (SGLang's _init_adaptive_speculative_params): a chain from the middle of the candidate
+    steps (checked against SGLang 0.5.23's and 0.5.14's own hook by tests/test_commands.py where their venvs exist)."""
+    from workbench.engines import sglang_lint as sl
+
+    def run(flags):
+        r = sl.lint(sl.parse_command("sglang serve --model-path T --speculative-algorithm EAGLE3 "
+                                     "--speculative-draft-model-path D --speculative-adaptive " + flags),
+                    target={"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32})
+        shape = tuple(r.settings[k] for k in ("speculative_num_steps", "speculative_eagle_topk",
+                                              "speculative_num_draft_tokens"))
+        return shape, {p.code: p.severity for p in r.problems}
+
+    shape, codes = run("")
+    assert shape == (3, 1, 4) and codes["adaptive"] == "info" and "steps-unset" not in codes   # not Llama's (5, 4, 8)
+    shape, codes = run("--speculative-num-steps 4 --speculative-eagle-topk 1")
+    assert codes["adaptive-steps"] == "error"                                        # SGLang refuses to start
+    shape, codes = run("--speculative-num-steps 3 --speculative-eagle-topk 2 --speculative-num-draft-tokens 6")
+    assert shape == (3, 2, 6) and codes["adaptive-off"] == "warning" and "adaptive" not in codes
+    cfg = tmp_path / "adaptive.json"
+    cfg.write_text('{"1": {"candidate_steps": [2, 4]}, "16": {"candidate_steps": [1, 2]}}')
+    shape, codes = run(f"--speculative-adaptive-config {cfg}")
+    assert shape == (2, 1, 3) and "adaptive-steps" not in codes                       # the middle of [1, 2, 4]
+    shape, codes = run("--speculative-adaptive-config /nowhere.json --speculative-num-steps 5 --speculative-eagle-topk 1")
+    assert shape == (5, 1, 6) and "adaptive-steps" not in codes                       # the default's candidates

@@ -194,3 +194,74 @@ def test_a_surface_predicts_another_draft_of_the_shape_without_a_server(smoke_de
               str(smoke_demo / "draft-aligned"), "--data", str(smoke_demo / "val.jsonl")])
     text = capsys.readouterr().out
     assert rc == 0 and "draft-aligned as served, prompts of the data bucket:" in text and "| draft-aligned | 1 |" in text
+
+
+def test_servers_the_user_started_are_measured_at_their_urls_and_key_the_surface(smoke_demo, tmp_path, capsys):
+    """``--url``: servers the user started elsewhere (a GPU box) are measured, none is started or stopped here; the
+    first run names the twin folder to serve; a baseline that speculates, a twin without per-request metrics or at
+    another K are one line each; the surface is keyed by the machine the user names, so predicting from it here
+    needs --any-machine."""
+    from workbench.cli import main as cli
+    from workbench.testing.fake_vllm import serve
+
+    target, mismatched = smoke_demo / "target", smoke_demo / "draft-mismatched"
+    drafts, data = {"draft-mismatched": str(mismatched)}, {"data": str(smoke_demo / "val.jsonl")}
+
+    def nothing(*a, **k):
+        pytest.fail("a server was started or stopped here")
+
+    def run(urls, out):
+        return vl.measure(str(target), drafts, data, [1], concurrency=[1, 2], max_tokens=6, repeats=1, min_requests=2,
+                          out=str(out), urls=urls, server_machine="1x H100 80GB", start=nothing, stop=nothing)
+
+    out = tmp_path / "gpu" / "vllm-load.json"
+    with serve(target, mismatched, K=1, detail="none") as base:
+        with pytest.raises(WorkbenchError, match="no twin@1=URL: serve the shape twin written at ") as e:
+            run({"baseline": base}, out)
+        assert "\n" not in str(e.value)
+        twin = next((out.parent / "vllm-load-twins").iterdir())
+        with serve(target, twin, K=1) as tw:
+            st = run({"baseline": base, "twin@1": tw}, out)
+        assert st["complete"] and {c["kind"] for c in st["cells"]} == {"twin"}
+        assert {(p["draft"], p["concurrency"]) for p in st["predictions"]} == {("draft-mismatched", 1),
+                                                                               ("draft-mismatched", 2)}
+        assert all("measured" not in p for p in st["predictions"])          # served nowhere: predicted only
+        assert st["surface"]["key"]["machine"] == {"server": "1x H100 80GB", "remote": True}
+        assert st["measured_on"].startswith("1x H100 80GB, vLLM 0.32.0")
+        with serve(target, twin, K=2) as k2, pytest.raises(WorkbenchError, match="drafts 2 tokens per step, not 1"):
+            run({"baseline": base, "twin@1": k2}, tmp_path / "k2.json")
+        with serve(target, twin, K=1, detail="none") as bare, pytest.raises(
+                WorkbenchError, match="--per-request-spec-decode-metrics detailed"):
+            run({"baseline": base, "twin@1": bare}, tmp_path / "bare.json")
+    with serve(target, mismatched, K=1) as spec, pytest.raises(WorkbenchError, match="this server speculates"):
+        run({"baseline": spec, "twin@1": spec}, tmp_path / "spec.json")
+    with pytest.raises(WorkbenchError, match="'draft-x' is neither the baseline"):
+        run({"baseline": "http://127.0.0.1:9", "draft-x@1": "http://127.0.0.1:9"}, tmp_path / "x.json")
+    surf = out.with_name("vllm-load-surface.json")
+    surf.write_text(json.dumps(st["surface"]))
+    with pytest.raises(WorkbenchError, match="measured on another machine"):
+        vl.from_surface(surf, target, drafts, data)
+    common = ["vllm", "load", "--target", str(target), "--draft", str(mismatched), "--data", data["data"], "-K", "1",
+              "--json", str(tmp_path / "cli.json")]
+    assert cli(common + ["--url", "baseline=http://127.0.0.1:9"]) == 2
+    assert "--server-machine" in capsys.readouterr().err
+    assert cli(common + ["--url", "baseline", "--server-machine", "gpu"]) == 2
+    assert "expected NAME=URL" in capsys.readouterr().err
+
+
+def test_the_offline_accept_lengths_capture_once_per_tap_set_and_equal_the_reference(smoke_demo, monkeypatch):
+    """The grid's offline side keeps the target's features per (bucket, tap set) for every K and draft: fewer target
+    passes than recapturing each time (the reference), and the same accept lengths."""
+    from workbench.model import capture
+
+    rows = vl.buckets(smoke_demo / "target", {"data": str(smoke_demo / "val.jsonl")}, 6, 4)
+    drafts = {n: str(smoke_demo / n) for n in ("draft-mismatched", "draft-aligned")}
+    calls, real = [], capture._forward
+    monkeypatch.setattr(capture, "_forward", lambda *a, **k: calls.append(tuple(a[1])) or real(*a, **k))
+    fast = vl.offline_accept(smoke_demo / "target", drafts, rows, [1, 2], 6, "vllm")
+    n_fast, taps = len(calls), set(calls)
+    calls.clear()
+    assert vl.offline_accept(smoke_demo / "target", drafts, rows, [1, 2], 6, "vllm", cache=False) == fast
+    nb = len(calls) // 8                 # 2 drafts x 2 Ks x 2 wirings, each a pass of nb batches when recaptured
+    assert nb >= 1 and len(calls) == 8 * nb and set(calls) == taps
+    assert len(taps) == 3 and n_fast == 3 * nb           # L0,L2,L3 (both as vLLM feeds them), and each trained set

@@ -189,6 +189,14 @@ def _add_load(sub):
     p.add_argument("--max-num-seqs", type=int, default=None, help="the servers' --max-num-seqs (default: the largest C)")
     p.add_argument("--json", metavar="OUT", default="vllm-load.json",
                    help="cells written as they are measured; the same command resumes (default vllm-load.json)")
+    p.add_argument("--url", action="append", default=[], metavar="NAME=URL",
+                   help="measure servers you started instead of starting any (a GPU box): baseline=URL (the target "
+                        "alone), twin@K=URL (the drafts' shape twin, which the first run writes and names, at K) and "
+                        "optionally DRAFT@K=URL; each speculative one with --per-request-spec-decode-metrics detailed "
+                        "and --max-num-seqs at least the largest C. Drafts without one are predicted, not measured")
+    p.add_argument("--server-machine", metavar="TEXT",
+                   help="with --url: what those servers run on (e.g. '1x H100 80GB'); it keys the surface")
+    p.add_argument("--dtype", default="float32", help="the servers' --dtype (float32; with --url: what they compute in)")
     p.add_argument("--surface", metavar="FILE", help="predict from this surface file; start no server")
     p.add_argument("--engine-version", metavar="X.Y.Z", help="with --surface: the release the user serves")
     p.add_argument("--any-machine", action="store_true",
@@ -220,11 +228,23 @@ def _run_load(args) -> int:
     else:
         say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         kw = {"max_num_seqs": args.max_num_seqs} if args.max_num_seqs else {}
+        kw["dtype"] = args.dtype
+        urls = None
+        if args.url:
+            urls = {}
+            for u in args.url:
+                name, sep, url = u.partition("=")
+                if not sep or not name.strip() or not url.strip():
+                    raise WorkbenchError(f"--url {u}: expected NAME=URL, e.g. baseline=http://gpu-box:8000")
+                urls[name.strip()] = url.strip()
+        elif args.server_machine:
+            raise WorkbenchError("--server-machine: only with --url (servers started here are this machine)")
         try:
             state = vllm_load.measure(args.target, drafts, contexts, ints(args.num_speculative_tokens, "-K"),
                                       concurrency=ints(args.concurrency, "--concurrency"), max_tokens=args.max_tokens,
                                       repeats=args.repeats, min_requests=args.min_requests, in_flight=args.in_flight,
-                                      out=args.json, server_kw=kw, say=say)
+                                      out=args.json, server_kw=kw, say=say, urls=urls,
+                                      server_machine=args.server_machine)
         except KeyboardInterrupt:
             print(f"interrupted: the finished cells are kept in {args.json}; the same command resumes", file=sys.stderr)
             return 130

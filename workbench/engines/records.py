@@ -94,6 +94,8 @@ class Engine:
     dflash_shift: int = 1              # dflash_config.target_layer_ids + this (vLLM 0.22 on: +1; 0.21: as is)
     speculators_types: tuple | None = None   # speculators_model_type values it converts (None: any it is given)
     trees: bool = True                 # drafts trees when asked (--speculative-eagle-topk > 1); False: chains only
+    adaptive_steps: tuple | None = None   # --speculative-adaptive: the default config's candidate steps (it starts at
+                                          # the middle one, topk 1); None: the record's releases have no such flag
 
     @property
     def feeds_embed(self) -> bool:
@@ -144,6 +146,9 @@ RECORDS: dict[str, Engine] = {e.name: e for e in (
         # Llama and Grok, (3,1,4) for every other architecture
         auto_flags={"LlamaForCausalLM": (5, 4, 8), "Grok1ForCausalLM": (5, 4, 8),
                     "Grok1VForCausalLM": (5, 4, 8), "*": (3, 1, 4)},
+        # speculative/adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG, the union over batch sizes (0.5.23; 0.5.14's
+        # lacks 5); speculative_hook.py _init_adaptive_speculative_params starts at the middle one, topk 1
+        adaptive_steps=(0, 1, 3, 5, 7),
         sources=_SGLANG_SRC),
     Engine(
         "sglang-2026.04", "SGLang before 2026-05", "before PR #25015 and PR #25454 (releases up to 2026-04)", True,

@@ -20,6 +20,7 @@ import os
 import shlex
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from workbench import engines
 from workbench.core.errors import WorkbenchError
@@ -326,6 +327,48 @@ def _resolve_block_drafting(add, algo: str, a: dict, settings: dict, dcfg) -> No
     settings.update(zip(_INT_KEYS, new))
 
 
+def adaptive_candidates(rec, config_path=None) -> tuple[tuple, str]:
+    """The steps ``--speculative-adaptive`` chooses among (the union over batch sizes), and where they come from:
+    ``config_path`` (``--speculative-adaptive-config``) when it is readable here, else the record's default."""
+    if config_path:
+        try:
+            cfg = json.loads(Path(config_path).read_text())
+            steps = sorted({int(x) for e in cfg.values() for x in e["candidate_steps"]})
+            if steps:
+                return tuple(steps), f"--speculative-adaptive-config {config_path}"
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            pass
+        return tuple(rec.adaptive_steps or ()), (f"{rec.label}'s default ({config_path} is not a readable adaptive "
+                                                  "config here)")
+    return tuple(rec.adaptive_steps or ()), f"{rec.label}'s default config"
+
+
+def _resolve_adaptive(add, rec, algo, a: dict, steps, topk, settings: dict) -> tuple:
+    """``--speculative-adaptive`` as SGLang's speculative hook resolves it (``_maybe_disable_adaptive``, then
+    ``_init_adaptive_speculative_params``): off, with a warning, outside EAGLE/EAGLE3 chains; else topk 1, the
+    middle candidate as the first steps, draft tokens steps + 1, and an error for steps outside the candidates."""
+    off = (f"--speculative-algorithm {algo}" if algo not in ("EAGLE", "EAGLE3") else
+           f"--speculative-eagle-topk {topk}" if topk not in (None, 1) else None)
+    if off or not rec.adaptive_steps:
+        add("adaptive-off", "warning", f"--speculative-adaptive is switched off: {off or rec.label + ' has no adaptive'}",
+            "SGLang adapts only EAGLE/EAGLE3 chains (topk 1); it logs 'speculative_adaptive disabled' and serves the "
+            "static settings", "drop --speculative-adaptive, or serve a chain (--speculative-eagle-topk 1)")
+        return steps, topk
+    cands, source = adaptive_candidates(rec, a.get("speculative_adaptive_config"))
+    topk = 1 if topk is None else topk
+    first = cands[len(cands) // 2] if steps is None else steps
+    if first not in cands:
+        add("adaptive-steps", "error", f"--speculative-num-steps {first} is not among the adaptive candidate steps "
+            f"{list(cands)} ({source})", "SGLang raises ValueError at start: the server does not come up",
+            f"pass one of {list(cands)}, or drop --speculative-adaptive")
+    settings.update(speculative_eagle_topk=topk, speculative_num_steps=first, speculative_num_draft_tokens=first + 1)
+    add("adaptive", "info", f"--speculative-adaptive: SGLang starts at {first} draft step(s) and moves among "
+        f"{list(cands)} at run time with the batch size and the acceptance ({source})",
+        "the served accept length mixes depths; the workbench's offline accept length is for one fixed K",
+        f"compare at the steps it serves, or drop --speculative-adaptive to pin K={first}")
+    return first, topk
+
+
 def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, engine: str = "sglang",
          source: str = "command", trained_state: str | None = None) -> LintResult:
     """Lint parsed server args. ``draft``/``target``: directories (config.json; draft weights for ``d2t``).
@@ -392,6 +435,9 @@ def lint(server_args: dict, *, draft=None, target=None, trained_wiring=None, eng
             f"architectures {dcfg.get('architectures')} is not an EAGLE-3 model",
             "EAGLE3 feeds 3 concatenated taps into fc; an EAGLE (v2) draft expects one hidden state",
             "use --speculative-algorithm EAGLE, or point --speculative-draft-model-path at the EAGLE-3 draft")
+
+    if a.get("speculative_adaptive") not in (None, False) and not live:
+        steps, topk = _resolve_adaptive(add, rec, algo, a, steps, topk, settings)
 
     if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
         if not a.get("speculative_draft_model_path"):

@@ -34,12 +34,13 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from workbench.core.devices import cpu_model
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import content_digest, write_json
 from workbench.live import vllm_server
-from workbench.live.vllm_live import Client, pick_engine
+from workbench.live.vllm_live import Client, parse_spec_decoding, pick_engine
 from workbench.live.vllm_speed import (Pass, check_inputs, compare_passes, cut_rows, find_result, offline, one_pass,
                                        read_result, stop_server)
 from workbench.load import inputs
@@ -50,6 +51,7 @@ from workbench.stats.load_surface import answer_line, best_k_by_c, cell_cost, cr
 CONCURRENCY = (1, 2, 4, 8, 16)
 IN_FLIGHT = 8192        # prompt tokens in flight at most (C x bucket prompt length); more is prefill-bound here
 MIN_REQUESTS = 4        # requests per pass at least (C of them in flight)
+PREFIX_SD = "metrics.speculative_decoding"
 FILE_NAME = "vllm-load.json"
 SURFACE_KEYS = ("target", "engine", "machine", "dtype", "twins")
 
@@ -115,19 +117,89 @@ def _pair(base: Pass, spec: Pass) -> dict:
 
 # ─────────────────────────────────────── the run ───────────────────────────────────────
 
-def resume_key(target, drafts: dict, ks, bucket_rows: dict, settings: dict) -> dict:
+def resume_key(target, drafts: dict, ks, bucket_rows: dict, settings: dict, where: dict | None = None) -> dict:
     """What changes a cell, and nothing that does not (no path): drafts' bytes, Ks, target bytes, every bucket's
-    prompts, the grid's settings, the machine. The vLLM release is checked when the baseline answers."""
+    prompts, the grid's settings, the machine (``where``: the servers' when they run elsewhere; default this
+    one). The vLLM release is checked when the baseline answers."""
     import hashlib
 
     prompts = {b: hashlib.blake2b(json.dumps([r["input_ids"] for r in rows]).encode(), digest_size=12).hexdigest()
                for b, rows in sorted(bucket_rows.items())}
     return {"drafts": {n: content_digest(p) for n, p in sorted(drafts.items())}, "ks": sorted(int(k) for k in ks),
-            "target": content_digest(target), "buckets": prompts, **settings, "machine": machine()}
+            "target": content_digest(target), "buckets": prompts, **settings,
+            "machine": json.loads(json.dumps(where if where is not None else machine()))}
 
 
 def machine() -> dict:
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "avx512": "avx512f" in vllm_server.cpu_flags()}
+
+
+def remote_servers(urls: dict, ks, twins: dict, drafts: dict) -> dict:
+    """``{"baseline": URL, (server name, K): URL}`` from ``--url`` names: ``baseline``, ``twin@K`` (the one shape
+    twin; ``twin-<key>@K`` when the drafts have several shapes) and ``DRAFT@K``. One line for a name that is none of
+    those, and for a K of ``ks`` with no twin: the surface needs the twin at every K (the line says where the twin
+    folder to serve was written)."""
+    out = {}
+    for name, url in urls.items():
+        if name == "baseline":
+            out["baseline"] = url
+            continue
+        who, _, k = name.rpartition("@")
+        if not k.isdigit() or int(k) < 1:
+            raise WorkbenchError(f"--url {name}={url}: expected baseline=URL, twin@K=URL or DRAFT@K=URL (K a draft "
+                                 f"depth, e.g. twin@2)")
+        if who == "twin" and len(twins) == 1:
+            who = next(iter(twins))
+        if who not in twins and who not in drafts:
+            raise WorkbenchError(f"--url {name}={url}: {who!r} is neither the baseline, a twin "
+                                 f"({', '.join(twins)}) nor a --draft ({', '.join(drafts)})")
+        if int(k) not in ks:
+            raise WorkbenchError(f"--url {name}={url}: K={k} is not among -K {','.join(map(str, ks))}")
+        out[(who, int(k))] = url
+    if "baseline" not in out:
+        raise WorkbenchError("--url: no baseline=URL (a server of the target without speculation: every cell is "
+                             "measured in its units)")
+    for t, folder in twins.items():
+        for k in ks:
+            if (t, k) not in out:
+                raise WorkbenchError(f"--url: no {'twin' if len(twins) == 1 else t}@{k}=URL: serve the shape twin "
+                                     f"written at {folder} as the draft at num_speculative_tokens {k} (with "
+                                     f"--per-request-spec-decode-metrics detailed), then give its URL")
+    return out
+
+
+def _remote_start(at: dict, names: dict):
+    """A ``start`` for :func:`measure` that starts nothing: it checks the server the user started at the URL for
+    that (server, K) and returns it (``pid`` None: nothing here stops it)."""
+    def start(target, folder, *, k, say=None, **_):
+        name = None if folder is None else names[str(folder)]
+        url = at["baseline"] if name is None else at[(name, int(k))]
+        check_remote(Client(url), None if name is None else int(k), "baseline" if name is None else f"{name}@{k}")
+        if say:
+            say(f"{'baseline' if name is None else f'{name} at K={k}'}: the server at {url}")
+        return SimpleNamespace(url=url, pid=None)
+
+    return start
+
+
+def check_remote(client: Client, k: int | None, name: str) -> None:
+    """One request (4 tokens, greedy) to a server the user started: the baseline must not speculate, and a
+    speculative one must report its verify steps per request (``--per-request-spec-decode-metrics detailed``) at
+    ``k`` tokens; one line naming the URL otherwise."""
+    out, reply = client.complete([1, 2, 3, 4], 4, sampling={"temperature": 0.0, "ignore_eos": True}, where=name)
+    sd = (reply.get("metrics") or {}).get("speculative_decoding") if isinstance(reply.get("metrics"), dict) else None
+    if k is None:
+        if sd:
+            raise WorkbenchError(f"--url baseline={client.url}: this server speculates ({PREFIX_SD} in its reply); the "
+                                 f"baseline is the target alone")
+        return
+    if not sd:
+        raise WorkbenchError(f"--url {name}={client.url}: its replies carry no {PREFIX_SD}: start it with "
+                             f"--per-request-spec-decode-metrics detailed (each pass's verify steps are read from them)")
+    got = parse_spec_decoding(sd, where=name).spec_tokens
+    if got is not None and int(got) != int(k):
+        raise WorkbenchError(f"--url {name}={client.url}: it drafts {got} tokens per step, not {k} "
+                             f"(num_speculative_tokens)")
 
 
 def _resume(out, key: dict) -> dict:
@@ -148,9 +220,14 @@ def _resume(out, key: dict) -> dict:
 
 def measure(target, drafts: dict, contexts: dict, ks, *, concurrency=CONCURRENCY, max_tokens: int = 32,
             repeats: int = 3, min_requests: int = MIN_REQUESTS, in_flight: int = IN_FLIGHT, out=None,
-            server_kw: dict | None = None, say=None, start=None, stop=None) -> dict:
+            server_kw: dict | None = None, say=None, start=None, stop=None, urls: dict | None = None,
+            server_machine: str | None = None) -> dict:
     """Measure the grid (module docstring), then predict every draft cell from the surface; returns (and writes
-    to ``out``) the whole state: ``cells``, ``surface``, ``predictions``, ``crossover``, ``best_k``."""
+    to ``out``) the whole state: ``cells``, ``surface``, ``predictions``, ``crossover``, ``best_k``.
+
+    ``urls``: servers the user started (a GPU box), measured instead of starting any: ``{"baseline": URL,
+    "twin@K": URL, "DRAFT@K": URL}`` (:func:`remote_servers`); ``server_machine`` says what they run on (it keys
+    the surface in place of this machine). Drafts without a URL are predicted, not measured."""
     say = say or (lambda m: None)
     start, stop = start or vllm_server.start, stop or vllm_server.stop
     check_inputs(target, drafts, next(iter(contexts.values())))
@@ -159,6 +236,9 @@ def measure(target, drafts: dict, contexts: dict, ks, *, concurrency=CONCURRENCY
     if not ks or ks[0] < 1 or not conc or conc[0] < 1:
         raise WorkbenchError(f"-K {ks} --concurrency {conc}: expected positive numbers")
     kw = {"enforce_eager": True, "dtype": "float32", **(server_kw or {})}
+    if urls is not None and not (server_machine or "").strip():
+        raise WorkbenchError("--url: say what the servers run on with --server-machine (e.g. '1x H100 80GB'): it keys "
+                             "the surface, which describes that machine, not this one")
     if "max_num_seqs" in kw and int(kw["max_num_seqs"]) < conc[-1]:
         raise WorkbenchError(f"--concurrency {conc[-1]} is above the server's --max-num-seqs {kw['max_num_seqs']}: "
                              f"the server would queue the rest, and the cell would measure concurrency "
@@ -169,7 +249,8 @@ def measure(target, drafts: dict, contexts: dict, ks, *, concurrency=CONCURRENCY
     kw.setdefault("max_model_len", max(512, max(len(r["input_ids"]) for b in rows.values() for r in b) + 16))
     settings = {"max_tokens": int(max_tokens), "repeats": int(repeats), "concurrency": conc,
                 "min_requests": int(min_requests), "in_flight": int(in_flight), "dtype": kw["dtype"]}
-    key = resume_key(target, drafts, ks, rows, settings)
+    key = resume_key(target, drafts, ks, rows, settings,
+                     where=None if urls is None else {"server": str(server_machine).strip(), "remote": True})
     state = _resume(out, key)
     state.update({"settings": {**settings, "contexts": {b: {"file": str(contexts[b]), "rows": len(r),
                                                             "prompt_tokens": prompt_tokens(r)}
@@ -183,6 +264,10 @@ def measure(target, drafts: dict, contexts: dict, ks, *, concurrency=CONCURRENCY
     done = {(c["server"], c["k"], c["context"], c["concurrency"]) for c in state["cells"]}
     jobs = [(name, folder, k) for k in ks for name, folder in servers
             if any((name, k, b, c) not in done for b, c in todo_cells)]
+    if urls is not None:
+        at = remote_servers(urls, ks, {f.name: f for f in twin_dir.values()}, drafts)
+        jobs = [j for j in jobs if (j[0], j[2]) in at]
+        start, stop = _remote_start(at, {str(f): n for n, f in servers}), (lambda pid: None)
     if done:
         say(f"resuming: {len(done)} cells measured ({out})")
 
@@ -243,9 +328,9 @@ def measure(target, drafts: dict, contexts: dict, ks, *, concurrency=CONCURRENCY
         if jobs:
             state["wall_s"] = round(state.get("wall_s", 0.0) + time.perf_counter() - t0, 1)   # every resumed part
             _save(out, state)
-    m = machine()
-    state["measured_on"] = (f"{m['cpu']}, {m['cores']} cores{' (AVX-512)' if m['avx512'] else ''}, vLLM "
-                            f"{(state.get('engine') or {}).get('version', '?')}, {state['settings']['dtype']}")
+    m = state["key"]["machine"]
+    where = m["server"] if "server" in m else f"{m['cpu']}, {m['cores']} cores{' (AVX-512)' if m['avx512'] else ''}"
+    state["measured_on"] = f"{where}, vLLM {(state.get('engine') or {}).get('version', '?')}, {state['settings']['dtype']}"
     state["surface"] = surface(state, target)
     accept = offline_accept(target, drafts, rows, ks, max_tokens, (state.get("engine") or {}).get("record", "vllm"))
     state["offline"] = accept
@@ -261,18 +346,23 @@ def _save(out, state: dict) -> None:
         write_json(out, state)
 
 
-def offline_accept(target, drafts: dict, rows: dict, ks, max_tokens: int, engine: str) -> dict:
+def offline_accept(target, drafts: dict, rows: dict, ks, max_tokens: int, engine: str, *, cache: bool = True) -> dict:
     """``{draft: {K: {context: {served, trained, served_wiring, trained_wiring}}}}``: the decode path's accept length
-    of each draft at each K on each bucket's rows, as the served release reads the draft and as it was trained."""
+    of each draft at each K on each bucket's rows, as the served release reads the draft and as it was trained.
+
+    ``cache``: the target's features on a bucket's rows are captured once per tap set and kept (a temporary folder)
+    for every K and draft that reads those taps: one target pass per (bucket, wiring), not per (draft, K, bucket,
+    wiring). ``cache=False`` recaptures every time (the reference; the same numbers, tested)."""
     tgt = inputs.load(target, None, None, device="cpu", progress=False).target
     out = {}
-    for name, path in drafts.items():
-        for k in ks:
-            for b, r in rows.items():
-                off = offline(tgt, path, r, k, None, engine=engine)
-                out.setdefault(name, {}).setdefault(str(k), {})[b] = {
-                    "served": off["served_accept_length"], "trained": off["trained_accept_length"],
-                    "served_wiring": off["served_wiring"], "trained_wiring": off["trained_wiring"]}
+    with tempfile.TemporaryDirectory(prefix="wb-load-features-") as tmp:
+        for name, path in drafts.items():
+            for k in ks:
+                for b, r in rows.items():
+                    off = offline(tgt, path, r, k, None, engine=engine, cache_dir=tmp if cache else None)
+                    out.setdefault(name, {}).setdefault(str(k), {})[b] = {
+                        "served": off["served_accept_length"], "trained": off["trained_accept_length"],
+                        "served_wiring": off["served_wiring"], "trained_wiring": off["trained_wiring"]}
     return out
 
 
@@ -290,7 +380,7 @@ def surface(state: dict, target) -> dict:
                      "prompt_tokens": ctx[c["context"]]["prompt_tokens"], "concurrency": c["concurrency"],
                      **cell_cost(c["passes"]), "baseline_tokens_per_s": c["baseline_tokens_per_s"],
                      "requests": c["passes"][0]["requests"], "max_tokens": state["settings"]["max_tokens"]})
-    return {"key": {"target": content_digest(target), "engine": state.get("engine"), "machine": machine(),
+    return {"key": {"target": content_digest(target), "engine": state.get("engine"), "machine": state["key"]["machine"],
                     "dtype": state["settings"]["dtype"], "twins": sorted(set(state["twins"].values()))},
             "cells": rows}
 

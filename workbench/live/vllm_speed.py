@@ -287,11 +287,13 @@ def check_inputs(target, drafts: dict, data) -> None:
         inputs.draft(p, tgt)
 
 
-def offline(target, draft_path, rows, k: int, cost_model=None, engine: str = "vllm") -> dict:
+def offline(target, draft_path, rows, k: int, cost_model=None, engine: str = "vllm", cache_dir=None) -> dict:
     """Offline accept lengths (decode path, K=k) of vLLM's reading (``engine``: the record of the served release)
-    and of the trained wiring, and, given the draft's in-process ``cost_model``, its speed-ups for both."""
-    served, note = accept(target, draft_path, rows, engine=engine, K=k, progress=False, cost_ratio=0.05)
-    trained, tnote = accept(target, draft_path, rows, K=k, progress=False, cost_ratio=0.05)
+    and of the trained wiring, and, given the draft's in-process ``cost_model``, its speed-ups for both.
+    ``cache_dir``: the target's features kept for the next call on these rows (:func:`accept`)."""
+    served, note = accept(target, draft_path, rows, engine=engine, K=k, progress=False, cost_ratio=0.05,
+                          cache_dir=cache_dir)
+    trained, tnote = accept(target, draft_path, rows, K=k, progress=False, cost_ratio=0.05, cache_dir=cache_dir)
     out = {"served_wiring": served.spec, "served_accept_length": round(served.decode_path["accept_length"], 4),
            "trained_wiring": trained.spec, "trained_accept_length": round(trained.decode_path["accept_length"], 4)}
     if cost_model is not None:

@@ -264,7 +264,7 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
            trust_remote_code: bool = False, progress: bool = True,
            ctx: distributed.Context | None = None, shard_dir=None, cost_ratio: float | None = None,
            max_memory=None, eagle_topk: int | None = None, num_draft_tokens: int | None = None, acc_topk: int = 5,
-           cost_model=None):
+           cost_model=None, cache_dir=None):
     """Everything behind ``workbench accept``: returns (AcceptanceResult, wiring note).
 
         >>> # result, note = accept("data/demo/target", "data/demo/draft-aligned", "data/demo/val.jsonl",
@@ -277,7 +277,9 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     draft-step/target-forward ratio for the speed-up projection instead of the measured one.
     ``max_memory``: working memory of the chunked heads and attention (``workbench.model.chunks``).
     ``eagle_topk``/``num_draft_tokens`` (or a tree ``setting``): simulate SGLang's draft tree.
-    ``cost_model``: a :class:`workbench.cost.CostModel` or its JSON path for the projection.
+    ``cost_model``: a :class:`workbench.cost.CostModel` or its JSON path for the projection. ``cache_dir``: the
+    target's captured features are kept there (:func:`simulate`), so calls on the same rows and taps (other Ks,
+    other drafts) skip the target pass.
     """
     if max_memory is not None:                   # a bad size fails before any model is loaded
         max_memory = parse_memory(max_memory)
@@ -293,7 +295,7 @@ def accept(target, draft, data, *, wiring=None, engine=None, K: int | None = Non
     setting, why = apply_drafting(d, setting, engine)
     note = note if why is None else f"{note}; {why}"
     res = simulate(tgt, d, ds, [w], limit=limit, batch_size=batch_size, progress=progress, setting=setting, ctx=ctx,
-                   out_dir=shard_dir, max_memory=max_memory, acc_topk=acc_topk, cost_model=cm)
+                   out_dir=shard_dir, max_memory=max_memory, acc_topk=acc_topk, cost_model=cm, cache_dir=cache_dir)
     if res is None:                              # not rank 0: rank 0 reports for everyone
         return None, note
     result = res[w.spec]
