@@ -180,6 +180,8 @@ def measure(demo=None, *, quick: bool = False, out=None, sweep_name: str = "main
         find_python()                                  # a one-line error when .venv-vllm is missing
     demo = find_demo(demo)
     kw = dict(QUICK if quick else settings)
+    if quick and settings.get("long_rows"):            # the same path at the quick reply length
+        kw["long_rows"] = QUICK["max_tokens"]
     ks = kw.pop("ks")
     work = out.parent / f"{out.stem}-drafts"
     data = demo / "val.jsonl"

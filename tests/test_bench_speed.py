@@ -2,7 +2,8 @@
 checked on what a real server measured.
 
 - ``bench.speed`` into an empty folder on the smoke demo (loopback stand-in servers: the command's bookkeeping,
-  not the speed): it makes the fixed draft itself and writes every (draft, K) row its settings name;
+  not the speed): it makes the fixed draft (and the 16x96 sweep's long-reply rows) itself and writes every
+  (draft, K) row its settings name (the foreign sweep needs the trainers' exports: not here);
 - ``docs/bench.md``'s speed rows are what ``workbench bench`` prints from ``bench/vllm-speed.json``;
 - every checked-in sweep of a real vLLM (``bench/vllm-speed*.json``) predicted again by the current code from
   the recorded twin passes (:func:`workbench.live.vllm_speed.replay`) is within the benchmark's goal: a change to
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = sorted(p for p in (ROOT / "bench").glob("vllm-speed*.json") if p.name != "vllm-speed-demo.json")
 
 
-@pytest.mark.parametrize("name", ["main", "warmup", "demo"])
+@pytest.mark.parametrize("name", ["main", "warmup", "demo", "16x96"])
 def test_each_speed_benchmark_reruns_into_an_empty_folder(name, smoke_demo, tmp_path, monkeypatch):
     ks = [1, 2] if name == "main" else [1]
     monkeypatch.setattr(speed, "QUICK", {**speed.QUICK, "ks": ks, "in_process": False})
@@ -46,6 +47,9 @@ def test_each_speed_benchmark_reruns_into_an_empty_folder(name, smoke_demo, tmp_
         assert fixed["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4]
         assert served["draft-mismatched-fixed"] == "embed,L1,L3"
     assert {f["key"] for f in figs} >= {"speed_predicted_error", "speed_sign_right"}
+    if speed.SWEEPS[name][1].get("long_rows"):           # the rows whose reply holds the sweep's tokens, made by it
+        n_tok = speed.QUICK["max_tokens"]
+        assert state["settings"]["data"].endswith(f"val-{n_tok}.jsonl") and state["settings"]["max_tokens"] == n_tok
     again = Stand(smoke_demo)                             # the same command again: everything resumed
     speed.measure(smoke_demo, quick=True, out=out, sweep_name=name, start=again.start, stop=again.stop)
     assert again.started == []
