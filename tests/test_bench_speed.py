@@ -104,3 +104,9 @@ def test_the_docs_warmup_speed_table_is_the_file():
     """docs/vllm.md's warm-up table is bench/vllm-speed-warmup.json (`--sweep warmup`), rendered."""
     table = speed.render(json.loads((ROOT / "bench" / "vllm-speed-warmup.json").read_text()))
     assert table in (ROOT / "docs" / "vllm.md").read_text()
+
+
+def test_the_docs_16x96_speed_table_is_the_file():
+    """docs/vllm.md's table at the issue's size is bench/vllm-speed-16x96.json (`--sweep 16x96`), rendered."""
+    table = speed.render(json.loads((ROOT / "bench" / "vllm-speed-16x96.json").read_text()))
+    assert table in (ROOT / "docs" / "vllm.md").read_text()
