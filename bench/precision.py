@@ -89,14 +89,11 @@ def rows_file(demo: Path, n: int, folder: Path) -> Path:
     return path
 
 
-def measure(demo: Path, n_requests: int = 80, n_subsets: int = 60, *, server=None, say=print) -> dict:
-    """The benchmark's result (what ``--json`` holds): one ``vllm compare`` per served dtype, split and judged.
-    ``server``: the ``running_server`` to start each one with (default: a real vLLM,
-    :func:`workbench.live.vllm_server.running_server`; the tests give loopback stand-ins)."""
+def measure(demo: Path, n_requests: int = 80, n_subsets: int = 60, *, say=print) -> dict:
+    """The benchmark's result (what ``--json`` holds): one ``vllm compare`` per served dtype, split and judged."""
     from workbench.live.vllm_live import compare
     from workbench.live.vllm_server import running_server
 
-    server = server or running_server
     demo = Path(demo)
     result = {"demo": str(demo), "draft": "draft-mismatched", "served": SERVED, "requests": n_requests,
               "subsets_per_size": n_subsets, "servers": {}}
@@ -104,8 +101,8 @@ def measure(demo: Path, n_requests: int = 80, n_subsets: int = 60, *, server=Non
         data = rows_file(demo, n_requests, Path(tmp))
         for dtype in ("bfloat16", "float32"):
             t0 = time.time()
-            with server(demo / "target", demo / "draft-mismatched", k=4, enforce_eager=True, dtype=dtype,
-                        log=Path(tmp) / f"vllm-{dtype}.log", timeout=600) as srv:
+            with running_server(demo / "target", demo / "draft-mismatched", k=4, enforce_eager=True, dtype=dtype,
+                                log=Path(tmp) / f"vllm-{dtype}.log", timeout=600) as srv:
                 cmp = compare(srv.url, demo / "target", demo / "draft-mismatched", data, probe=0, progress=False)
             ev = cmp.precision_evidence()
             n = len(cmp.samples)

@@ -52,13 +52,12 @@ def draft_for(draft: Path, ids: list[int], out: Path) -> Path:
     return out
 
 
-def serve_once(target: Path, draft: Path, rows: list[dict], *, k: int, log: Path, server=None) -> dict:
-    """Start a real server (or ``server``, a ``running_server`` stand-in), send every row once (greedy), stop:
-    start-up s, serving s, pooled accept length."""
+def serve_once(target: Path, draft: Path, rows: list[dict], *, k: int, log: Path) -> dict:
+    """Start a real server, send every row once (greedy), stop: start-up s, serving s, pooled accept length."""
     from workbench.live.vllm_server import complete, running_server
 
     t0 = time.perf_counter()
-    with (server or running_server)(target, draft, k=k, enforce_eager=True, log=log, timeout=600) as srv:
+    with running_server(target, draft, k=k, enforce_eager=True, log=log, timeout=600) as srv:
         started = time.perf_counter() - t0
         t1 = time.perf_counter()
         steps = accepted = 0
@@ -75,9 +74,8 @@ def serve_once(target: Path, draft: Path, rows: list[dict], *, k: int, log: Path
 
 
 def measure(demo=None, *, repeats: int = 3, limit: int = 16, candidates: int = 3, k: int = 4, quick: bool = False,
-            device: str = "cpu", server=None) -> list[dict]:
-    """The figures (``workbench.report.benchmark`` schema) of one side-by-side run; see the module docstring.
-    ``server``: what starts each server (default: a real vLLM; the tests give loopback stand-ins)."""
+            device: str = "cpu") -> list[dict]:
+    """The figures (``workbench.report.benchmark`` schema) of one side-by-side run; see the module docstring."""
     import pandas as pd
 
     from workbench import rows as data
@@ -85,8 +83,7 @@ def measure(demo=None, *, repeats: int = 3, limit: int = 16, candidates: int = 3
     from workbench.engines.wiring import load_config, resolve
     from workbench.live.vllm_server import find_python
 
-    if server is None:
-        find_python()                                  # a one-line error when .venv-vllm is missing
+    find_python()                                      # a one-line error when .venv-vllm is missing
     demo = find_demo(demo)
     target, draft, val = demo / "target", demo / "draft-mismatched", demo / "val.jsonl"
     limit = 4 if quick else int(limit)
@@ -114,7 +111,7 @@ def measure(demo=None, *, repeats: int = 3, limit: int = 16, candidates: int = 3
             if not f.feasible:
                 continue
             d = draft_for(draft, f.ids, Path(tmp) / f"draft-{i}")
-            live[spec] = serve_once(target, d, rows, k=k, log=Path(tmp) / f"vllm-{i}.log", server=server)
+            live[spec] = serve_once(target, d, rows, k=k, log=Path(tmp) / f"vllm-{i}.log")
     if not live:
         raise WorkbenchError("no candidate wiring vLLM can feed: nothing served")
     off = statistics.median(offline_s)
